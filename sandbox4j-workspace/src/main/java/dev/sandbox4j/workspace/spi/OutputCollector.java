@@ -1,0 +1,116 @@
+package dev.sandbox4j.workspace.spi;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.Arrays;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+
+/**
+ * Reads a command's stdout and stderr, keeps up to the combined limit, and reports trouble (limit
+ * passed, callback failed). State is guarded by {@code this}; callbacks run outside the lock, on
+ * the stream's own reader thread, so each stream's chunks arrive in order.
+ */
+final class OutputCollector {
+  private static final int CHUNK = 64 * 1024;
+
+  private final long limit;
+  private final Consumer<byte[]> onStdout;
+  private final Consumer<byte[]> onStderr;
+  private final ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+  private final ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+  private final CompletableFuture<Void> trouble = new CompletableFuture<>();
+  private final CompletableFuture<Void> drained = new CompletableFuture<>();
+  private final AtomicInteger openStreams = new AtomicInteger(2);
+  private long total;
+  private boolean detached;
+  private Throwable callbackFailure;
+
+  OutputCollector(long limit, Consumer<byte[]> onStdout, Consumer<byte[]> onStderr) {
+    this.limit = limit;
+    this.onStdout = onStdout;
+    this.onStderr = onStderr;
+  }
+
+  void pump(InputStream stream, boolean isStderr) {
+    Thread.ofVirtual()
+        .name(isStderr ? "sandbox4j-stderr" : "sandbox4j-stdout")
+        .start(() -> readAll(stream, isStderr));
+  }
+
+  private void readAll(InputStream stream, boolean isStderr) {
+    byte[] buffer = new byte[CHUNK];
+    try (stream) {
+      int n;
+      while ((n = stream.read(buffer)) >= 0) {
+        byte[] chunk = accept(buffer, n, isStderr);
+        if (chunk != null) {
+          deliver(chunk, isStderr);
+        }
+      }
+    } catch (IOException e) {
+      // The pipe was closed under us (the process was destroyed): the output ends here.
+    } finally {
+      if (openStreams.decrementAndGet() == 0) {
+        drained.complete(null);
+      }
+    }
+  }
+
+  /** Keeps what fits under the limit; returns the chunk to deliver, or null. */
+  private synchronized byte[] accept(byte[] buffer, int n, boolean isStderr) {
+    if (detached || trouble.isDone()) {
+      return null; // read and dropped, so a writer never blocks on a full pipe
+    }
+    long room = limit - total;
+    int kept = (int) Math.min(n, room);
+    (isStderr ? stderr : stdout).write(buffer, 0, kept);
+    total += kept;
+    if (n > room) {
+      trouble.complete(null);
+    }
+    return kept > 0 ? Arrays.copyOf(buffer, kept) : null;
+  }
+
+  private void deliver(byte[] chunk, boolean isStderr) {
+    try {
+      (isStderr ? onStderr : onStdout).accept(chunk);
+    } catch (RuntimeException | Error e) {
+      synchronized (this) {
+        if (callbackFailure == null) {
+          callbackFailure = e;
+        }
+      }
+      trouble.complete(null);
+    }
+  }
+
+  /** Completes when output passed the limit or a callback failed. */
+  CompletableFuture<Void> trouble() {
+    return trouble;
+  }
+
+  /** Completes when both streams reached EOF. */
+  CompletableFuture<Void> drained() {
+    return drained;
+  }
+
+  synchronized Throwable callbackFailure() {
+    return callbackFailure;
+  }
+
+  /** Stops keeping and delivering output; readers go on draining the pipes until EOF. */
+  synchronized void detach() {
+    detached = true;
+  }
+
+  synchronized byte[] stdout() {
+    return stdout.toByteArray();
+  }
+
+  synchronized byte[] stderr() {
+    return stderr.toByteArray();
+  }
+}
