@@ -156,13 +156,15 @@ public final class Workspace {
   /** Writes a file from a stream. See {@link SupportsFileSystem#write}. */
   public void write(String path, InputStream content) {
     Objects.requireNonNull(content, "content");
-    files().write(resolve(checkWritable("write", path)), content);
+    checkWritable("write", path);
+    files().write(resolve(path), content);
   }
 
   /** Writes a whole file. See {@link SupportsFileSystem#write}. */
   public void writeBytes(String path, byte[] content) {
     Objects.requireNonNull(content, "content");
-    files().writeBytes(resolve(checkWritable("write", path)), content);
+    checkWritable("write", path);
+    files().writeBytes(resolve(path), content);
   }
 
   /** Writes a whole file as UTF-8. */
@@ -188,7 +190,8 @@ public final class Workspace {
 
   /** {@code mkdir -p}. */
   public void createDirectories(String path) {
-    files().createDirectories(resolve(checkWritable("create directory", path)));
+    checkWritable("create directory", path);
+    files().createDirectories(resolve(path));
   }
 
   /** Removes a file, symlink or empty directory. */
@@ -198,7 +201,8 @@ public final class Workspace {
 
   /** Removes a file, symlink or directory, recursively on request. */
   public void remove(String path, boolean recursive) {
-    files().remove(resolve(checkWritable("remove", path)), recursive);
+    checkWritable("remove", path);
+    files().remove(resolve(path), recursive);
   }
 
   /** Renames with {@code rename(2)} semantics. */
@@ -230,12 +234,11 @@ public final class Workspace {
     return files;
   }
 
-  private String checkWritable(String operation, String path) {
+  private void checkWritable(String operation, String path) {
     if (readOnly) {
       throw new WorkspaceReadOnlyException(
           "the workspace is read-only: cannot " + operation + " " + path);
     }
-    return path;
   }
 
   @Override
