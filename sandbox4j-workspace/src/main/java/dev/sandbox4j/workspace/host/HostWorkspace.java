@@ -114,7 +114,7 @@ public final class HostWorkspace
       }
       // Only without setsid does the JVM exec the program itself; report it as a shell would.
       String program = command.toArgv().getFirst();
-      boolean missing = !Files.exists(Path.of(program)) || !program.contains("/");
+      boolean missing = !program.contains("/") || !Files.exists(dir.resolve(program));
       String message = "sandbox4j: " + program + ": " + e.getMessage() + "\n";
       return new CommandResult(missing ? 127 : 126, new byte[0], message.getBytes());
     }
