@@ -1,0 +1,395 @@
+package dev.sandbox4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Runs the whole command line in-process against host workspaces under a temporary home. */
+class CliTest {
+
+  private static final Pattern CREATED = Pattern.compile("Created host workspace (host:[a-z0-9]+)");
+
+  @TempDir Path home;
+
+  record Run(int exitCode, String out, String err) {
+    List<String> errLines() {
+      return err.lines().toList();
+    }
+  }
+
+  private Run run(String... args) {
+    return runWithStdin(new ByteArrayInputStream(new byte[0]), args);
+  }
+
+  private Run runWithStdin(InputStream stdin, String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      code = Cli.run(new CliContext(home, stdin, o, e), args);
+    }
+    return new Run(
+        code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  private String create() {
+    Run created = run("--quiet", "create");
+    assertThat(created.exitCode()).as(created.err()).isZero();
+    return created.out().strip();
+  }
+
+  @Test
+  void execNewCreatesAWorkspaceStreamsOutputAndExitsWithTheCommandsCode() {
+    Run r = run("exec", "new", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3");
+
+    assertThat(r.exitCode()).isEqualTo(3);
+    assertThat(r.out()).isEqualTo("hi\n");
+    assertThat(r.err()).contains("oops\n");
+    assertThat(r.err())
+        .contains("sandbox4j: warning: host workspaces are not isolated")
+        .containsOnlyOnce("warning");
+    Matcher m = CREATED.matcher(r.err());
+    assertThat(m.find()).as(r.err()).isTrue();
+    String id = m.group(1).substring("host:".length());
+    assertThat(home.resolve("host").resolve(id)).isDirectory();
+    assertThat(run("ls").out()).isEqualTo(m.group(1) + "\n");
+  }
+
+  @Test
+  void execRunsInTheWorkspaceDirectory() throws Exception {
+    String ref = create();
+    Run r = run("--quiet", "exec", ref, "--", "pwd");
+
+    assertThat(r.exitCode()).as(r.err()).isZero();
+    Path expected = home.resolve("host").resolve(ref.substring("host:".length())).toRealPath();
+    assertThat(r.out()).isEqualTo(expected + "\n");
+  }
+
+  @Test
+  void execWithARefSeesFilesAnEarlierExecWrote() {
+    String ref = create();
+    assertThat(ref).matches("host:[a-z0-9]+");
+
+    Run write = run("exec", "--quiet", ref, "--", "sh", "-c", "echo kept > notes.txt");
+    assertThat(write.exitCode()).as(write.err()).isZero();
+    Run read = run("exec", "--quiet", ref, "--", "cat", "notes.txt");
+
+    assertThat(read.exitCode()).as(read.err()).isZero();
+    assertThat(read.out()).isEqualTo("kept\n");
+    assertThat(read.err()).isEmpty();
+  }
+
+  @Test
+  void argvIsNotInterpretedByAShellButShellStringsAre() {
+    String ref = create();
+
+    Run argv = run("--quiet", "exec", ref, "--", "echo", "$HOME", "a  b");
+    assertThat(argv.out()).isEqualTo("$HOME a  b\n");
+
+    Run shell = run("--quiet", "exec", "--shell", ref, "--", "echo $((40 + 2)); exit 7");
+    assertThat(shell.exitCode()).isEqualTo(7);
+    assertThat(shell.out()).isEqualTo("42\n");
+  }
+
+  @Test
+  void shellTakesExactlyOneScript() {
+    Run r = run("--quiet", "exec", "--shell", "new", "--", "echo", "a");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.errLines())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: --shell takes one script string, got 2 arguments");
+    assertThat(home.resolve("host")).doesNotExist();
+  }
+
+  @Test
+  void envAndStdinReachTheCommand() {
+    String ref = create();
+
+    Run env =
+        run("--quiet", "exec", "-e", "GREETING=hello there", ref, "--", "printenv", "GREETING");
+    assertThat(env.out()).isEqualTo("hello there\n");
+
+    Run stdin =
+        runWithStdin(
+            new ByteArrayInputStream("piped\n".getBytes(StandardCharsets.UTF_8)),
+            "--quiet",
+            "exec",
+            "--stdin",
+            ref,
+            "--",
+            "cat");
+    assertThat(stdin.out()).isEqualTo("piped\n");
+
+    Run noStdin =
+        runWithStdin(
+            new ByteArrayInputStream("not read\n".getBytes(StandardCharsets.UTF_8)),
+            "--quiet",
+            "exec",
+            ref,
+            "--",
+            "cat");
+    assertThat(noStdin.exitCode()).isZero();
+    assertThat(noStdin.out()).isEmpty();
+  }
+
+  @Test
+  void rmThenExecReportsTheWorkspaceUnavailable() {
+    String ref = create();
+    Path dir = home.resolve("host").resolve(ref.substring("host:".length()));
+    assertThat(dir).isDirectory();
+
+    Run rm = run("rm", ref);
+    assertThat(rm.exitCode()).as(rm.err()).isZero();
+    assertThat(rm.out()).isEqualTo(ref + "\n");
+    assertThat(dir).doesNotExist();
+
+    Run exec = run("--quiet", "exec", ref, "--", "true");
+    assertThat(exec.exitCode()).isEqualTo(ExitCodes.UNAVAILABLE);
+    assertThat(exec.out()).isEmpty();
+    assertThat(exec.errLines()).singleElement().asString().startsWith("sandbox4j: ").contains(ref);
+    assertThat(dir).as("gone is gone: no empty replacement").doesNotExist();
+
+    Run again = run("rm", ref);
+    assertThat(again.exitCode()).as("rm is idempotent: " + again.err()).isZero();
+    assertThat(again.out()).isEqualTo(ref + "\n");
+  }
+
+  @Test
+  void rmChecksEveryRefBeforeDestroyingAny() {
+    String ref = create();
+
+    Run r = run("rm", ref, "host:..");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.out()).isEmpty();
+    assertThat(r.errLines()).singleElement().asString().startsWith("sandbox4j: ").contains("..");
+    assertThat(run("ls").out()).isEqualTo(ref + "\n");
+  }
+
+  @Test
+  void aMalformedRefIsAUsageErrorOnOneLine() {
+    Run r = run("exec", "not-a-ref", "--", "true");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.out()).isEmpty();
+    assertThat(r.errLines())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: malformed workspace ref 'not-a-ref'")
+        .contains("provider:id")
+        .endsWith("(see 'sandbox4j exec --help')");
+    assertThat(home.resolve("host")).doesNotExist();
+  }
+
+  @Test
+  void anUnknownProviderIsAUsageErrorNamingTheKnownOnes() {
+    Run byRef = run("exec", "docker:abc", "--", "true");
+    assertThat(byRef.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(byRef.errLines())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: unknown workspace provider 'docker'")
+        .contains("known: host");
+
+    Run byOption = run("create", "--provider", "nope");
+    assertThat(byOption.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(byOption.errLines())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: unknown workspace provider 'nope'");
+  }
+
+  @Test
+  void optionsOfTheCommandMustComeAfterDoubleDash() {
+    Run r = run("exec", "new", "ls", "-la");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.errLines())
+        .singleElement()
+        .asString()
+        .contains("'-la'")
+        .contains("put the command after '--'");
+  }
+
+  @Test
+  void aTimeoutKillsTheCommandAndExits124() {
+    Run r =
+        run(
+            "exec",
+            "--quiet",
+            "--timeout",
+            "500ms",
+            "new",
+            "--",
+            "sh",
+            "-c",
+            "echo started; sleep 60");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.TIMEOUT).isEqualTo(124);
+    assertThat(r.out()).isEqualTo("started\n");
+    assertThat(r.errLines()).last().isEqualTo("sandbox4j: command timed out after 500ms");
+    assertThat(r.err()).doesNotContain("\tat ");
+  }
+
+  @Test
+  void aBadTimeoutIsAUsageError() {
+    Run r = run("exec", "--timeout", "soon", "new", "--", "true");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.errLines())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: ")
+        .contains("invalid duration 'soon'");
+  }
+
+  @Test
+  void outputPastTheLimitKillsTheCommandAndExits125() {
+    Run r =
+        run(
+            "exec",
+            "--quiet",
+            "--output-limit",
+            "1K",
+            "new",
+            "--",
+            "sh",
+            "-c",
+            "while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.OUTPUT_LIMIT);
+    assertThat(r.errLines())
+        .last()
+        .asString()
+        .startsWith("sandbox4j: command output passed the limit of 1024 bytes");
+  }
+
+  @Test
+  void debugAddsTheStackTrace() {
+    String ref = create();
+    run("rm", ref);
+
+    assertThat(run("--quiet", "exec", ref, "--", "true").err()).doesNotContain("\tat ");
+    Run debug = run("--quiet", "exec", "--debug", ref, "--", "true");
+    assertThat(debug.exitCode()).isEqualTo(ExitCodes.UNAVAILABLE);
+    assertThat(debug.err()).contains("WorkspaceUnavailableException").contains("\tat ");
+  }
+
+  @Test
+  void quietDropsTheHostWarningOnly() {
+    Run loud = run("exec", "new", "--", "true");
+    assertThat(loud.err()).contains("warning");
+
+    Run quiet = run("exec", "--quiet", "new", "--", "true");
+    assertThat(quiet.exitCode()).isZero();
+    assertThat(quiet.errLines()).singleElement().asString().matches(CREATED.pattern());
+  }
+
+  @Test
+  void createPrintsTheRefOrJson() throws Exception {
+    Run plain = run("create");
+    assertThat(plain.exitCode()).isZero();
+    assertThat(plain.out()).matches("host:[a-z0-9]+\n");
+    assertThat(plain.errLines()).singleElement().asString().contains("not isolated");
+
+    Run json = run("--quiet", "create", "--json");
+    assertThat(json.exitCode()).isZero();
+    Matcher m =
+        Pattern.compile(
+                "\\{\"provider\":\"host\",\"id\":\"([a-z0-9]+)\",\"workingDirectory\":\"([^\"]+)\"}\n")
+            .matcher(json.out());
+    assertThat(m.matches()).as(json.out()).isTrue();
+    assertThat(Path.of(m.group(2)))
+        .isDirectory()
+        .isEqualTo(home.resolve("host").resolve(m.group(1)).toRealPath());
+  }
+
+  @Test
+  void createRefusesEnvThatHostWorkspacesWouldNotKeep() {
+    Run r = run("create", "--env", "A=b");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.errLines()).singleElement().asString().contains("pass --env to each");
+    assertThat(run("ls").out()).isEmpty();
+  }
+
+  @Test
+  void lsListsEveryWorkspaceSortedAndAsJson() {
+    assertThat(run("ls").out()).isEmpty();
+    assertThat(run("ls", "--json").out()).isEqualTo("[]\n");
+
+    List<String> refs = List.of(create(), create(), create()).stream().sorted().toList();
+
+    Run plain = run("ls");
+    assertThat(plain.exitCode()).isZero();
+    assertThat(plain.out().lines().toList()).isEqualTo(refs);
+
+    Run json = run("ls", "--provider", "host", "--json");
+    String expected =
+        refs.stream()
+            .map(r -> "{\"provider\":\"host\",\"id\":\"" + r.substring(5) + "\"}")
+            .reduce((a, b) -> a + "," + b)
+            .orElseThrow();
+    assertThat(json.out()).isEqualTo("[" + expected + "]\n");
+  }
+
+  @Test
+  void versionAndHelp() {
+    Run version = run("--version");
+    assertThat(version.exitCode()).isZero();
+    assertThat(version.out()).matches("sandbox4j \\d+\\.\\d+\\.\\d+\\S*\n");
+
+    Run help = run("exec", "--help");
+    assertThat(help.exitCode()).isZero();
+    assertThat(help.out())
+        .contains("sandbox4j exec [OPTIONS] ID -- CMD...")
+        .contains("Exit codes:")
+        .contains("124")
+        .contains("69");
+  }
+
+  @Test
+  void aProviderFailureIsReportedOnOneLineWithItsOwnCode() throws Exception {
+    Files.writeString(home.resolve("host"), "a file where the workspace root should be");
+
+    Run r = run("--quiet", "create");
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(r.out()).isEmpty();
+    assertThat(r.errLines())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: cannot create a host workspace under " + home.resolve("host"));
+  }
+
+  @Test
+  void noCommandIsAUsageError() {
+    Run r = run();
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.errLines()).singleElement().asString().startsWith("sandbox4j: missing a command");
+  }
+
+  @Test
+  void theHomeComesFromSandbox4jHomeOrTheUsersHome() throws Exception {
+    assertThat(Main.home(java.util.Map.of("SANDBOX4J_HOME", home.toString()), "/nowhere"))
+        .isEqualTo(home);
+    assertThat(Main.home(java.util.Map.of(), "/home/someone"))
+        .isEqualTo(Path.of("/home/someone/.sandbox4j"));
+    assertThat(Files.exists(home.resolve("host"))).isFalse();
+  }
+}
