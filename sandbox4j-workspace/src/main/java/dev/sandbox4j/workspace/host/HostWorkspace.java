@@ -105,9 +105,14 @@ public final class HostWorkspace
     argv.addAll(command.toArgv());
     ProcessBuilder builder = new ProcessBuilder(argv).directory(dir.toFile());
     buildEnvironment(builder.environment(), options.env(), marker);
-    Process process;
+    CommandResult result;
     try {
-      process = builder.start();
+      result =
+          ProcessCommands.run(
+              builder,
+              options,
+              clockStart,
+              process -> () -> ProcessTree.killAll(process.toHandle(), marker));
     } catch (IOException e) {
       if (!Files.isDirectory(dir)) {
         throw gone();
@@ -117,12 +122,6 @@ public final class HostWorkspace
       boolean missing = !program.contains("/") || !Files.exists(dir.resolve(program));
       String message = "sandbox4j: " + program + ": " + e.getMessage() + "\n";
       return new CommandResult(missing ? 127 : 126, new byte[0], message.getBytes());
-    }
-    CommandResult result;
-    try {
-      result =
-          ProcessCommands.await(
-              process, options, clockStart, () -> ProcessTree.killAll(process.toHandle(), marker));
     } catch (WorkspaceException | CancellationException e) {
       if (!Files.isDirectory(dir)) {
         throw new WorkspaceUnavailableException(

@@ -27,8 +27,11 @@ final class ProcessTree {
   /** Kills {@code process}, its descendants and every process whose marker starts with prefix. */
   static void killAll(ProcessHandle process, String markerPrefix) {
     if (process != null) {
-      process.descendants().forEach(ProcessHandle::destroyForcibly);
+      // The root first, so that a shell never outlives its killed child long enough to run its
+      // next command; the descendants are listed before, since they are re-parented after.
+      List<ProcessHandle> descendants = process.descendants().toList();
       process.destroyForcibly();
+      descendants.forEach(ProcessHandle::destroyForcibly);
     }
     if (!Files.isDirectory(PROC.resolve("self"))) {
       return;

@@ -1,5 +1,6 @@
 package dev.sandbox4j.workspace.spi;
 
+import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -10,8 +11,8 @@ import java.util.function.Consumer;
 
 /**
  * Reads a command's stdout and stderr, keeps up to the combined limit, and reports trouble (limit
- * passed, callback failed). State is guarded by {@code this}; callbacks run outside the lock, on
- * the stream's own reader thread, so each stream's chunks arrive in order.
+ * passed, a callback or the stdin source failed). State is guarded by {@code this}; callbacks run
+ * outside the lock, on the stream's own reader thread, so each stream's chunks arrive in order.
  */
 final class OutputCollector {
   private static final int CHUNK = 64 * 1024;
@@ -26,7 +27,7 @@ final class OutputCollector {
   private final AtomicInteger openStreams = new AtomicInteger(2);
   private long total;
   private boolean detached;
-  private Throwable callbackFailure;
+  private WorkspaceException failure;
 
   OutputCollector(long limit, Consumer<byte[]> onStdout, Consumer<byte[]> onStderr) {
     this.limit = limit;
@@ -34,8 +35,14 @@ final class OutputCollector {
     this.onStderr = onStderr;
   }
 
+  /**
+   * Reads {@code stream} on a platform thread: a read blocked on a pipe that a background child
+   * keeps open would pin a virtual thread's carrier for as long as the child lives, and enough of
+   * them starve every other virtual thread.
+   */
   void pump(InputStream stream, boolean isStderr) {
-    Thread.ofVirtual()
+    Thread.ofPlatform()
+        .daemon()
         .name(isStderr ? "sandbox4j-stderr" : "sandbox4j-stdout")
         .start(() -> readAll(stream, isStderr));
   }
@@ -78,16 +85,21 @@ final class OutputCollector {
     try {
       (isStderr ? onStderr : onStdout).accept(chunk);
     } catch (RuntimeException | Error e) {
-      synchronized (this) {
-        if (callbackFailure == null) {
-          callbackFailure = e;
-        }
-      }
-      trouble.complete(null);
+      fail(new WorkspaceException("an output callback failed, so the command was killed: " + e, e));
     }
   }
 
-  /** Completes when output passed the limit or a callback failed. */
+  /** Reports a failure that must end the command (the first one wins). */
+  void fail(WorkspaceException failure) {
+    synchronized (this) {
+      if (this.failure == null) {
+        this.failure = failure;
+      }
+    }
+    trouble.complete(null);
+  }
+
+  /** Completes when output passed the limit or {@link #fail} was called. */
   CompletableFuture<Void> trouble() {
     return trouble;
   }
@@ -97,8 +109,9 @@ final class OutputCollector {
     return drained;
   }
 
-  synchronized Throwable callbackFailure() {
-    return callbackFailure;
+  /** The failure that ended the command, or null if the trouble was the output limit. */
+  synchronized WorkspaceException failure() {
+    return failure;
   }
 
   /** Stops keeping and delivering output; readers go on draining the pipes until EOF. */

@@ -16,11 +16,12 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 /**
- * Waits for a started {@link Process} the way the workspace contract requires.
+ * Runs a local {@link Process} the way the workspace contract requires.
  *
  * <ul>
- *   <li>stdin is fed from {@link RunOptions#stdin()} on its own thread, or closed at once (EOF);
- *   <li>stdout and stderr are read on two virtual threads, passed to the callbacks and kept;
+ *   <li>stdin is fed from {@link RunOptions#stdin()} on its own thread, or closed at once (EOF); a
+ *       source that fails kills the command rather than ending its input early;
+ *   <li>stdout and stderr are read on two threads, passed to the callbacks and kept;
  *   <li>past the deadline, on interruption of the calling thread, or past the output limit, the
  *       backend's {@link TreeKiller} runs and the matching exception is thrown;
  *   <li>after the process exits, output is collected for at most {@link #DRAIN_GRACE} more, so a
@@ -45,27 +46,72 @@ public final class ProcessCommands {
 
   private ProcessCommands() {}
 
+  /** Makes the {@link TreeKiller} of a started process. */
+  @FunctionalInterface
+  public interface KillerFactory {
+    /** The killer of every process {@code process} starts. */
+    TreeKiller forProcess(Process process);
+  }
+
   /**
-   * Drives {@code process} to completion.
+   * Starts {@code builder}'s command and drives it to completion. stdout and stderr go to pipes
+   * that stay open until every process holding them has closed them (on Linux), so output a
+   * background child writes within the drain grace is kept and it never gets SIGPIPE from a closed
+   * reader; the builder's stdout/stderr redirects are replaced.
    *
-   * @param process a process started with pipes for stdin, stdout and stderr
+   * @param builder the command, its directory and environment
    * @param options the run's options
    * @param clockStartNanos {@link System#nanoTime()} when the workspace was acquired: the deadline
    *     counts from there
-   * @param killer kills the whole process tree
+   * @param killer makes the killer of the whole process tree
    * @return the exit code ({@code 128 + signal} for a signalled process) and the output
+   * @throws IOException if the process cannot be started
    * @throws WorkspaceTimeoutException past the deadline, with partial output
    * @throws WorkspaceOutputLimitException past the output limit
    * @throws CancellationException if the calling thread is interrupted (the interrupt flag is set
    *     again)
    */
-  public static CommandResult await(
-      Process process, RunOptions options, long clockStartNanos, TreeKiller killer) {
+  public static CommandResult run(
+      ProcessBuilder builder, RunOptions options, long clockStartNanos, KillerFactory killer)
+      throws IOException {
+    OutputPipes pipes = OutputPipes.open();
+    Process process;
+    try {
+      if (pipes != null) {
+        pipes.redirect(builder);
+      }
+      process = builder.start();
+    } catch (IOException | RuntimeException e) {
+      if (pipes != null) {
+        pipes.close();
+      }
+      throw e;
+    }
+    InputStream stdout;
+    InputStream stderr;
+    if (pipes != null) {
+      pipes.closeWriteEnds();
+      stdout = pipes.stdout();
+      stderr = pipes.stderr();
+    } else {
+      stdout = process.getInputStream();
+      stderr = process.getErrorStream();
+    }
+    return await(process, stdout, stderr, options, clockStartNanos, killer.forProcess(process));
+  }
+
+  private static CommandResult await(
+      Process process,
+      InputStream stdout,
+      InputStream stderr,
+      RunOptions options,
+      long clockStartNanos,
+      TreeKiller killer) {
     OutputCollector output =
         new OutputCollector(options.outputLimit(), options.onStdout(), options.onStderr());
-    output.pump(process.getInputStream(), false);
-    output.pump(process.getErrorStream(), true);
-    feedStdin(process, options);
+    output.pump(stdout, false);
+    output.pump(stderr, true);
+    feedStdin(process, options, output);
 
     long deadline =
         options.timeout().map(t -> clockStartNanos + t.toNanos()).orElse(Long.MAX_VALUE);
@@ -73,7 +119,7 @@ public final class ProcessCommands {
       CompletableFuture<?> exitOrTrouble =
           CompletableFuture.anyOf(process.onExit(), output.trouble());
       waitUntil(exitOrTrouble, deadline);
-      checkTrouble(output, killer, options);
+      checkTrouble(process, output, killer, options);
       // Exited: collect what is still in the pipes, but never wait on a background child.
       long drainEnd = Math.min(deadline, System.nanoTime() + DRAIN_GRACE.toNanos());
       try {
@@ -81,7 +127,7 @@ public final class ProcessCommands {
       } catch (TimeoutException stillOpen) {
         // a background child holds the pipe: return what we have
       }
-      checkTrouble(output, killer, options);
+      checkTrouble(process, output, killer, options);
       output.detach();
       return new CommandResult(process.exitValue(), output.stdout(), output.stderr());
     } catch (TimeoutException e) {
@@ -99,17 +145,17 @@ public final class ProcessCommands {
     }
   }
 
-  private static void checkTrouble(OutputCollector output, TreeKiller killer, RunOptions options) {
+  private static void checkTrouble(
+      Process process, OutputCollector output, TreeKiller killer, RunOptions options) {
     if (!output.trouble().isDone()) {
       return;
     }
     killer.killAll();
+    closeQuietly(process.getOutputStream());
     output.detach();
-    Throwable callbackFailure = output.callbackFailure();
-    if (callbackFailure != null) {
-      throw new WorkspaceException(
-          "an output callback failed, so the command was killed: " + callbackFailure,
-          callbackFailure);
+    WorkspaceException failure = output.failure();
+    if (failure != null) {
+      throw failure;
     }
     throw new WorkspaceOutputLimitException(
         options.outputLimit(), output.stdout(), output.stderr());
@@ -142,23 +188,46 @@ public final class ProcessCommands {
     }
   }
 
-  private static void feedStdin(Process process, RunOptions options) {
+  /**
+   * Copies the stdin source to the process, then closes its stdin. If the source itself fails,
+   * stdin is left open and the command is killed: closing it would tell the command that its input
+   * was complete, and a {@code cat > file} would commit a truncated file.
+   */
+  private static void feedStdin(Process process, RunOptions options, OutputCollector output) {
     OutputStream toProcess = process.getOutputStream();
     var stdin = options.stdin();
     if (stdin.isEmpty()) {
       closeQuietly(toProcess);
       return;
     }
-    Thread.ofVirtual()
+    Thread.ofPlatform() // blocks on a pipe write: see OutputCollector#pump
+        .daemon()
         .name("sandbox4j-stdin-" + process.pid())
         .start(
             () -> {
-              try (InputStream in = stdin.get();
-                  OutputStream out = toProcess) {
-                in.transferTo(out);
+              byte[] buffer = new byte[64 * 1024];
+              try (InputStream in = stdin.get()) {
+                while (true) {
+                  int n;
+                  try {
+                    n = in.read(buffer);
+                  } catch (IOException | RuntimeException e) {
+                    output.fail(
+                        new WorkspaceException(
+                            "reading the command's stdin failed, so the command was killed: " + e,
+                            e));
+                    return;
+                  }
+                  if (n < 0) {
+                    break;
+                  }
+                  toProcess.write(buffer, 0, n);
+                }
+                toProcess.close();
               } catch (IOException e) {
                 // The command exited or closed stdin before reading everything: that is its
                 // choice, not an error of the run.
+                closeQuietly(toProcess);
               }
             });
   }

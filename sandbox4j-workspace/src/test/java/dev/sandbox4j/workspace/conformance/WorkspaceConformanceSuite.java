@@ -438,6 +438,34 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @DisplayName("a stdin source that fails kills the command instead of ending its input early")
+    void failingStdinKillsCommand() {
+      Workspace ws = newWorkspace();
+      InputStream failing =
+          new InputStream() {
+            private int left = 100_000;
+
+            @Override
+            public int read() throws IOException {
+              if (left-- <= 0) {
+                throw new IOException("source broke");
+              }
+              return 'x';
+            }
+          };
+      assertThatThrownBy(
+              () ->
+                  ws.run(
+                      Command.shell("cat > got.txt; echo done > finished"),
+                      RunOptions.builder().stdin(failing).timeout(HANG_BOUND).build()))
+          .isInstanceOf(dev.sandbox4j.workspace.WorkspaceException.class)
+          .hasRootCauseMessage("source broke");
+      assertThat(ws.exists("finished"))
+          .as("the command never saw end of input, so it never went on as if it were complete")
+          .isFalse();
+    }
+
+    @Test
     @DisplayName("a missing program exits 127")
     void missingProgram() {
       Workspace ws = newWorkspace();
@@ -602,17 +630,30 @@ public abstract class WorkspaceConformanceSuite {
 
     @Test
     @DisplayName("a background child that keeps the output pipe open does not block the return")
-    void backgroundChildDoesNotBlock() {
+    void backgroundChildDoesNotBlock() throws Exception {
       Workspace ws = newWorkspace();
-      // if the run waited for the pipe to close, the timeout would fire instead of a result
-      CommandResult r =
-          ws.run(
-              Command.shell("sleep 300 & echo $! > bg.pid; (sleep 0.3; echo late) & echo early"),
-              RunOptions.withTimeout(HANG_BOUND));
+      // If the run waited for the pipe to close, the timeout would fire instead of a result. The
+      // second child writes within the drain grace, then again once the run has returned: it must
+      // not lose its reader (SIGPIPE) when it does.
+      String script =
+          """
+          sleep 300 & echo $! > bg.pid
+          (sleep 0.3; echo late; while [ ! -e go ]; do sleep 0.02; done; echo after; echo ok > survived) &
+          echo early
+          """;
+      CommandResult r = ws.run(Command.shell(script), RunOptions.withTimeout(HANG_BOUND));
       assertThat(r.exitCode()).isZero();
       assertThat(r.stdoutText())
           .as("output arriving within the drain grace after exit is kept")
           .isEqualTo("early\nlate\n");
+      ws.writeText("go", "");
+      long end = System.nanoTime() + HANG_BOUND.toNanos();
+      while (!ws.exists("survived")) {
+        assertThat(System.nanoTime())
+            .as("a background child still writing to stdout after the run returned keeps running")
+            .isLessThan(end);
+        Thread.sleep(20);
+      }
       assertThat(aliveProcesses(ws, "bg.pid"))
           .as("a normal exit leaves background processes running")
           .startsWith("alive bg.pid");
