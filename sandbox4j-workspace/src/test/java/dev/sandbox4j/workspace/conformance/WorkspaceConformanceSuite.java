@@ -271,7 +271,10 @@ public abstract class WorkspaceConformanceSuite {
               .isEqualTo(ws.workingDirectory());
         }
       }
-      assertThat(ws.list(".")).as("every caller wrote into the same workspace").hasSize(callers);
+      assertThat(
+              ws.list(".").stream().map(DirectoryEntry::name).filter(n -> n.startsWith("caller-")))
+          .as("every caller wrote into the same workspace")
+          .hasSize(callers);
     }
 
     @Test
@@ -1021,7 +1024,7 @@ public abstract class WorkspaceConformanceSuite {
       ws.writeText("a.txt", "a");
       Workspace ro = ws.readOnly();
       assertThat(ro.readText("a.txt")).isEqualTo("a");
-      assertThat(ro.list(".")).hasSize(1);
+      assertThat(ro.list(".")).extracting(DirectoryEntry::name).contains("a.txt");
       assertThatThrownBy(() -> ro.writeText("a.txt", "b"))
           .isInstanceOf(WorkspaceReadOnlyException.class);
       assertThatThrownBy(() -> ro.write("b.txt", new ByteArrayInputStream(new byte[0])))

@@ -1,0 +1,37 @@
+package dev.sandbox4j.runtime;
+
+import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.UUID;
+
+/** Writes that a crash leaves either wholly old or wholly new: temp file, fsync, rename, fsync. */
+final class AtomicFiles {
+  private AtomicFiles() {}
+
+  static void write(Path target, byte[] content) throws IOException {
+    Path dir = target.getParent();
+    Path temp = dir.resolve("." + target.getFileName() + ".tmp-" + UUID.randomUUID());
+    try {
+      try (FileChannel out =
+          FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+        out.write(java.nio.ByteBuffer.wrap(content));
+        out.force(true);
+      }
+      Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      syncDirectory(dir);
+    } finally {
+      Files.deleteIfExists(temp);
+    }
+  }
+
+  /** Makes a rename or a new entry in {@code dir} durable. */
+  static void syncDirectory(Path dir) throws IOException {
+    try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+      d.force(true);
+    }
+  }
+}

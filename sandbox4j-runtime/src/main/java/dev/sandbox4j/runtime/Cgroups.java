@@ -1,0 +1,192 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+
+/**
+ * The cgroups of sandboxes and of their commands.
+ *
+ * <p>A sandbox's cgroup is {@code /sandbox4j/<id>} in every hierarchy (crun creates it and applies
+ * the limits). Each command gets a child cgroup {@code cmd-<random>} in the cgroup v2 hierarchy,
+ * through {@code crun exec --cgroup}, so that {@code cgroup.kill} ends every process it started,
+ * including those that called {@code setsid} or daemonized: a process cannot leave its cgroup. On a
+ * hybrid host (cgroup v1 controllers plus a v2 hierarchy without controllers) crun puts a
+ * sub-cgroup exec only into the v2 hierarchy, so the process that starts {@code crun exec} first
+ * joins the sandbox's v1 cgroups itself; its children inherit them, and the limits hold.
+ */
+final class Cgroups {
+  static final String PARENT = "sandbox4j";
+  private static final SecureRandom RANDOM = new SecureRandom();
+  private static final long KILL_WAIT_MILLIS = 10_000;
+
+  private final Path unified;
+  private final List<Path> v1Hierarchies;
+
+  private Cgroups(Path unified, List<Path> v1Hierarchies) {
+    this.unified = unified;
+    this.v1Hierarchies = v1Hierarchies;
+  }
+
+  /** The hierarchies mounted on this host, read from {@code /proc/self/mountinfo}. */
+  static Cgroups detect() {
+    Path unified = null;
+    List<Path> v1 = new ArrayList<>();
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
+        String[] halves = line.split(" - ", 2);
+        if (halves.length < 2) {
+          continue;
+        }
+        String fsType = halves[1].split(" ")[0];
+        Path mountPoint = Path.of(halves[0].split(" ")[4]);
+        if (fsType.equals("cgroup2")) {
+          unified = mountPoint;
+        } else if (fsType.equals("cgroup")) {
+          v1.add(mountPoint);
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot read /proc/self/mountinfo: " + e, e);
+    }
+    return new Cgroups(unified, List.copyOf(v1));
+  }
+
+  /** The cgroupsPath crun gets for sandbox {@code id}. */
+  static String pathOf(String id) {
+    return "/" + PARENT + "/" + id;
+  }
+
+  /** The {@code cgroup.procs} files of the sandbox's v1 cgroups that a command must join. */
+  List<String> v1ProcsFiles(String id) {
+    List<String> files = new ArrayList<>();
+    for (Path h : v1Hierarchies) {
+      Path procs = h.resolve(PARENT).resolve(id).resolve("cgroup.procs");
+      if (Files.exists(procs)) {
+        files.add(procs.toString());
+      }
+    }
+    return files;
+  }
+
+  /** Creates a fresh command cgroup; returns its name relative to the sandbox's cgroup. */
+  String newCommandGroup(String id) {
+    if (unified == null) {
+      throw new WorkspaceException("no cgroup v2 hierarchy is mounted: run `sandbox4j doctor`");
+    }
+    String name = "cmd-" + Long.toString(RANDOM.nextLong() & Long.MAX_VALUE, 36);
+    try {
+      Files.createDirectories(unified.resolve(PARENT).resolve(id).resolve(name));
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot create a cgroup for the command: " + e, e);
+    }
+    return name;
+  }
+
+  /** Kills every process in the command's cgroup and waits until they are gone. */
+  void killCommand(String id, String group) {
+    Path dir = unified.resolve(PARENT).resolve(id).resolve(group);
+    try {
+      Files.writeString(dir.resolve("cgroup.kill"), "1");
+      long end = System.currentTimeMillis() + KILL_WAIT_MILLIS;
+      while (isPopulated(dir) && System.currentTimeMillis() < end) {
+        Thread.sleep(1);
+      }
+    } catch (IOException e) {
+      // the cgroup is gone: so are its processes
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Removes the command's cgroup if nothing runs in it any more (background processes may). */
+  void removeCommandGroup(String id, String group) {
+    try {
+      Files.deleteIfExists(unified.resolve(PARENT).resolve(id).resolve(group));
+    } catch (IOException busy) {
+      // a background process still runs in it; the sandbox's destroy removes it
+    }
+  }
+
+  /** Removes every cgroup directory of the sandbox that crun did not remove itself. */
+  void removeSandbox(String id) {
+    List<Path> roots = new ArrayList<>(v1Hierarchies);
+    if (unified != null) {
+      roots.add(unified);
+    }
+    for (Path root : roots) {
+      Path dir = root.resolve(PARENT).resolve(id);
+      if (!Files.isDirectory(dir)) {
+        continue;
+      }
+      try (Stream<Path> children = Files.list(dir)) {
+        for (Path child : children.filter(Files::isDirectory).toList()) {
+          if (Files.exists(child.resolve("cgroup.kill"))) {
+            Files.writeString(child.resolve("cgroup.kill"), "1");
+          }
+          rmdirWhenEmpty(child);
+        }
+        rmdirWhenEmpty(dir);
+      } catch (IOException e) {
+        // left for `sandbox4j gc`
+      }
+    }
+  }
+
+  /** The ids that have a cgroup directory somewhere, for gc. */
+  List<String> sandboxIds() {
+    List<String> ids = new ArrayList<>();
+    List<Path> roots = new ArrayList<>(v1Hierarchies);
+    if (unified != null) {
+      roots.add(unified);
+    }
+    for (Path root : roots) {
+      Path parent = root.resolve(PARENT);
+      if (Files.isDirectory(parent)) {
+        try (Stream<Path> children = Files.list(parent)) {
+          children
+              .filter(Files::isDirectory)
+              .map(p -> p.getFileName().toString())
+              .filter(n -> !ids.contains(n))
+              .forEach(ids::add);
+        } catch (IOException e) {
+          // nothing to report
+        }
+      }
+    }
+    return ids;
+  }
+
+  private static void rmdirWhenEmpty(Path dir) throws IOException {
+    long end = System.currentTimeMillis() + KILL_WAIT_MILLIS;
+    while (true) {
+      try {
+        Files.deleteIfExists(dir);
+        return;
+      } catch (IOException busy) {
+        if (System.currentTimeMillis() > end) {
+          throw busy;
+        }
+        try {
+          Thread.sleep(5);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw busy;
+        }
+      }
+    }
+  }
+
+  private static boolean isPopulated(Path dir) throws IOException {
+    Path events = dir.resolve("cgroup.events");
+    if (Files.exists(events)) {
+      return Files.readString(events).contains("populated 1");
+    }
+    return !Files.readString(dir.resolve("cgroup.procs")).isBlank();
+  }
+}

@@ -1,0 +1,401 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.io.IOException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.SecureRandom;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.Consumer;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * The sandboxes of one state directory: creating, attaching, destroying and collecting garbage.
+ * Thread-safe, and safe across JVMs: state lives on disk, written atomically, and changes of one
+ * sandbox's life hold its lock ({@code sandboxes/<id>/lock}).
+ *
+ * <p>Layout of {@code sandboxes/<id>/}: {@code state.json}, {@code lock}, {@code
+ * bundle/config.json} (the OCI spec), {@code upper/} and {@code work/} (the private overlay layer),
+ * {@code rootfs/} (the overlay mount, the container's root).
+ */
+final class Engine {
+  static final String USER = "1000:1000";
+  static final String HOME = "/home/sandbox";
+  static final Map<String, String> BASE_ENV =
+      Map.of(
+          "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "HOME", HOME,
+          "USER", "sandbox",
+          "LANG", "C.UTF-8");
+  private static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
+  private static final String ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+  private static final SecureRandom RANDOM = new SecureRandom();
+  private static final System.Logger LOG = System.getLogger(Engine.class.getName());
+
+  private final Path home;
+  private final Path sandboxes;
+  private final ImageStore images;
+  private final OciRuntime runtime;
+  private final Cgroups cgroups;
+
+  Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
+    this.home = home;
+    this.sandboxes = home.resolve("sandboxes");
+    this.images = images;
+    this.runtime = runtime;
+    this.cgroups = cgroups;
+  }
+
+  Path home() {
+    return home;
+  }
+
+  ImageStore images() {
+    return images;
+  }
+
+  OciRuntime runtime() {
+    return runtime;
+  }
+
+  Cgroups cgroups() {
+    return cgroups;
+  }
+
+  /** What a new sandbox is made of. */
+  record Spec(
+      String image, String workingDirectory, OciConfig.Limits limits, Map<String, String> labels) {}
+
+  // ---- create -----------------------------------------------------------------------------
+
+  /** Creates and starts a sandbox; returns its id. On failure nothing is left behind. */
+  String create(Spec spec, Consumer<String> progress) {
+    Image image = image(spec.image(), progress);
+    String id = reserveId();
+    Path dir = sandboxes.resolve(id);
+    try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+      SandboxRecord record =
+          new SandboxRecord(
+              SandboxRecord.FORMAT_VERSION,
+              id,
+              SandboxRecord.Status.CREATING,
+              image.name(),
+              Instant.now().toString(),
+              spec.labels(),
+              spec.limits().cpus(),
+              spec.limits().memoryBytes(),
+              spec.limits().pids());
+      record.write(dir.resolve("state.json"));
+      prepareUpperLayer(dir, id);
+      start(dir, id, image, spec.limits());
+      if (!spec.workingDirectory().equals(HOME)) {
+        createWorkingDirectory(id, spec.workingDirectory());
+      }
+      record.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
+      LOG.log(System.Logger.Level.INFO, "Created local sandbox {0}", id);
+      return id;
+    } catch (IOException | RuntimeException e) {
+      try {
+        destroy(id);
+      } catch (RuntimeException cleanup) {
+        e.addSuppressed(cleanup);
+      }
+      if (e instanceof WorkspaceException w) {
+        throw w;
+      }
+      throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
+    }
+  }
+
+  private Image image(String name, Consumer<String> progress) {
+    if (name.equals(ImageStore.DEFAULT)) {
+      return images.ensureDefault(progress);
+    }
+    return images
+        .find(name)
+        .orElseThrow(
+            () ->
+                new WorkspaceException(
+                    "image '" + name + "' does not exist here: see `sandbox4j image ls`"));
+  }
+
+  private String reserveId() {
+    try {
+      Files.createDirectories(sandboxes);
+      for (int attempt = 0; ; attempt++) {
+        String id = newId();
+        try {
+          Files.createDirectory(sandboxes.resolve(id));
+          return id;
+        } catch (FileAlreadyExistsException e) {
+          if (attempt == 10) {
+            throw e;
+          }
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot create a sandbox under " + sandboxes + ": " + e, e);
+    }
+  }
+
+  static String newId() {
+    char[] id = new char[12];
+    id[0] = ID_ALPHABET.charAt(RANDOM.nextInt(26)); // a letter first: it is the hostname
+    for (int i = 1; i < id.length; i++) {
+      id[i] = ID_ALPHABET.charAt(RANDOM.nextInt(ID_ALPHABET.length()));
+    }
+    return new String(id);
+  }
+
+  /** The upper layer starts with what makes this sandbox itself: its hostname, resolvable. */
+  private static void prepareUpperLayer(Path dir, String id) throws IOException {
+    Path upper = Files.createDirectories(dir.resolve("upper"));
+    Files.createDirectories(dir.resolve("work"));
+    Files.createDirectories(dir.resolve("rootfs"));
+    Path etc = Files.createDirectories(upper.resolve("etc"));
+    Files.writeString(etc.resolve("hostname"), id + "\n");
+    Files.writeString(
+        etc.resolve("hosts"),
+        "127.0.0.1\tlocalhost\n127.0.1.1\t" + id + "\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    for (Path p : List.of(upper, etc, etc.resolve("hostname"), etc.resolve("hosts"))) {
+      chown(p, Image.UID_SHIFT);
+    }
+  }
+
+  private void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
+    Path rootfs = dir.resolve("rootfs");
+    if (!Overlay.isMounted(rootfs)) {
+      Overlay.mount(image.rootfs(), dir.resolve("upper"), dir.resolve("work"), rootfs);
+    }
+    OciConfig.write(dir.resolve("bundle"), OciConfig.build(id, rootfs, BASE_ENV, limits));
+    runtime.run(id, dir.resolve("bundle"));
+  }
+
+  private void createWorkingDirectory(String id, String path) {
+    Exec.checkAsRoot(
+        this,
+        id,
+        List.of("/bin/sh", "-c", "mkdir -p -- \"$1\" && chown 1000:1000 -- \"$1\"", "sh", path));
+  }
+
+  // ---- attach ----------------------------------------------------------------------------
+
+  /**
+   * Checks that sandbox {@code id} exists and runs, starting its container again if it stopped
+   * (after a host reboot, say: its disk is kept, its processes are not).
+   *
+   * @throws WorkspaceUnavailableException if it does not exist or is being destroyed
+   */
+  void attach(String id) {
+    checkId(id);
+    SandboxRecord record = record(id);
+    if (record.status() == SandboxRecord.Status.RUNNING
+        && runtime.status(id).filter("running"::equals).isPresent()) {
+      return;
+    }
+    Path dir = sandboxes.resolve(id);
+    try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+      SandboxRecord current = record(id); // re-read: the lock holder may have changed it
+      if (current.status() != SandboxRecord.Status.RUNNING) {
+        throw unavailable(
+            id,
+            "it was interrupted while "
+                + current.status().name().toLowerCase(java.util.Locale.ROOT)
+                + "; `sandbox4j gc` removes it");
+      }
+      if (runtime.status(id).filter("running"::equals).isEmpty()) {
+        runtime.delete(id);
+        Image image =
+            images
+                .find(current.image())
+                .orElseThrow(() -> unavailable(id, "its image '" + current.image() + "' is gone"));
+        start(
+            dir,
+            id,
+            image,
+            new OciConfig.Limits(current.memoryBytes(), current.cpus(), current.pids()));
+        LOG.log(System.Logger.Level.INFO, "Restarted local sandbox {0}", id);
+      }
+    } catch (NoSuchFileException e) {
+      throw unavailable(id, "it was destroyed");
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot attach to local:" + id + ": " + e, e);
+    }
+  }
+
+  /** The sandbox's record; unavailable if it has none. */
+  SandboxRecord record(String id) {
+    checkId(id);
+    try {
+      return SandboxRecord.read(sandboxes.resolve(id).resolve("state.json"));
+    } catch (NoSuchFileException e) {
+      throw unavailable(id, "it does not exist (destroyed, or never created on this machine)");
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot read the state of local:" + id + ": " + e, e);
+    }
+  }
+
+  /** Whether the sandbox still exists and is not being destroyed. */
+  boolean isAlive(String id) {
+    try {
+      return record(id).status() == SandboxRecord.Status.RUNNING;
+    } catch (WorkspaceException e) {
+      return false;
+    }
+  }
+
+  static WorkspaceUnavailableException unavailable(String id, String why) {
+    return new WorkspaceUnavailableException("sandbox local:" + id + " is unavailable: " + why);
+  }
+
+  static void checkId(String id) {
+    if (id == null || !ID.matcher(id).matches()) {
+      throw new IllegalArgumentException(
+          "malformed local sandbox id '" + id + "': expected 1 to 32 of [a-z0-9]");
+    }
+  }
+
+  // ---- destroy ----------------------------------------------------------------------------
+
+  /**
+   * Kills every process, unmounts, and deletes the sandbox's files and cgroups. Idempotent: a
+   * sandbox that is already gone, or half gone after a crash, is finished off quietly.
+   */
+  void destroy(String id) {
+    checkId(id);
+    Path dir = sandboxes.resolve(id);
+    if (Files.isDirectory(dir)) {
+      try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+        Path state = dir.resolve("state.json");
+        if (Files.exists(state)) {
+          SandboxRecord.read(state).withStatus(SandboxRecord.Status.DESTROYING).write(state);
+        }
+        teardown(id, dir);
+      } catch (NoSuchFileException e) {
+        // destroyed meanwhile by someone else
+      } catch (IOException e) {
+        throw new WorkspaceException("cannot destroy local:" + id + ": " + e, e);
+      }
+    } else {
+      runtime.delete(id);
+      cgroups.removeSandbox(id);
+    }
+  }
+
+  private void teardown(String id, Path dir) throws IOException {
+    runtime.delete(id);
+    cgroups.removeSandbox(id);
+    Overlay.unmount(dir.resolve("rootfs"));
+    // Renamed away first: from here on no one can read a record, so the id is simply gone.
+    Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
+    Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
+    deleteTree(trash);
+  }
+
+  // ---- list and gc ------------------------------------------------------------------------
+
+  List<SandboxRecord> list() {
+    if (!Files.isDirectory(sandboxes)) {
+      return List.of();
+    }
+    List<SandboxRecord> records = new ArrayList<>();
+    try (Stream<Path> dirs = Files.list(sandboxes)) {
+      for (Path dir : dirs.sorted().toList()) {
+        String name = dir.getFileName().toString();
+        if (!ID.matcher(name).matches()) {
+          continue;
+        }
+        try {
+          records.add(SandboxRecord.read(dir.resolve("state.json")));
+        } catch (IOException e) {
+          // being created or destroyed right now
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot list sandboxes in " + sandboxes + ": " + e, e);
+    }
+    return records;
+  }
+
+  /**
+   * Removes what crashes left: sandboxes interrupted while being created or destroyed (nobody holds
+   * their lock), directories of half-destroyed ones, containers, mounts and cgroups that belong to
+   * no sandbox, and leftovers of interrupted image builds. Returns what it removed.
+   */
+  List<String> gc() {
+    List<String> removed = new ArrayList<>();
+    if (Files.isDirectory(sandboxes)) {
+      try (Stream<Path> dirs = Files.list(sandboxes)) {
+        for (Path dir : dirs.sorted().toList()) {
+          String name = dir.getFileName().toString();
+          if (name.startsWith(".destroyed-")) {
+            String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
+            Overlay.unmount(dir.resolve("rootfs"));
+            deleteTree(dir);
+            removed.add("leftover files of destroyed sandbox " + id);
+          } else if (ID.matcher(name).matches() && interrupted(dir)) {
+            destroy(name);
+            removed.add("interrupted sandbox local:" + name);
+          }
+        }
+      } catch (IOException e) {
+        throw new WorkspaceException("gc cannot read " + sandboxes + ": " + e, e);
+      }
+    }
+    for (String id : runtime.list()) {
+      if (!Files.isDirectory(sandboxes.resolve(id))) {
+        runtime.delete(id);
+        removed.add("orphan container " + id);
+      }
+    }
+    for (String id : cgroups.sandboxIds()) {
+      if (ID.matcher(id).matches() && !Files.isDirectory(sandboxes.resolve(id))) {
+        cgroups.removeSandbox(id);
+        removed.add("orphan cgroup " + Cgroups.pathOf(id));
+      }
+    }
+    images.gc();
+    return removed;
+  }
+
+  /** A sandbox whose record is missing or not RUNNING while nobody holds its lock. */
+  private static boolean interrupted(Path dir) throws IOException {
+    Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
+    if (lock.isEmpty()) {
+      return false; // someone is creating or destroying it right now
+    }
+    try (FileLock held = lock.get()) {
+      Path state = dir.resolve("state.json");
+      return !Files.exists(state)
+          || SandboxRecord.read(state).status() != SandboxRecord.Status.RUNNING;
+    }
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------
+
+  private static void chown(Path p, int id) throws IOException {
+    Files.setAttribute(p, "unix:uid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+    Files.setAttribute(p, "unix:gid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+  }
+
+  static void deleteTree(Path dir) throws IOException {
+    if (!Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+      return;
+    }
+    try (Stream<Path> walk = Files.walk(dir)) {
+      for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    }
+  }
+}

@@ -1,0 +1,92 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.spi.ProcessCommands;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Runs one command in a sandbox: {@code crun exec} in a cgroup of its own.
+ *
+ * <p>The host process is {@code sh -c JOIN}: it writes its pid into the sandbox's cgroup v1 {@code
+ * cgroup.procs} files (so memory, CPU and process limits hold for the command) and execs {@code
+ * crun exec --cgroup cmd-…}, which puts the command into its own cgroup v2 child. Inside, {@code sh
+ * -c 'exec "$@"'} starts the program, so that a missing program exits 127 and a non-executable one
+ * 126, as a shell reports them (crun itself exits 255 for both).
+ */
+final class Exec {
+  /** Joins each cgroup.procs file given, then execs the rest of the arguments. */
+  private static final String JOIN =
+      "n=$1; shift; while [ \"$n\" -gt 0 ]; do echo $$ > \"$1\" || exit 125; shift; n=$((n-1));"
+          + " done; exec \"$@\"";
+
+  private static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
+
+  private Exec() {}
+
+  /** Runs {@code argv} as {@code user} in {@code cwd} with exactly {@code env}. */
+  static CommandResult run(
+      Engine engine,
+      String id,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv,
+      RunOptions options,
+      long clockStart) {
+    String group = engine.cgroups().newCommandGroup(id);
+    try {
+      List<String> inside = new ArrayList<>();
+      if (!argv.getFirst().equals("/bin/sh")) {
+        inside.addAll(EXEC_AS_SHELL);
+      }
+      inside.addAll(argv);
+      List<String> procs = engine.cgroups().v1ProcsFiles(id);
+      List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));
+      host.add(Integer.toString(procs.size()));
+      host.addAll(procs);
+      host.addAll(engine.runtime().execArgv(id, group, user, cwd, env, inside));
+      ProcessBuilder builder = new ProcessBuilder(host);
+      builder.environment().clear();
+      builder
+          .environment()
+          .put("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+      return ProcessCommands.run(
+          builder, options, clockStart, process -> () -> engine.cgroups().killCommand(id, group));
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot start crun exec: " + e.getMessage(), e);
+    } finally {
+      engine.cgroups().removeCommandGroup(id, group);
+    }
+  }
+
+  /** Runs a setup command as root inside the sandbox and fails unless it exits 0. */
+  static void checkAsRoot(Engine engine, String id, List<String> argv) {
+    CommandResult r =
+        run(
+            engine,
+            id,
+            "0:0",
+            "/",
+            Engine.BASE_ENV,
+            argv,
+            RunOptions.withTimeout(Duration.ofSeconds(60)),
+            System.nanoTime());
+    if (!r.succeeded()) {
+      throw new WorkspaceException(
+          "setting up sandbox local:"
+              + id
+              + " failed: "
+              + String.join(" ", argv)
+              + " exited "
+              + r.exitCode()
+              + ": "
+              + r.stderrText().strip());
+    }
+  }
+}

@@ -1,0 +1,86 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/** Runs a host tool the engine needs (mount, crun, ...) and captures what it said. */
+final class HostCommand {
+  private static final long TIMEOUT_SECONDS = 120;
+
+  private HostCommand() {}
+
+  /** The outcome of one host tool run. */
+  record Result(int exitCode, String output) {
+    boolean ok() {
+      return exitCode == 0;
+    }
+  }
+
+  /** Runs {@code argv}, stdout and stderr merged, with stdin at EOF. */
+  static Result run(List<String> argv) {
+    ProcessBuilder builder = new ProcessBuilder(argv).redirectErrorStream(true);
+    builder.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+    try {
+      Process p = builder.start();
+      byte[] out = p.getInputStream().readAllBytes();
+      if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new WorkspaceException(
+            String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
+      }
+      return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8).strip());
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot run " + argv.getFirst() + ": " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
+    }
+  }
+
+  /**
+   * Runs {@code argv} with its output going to {@code log} instead of a pipe: for commands that
+   * leave a daemon holding their stdout (a pipe would then never reach EOF). Fails with the log's
+   * content unless it exits 0.
+   */
+  static void checkLogged(List<String> argv, java.nio.file.Path log) {
+    ProcessBuilder builder =
+        new ProcessBuilder(argv)
+            .redirectErrorStream(true)
+            .redirectOutput(log.toFile())
+            .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+    try {
+      Process p = builder.start();
+      if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new WorkspaceException(
+            String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
+      }
+      if (p.exitValue() != 0) {
+        throw new WorkspaceException(
+            String.join(" ", argv)
+                + " failed (exit "
+                + p.exitValue()
+                + "): "
+                + java.nio.file.Files.readString(log).strip());
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot run " + argv.getFirst() + ": " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
+    }
+  }
+
+  /** Runs {@code argv} and fails with its output unless it exits 0. */
+  static String check(List<String> argv) {
+    Result r = run(argv);
+    if (!r.ok()) {
+      throw new WorkspaceException(
+          String.join(" ", argv) + " failed (exit " + r.exitCode() + "): " + r.output());
+    }
+    return r.output();
+  }
+}

@@ -1,0 +1,125 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.SupportsCommands;
+import dev.sandbox4j.workspace.WorkspaceBackend;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CancellationException;
+
+/**
+ * One sandbox as a workspace backend. Files are read and written by commands run in the sandbox as
+ * its user (through the file system {@link dev.sandbox4j.workspace.Workspace} builds from
+ * commands), so permissions are the sandbox user's and no path can leave the sandbox's root.
+ *
+ * <p>State: {@code id} is null until the first operation creates the sandbox (new backend) or is
+ * set from the ref (attached backend); {@code ready} becomes true once it is known to run. Both are
+ * guarded by {@code this}; commands run outside the lock.
+ */
+final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands {
+  private final LocalSandbox settings;
+  private String id;
+  private boolean ready;
+
+  LocalSandboxBackend(LocalSandbox settings, String attachId) {
+    this.settings = settings;
+    this.id = attachId;
+  }
+
+  @Override
+  public synchronized Optional<WorkspaceRef> ref() {
+    return Optional.ofNullable(id).map(i -> new WorkspaceRef(LocalSandbox.NAME, i));
+  }
+
+  @Override
+  public String workingDirectory() {
+    open();
+    return settings.workingDirectory();
+  }
+
+  /** Creates or attaches on first use; returns the id. */
+  private synchronized String open() {
+    Engine engine = settings.engine();
+    if (id == null) {
+      id = engine.create(settings.spec(), settings.progress());
+      ready = true;
+    } else if (!ready) {
+      engine.attach(id);
+      checkWorkingDirectory(engine);
+      ready = true;
+    }
+    return id;
+  }
+
+  private void checkWorkingDirectory(Engine engine) {
+    CommandResult r =
+        Exec.run(
+            engine,
+            id,
+            Engine.USER,
+            "/",
+            env(Map.of()),
+            List.of("/bin/sh", "-c", "test -d \"$1\"", "sh", settings.workingDirectory()),
+            RunOptions.defaults(),
+            System.nanoTime());
+    if (!r.succeeded()) {
+      throw new WorkspaceException(
+          "the working directory "
+              + settings.workingDirectory()
+              + " does not exist in sandbox local:"
+              + id
+              + " (it is created only in a new sandbox)");
+    }
+  }
+
+  @Override
+  public CommandResult run(Command command, RunOptions options) {
+    String sandbox = open();
+    long clockStart = System.nanoTime(); // the deadline counts from here, after acquisition
+    Engine engine = settings.engine();
+    CommandResult result;
+    try {
+      result =
+          Exec.run(
+              engine,
+              sandbox,
+              Engine.USER,
+              settings.workingDirectory(),
+              env(options.env()),
+              command.toArgv(),
+              options,
+              clockStart);
+    } catch (WorkspaceException | CancellationException e) {
+      if (!engine.isAlive(sandbox)) {
+        throw new WorkspaceUnavailableException(
+            "sandbox local:" + sandbox + " was destroyed while the command ran", e);
+      }
+      throw e;
+    }
+    if (!engine.isAlive(sandbox)) {
+      throw new WorkspaceUnavailableException(
+          "sandbox local:" + sandbox + " was destroyed while the command ran");
+    }
+    return result;
+  }
+
+  /** The sandbox's own env, then the configured env, then the command's. */
+  private Map<String, String> env(Map<String, String> commandEnv) {
+    Map<String, String> env = new LinkedHashMap<>(Engine.BASE_ENV);
+    env.putAll(settings.env());
+    env.putAll(commandEnv);
+    return env;
+  }
+
+  @Override
+  public String toString() {
+    return "LocalSandboxBackend[" + ref().map(WorkspaceRef::toString).orElse("not created") + "]";
+  }
+}

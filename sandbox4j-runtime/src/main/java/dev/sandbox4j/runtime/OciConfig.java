@@ -1,0 +1,162 @@
+package dev.sandbox4j.runtime;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The OCI runtime spec ({@code config.json}) of one sandbox. PID 1 is {@code catatonit -P}, an init
+ * that only reaps zombies; commands come in through {@code exec}.
+ */
+final class OciConfig {
+  private static final ObjectMapper JSON =
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+  /** Docker's default capability set: enough for sudo, apt and servers, nothing more. */
+  static final List<String> CAPABILITIES =
+      List.of(
+          "CAP_CHOWN",
+          "CAP_DAC_OVERRIDE",
+          "CAP_FSETID",
+          "CAP_FOWNER",
+          "CAP_MKNOD",
+          "CAP_NET_RAW",
+          "CAP_SETGID",
+          "CAP_SETUID",
+          "CAP_SETFCAP",
+          "CAP_SETPCAP",
+          "CAP_NET_BIND_SERVICE",
+          "CAP_SYS_CHROOT",
+          "CAP_KILL",
+          "CAP_AUDIT_WRITE");
+
+  private OciConfig() {}
+
+  /** Limits of one sandbox. */
+  record Limits(long memoryBytes, int cpus, int pids) {}
+
+  static byte[] build(String id, Path rootfs, Map<String, String> env, Limits limits) {
+    Map<String, Object> process = new LinkedHashMap<>();
+    process.put("terminal", false);
+    process.put("user", Map.of("uid", 0, "gid", 0));
+    process.put("args", List.of("/usr/bin/catatonit", "-P"));
+    process.put("env", env.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList());
+    process.put("cwd", "/");
+    process.put(
+        "capabilities",
+        Map.of(
+            "bounding", CAPABILITIES,
+            "effective", CAPABILITIES,
+            "permitted", CAPABILITIES));
+    long nofile = HostLimits.openFilesHardLimit();
+    process.put(
+        "rlimits", List.of(Map.of("type", "RLIMIT_NOFILE", "soft", nofile, "hard", nofile)));
+    // sudo is setuid root: it needs privileges to be gainable, so no_new_privs stays off
+    process.put("noNewPrivileges", false);
+
+    Map<String, Object> linux = new LinkedHashMap<>();
+    linux.put(
+        "namespaces",
+        List.of(
+            Map.of("type", "pid"),
+            Map.of("type", "network"),
+            Map.of("type", "ipc"),
+            Map.of("type", "uts"),
+            Map.of("type", "mount"),
+            Map.of("type", "user"),
+            Map.of("type", "cgroup")));
+    List<Map<String, Object>> mapping =
+        List.of(Map.of("containerID", 0, "hostID", Image.UID_SHIFT, "size", Image.ID_RANGE));
+    linux.put("uidMappings", mapping);
+    linux.put("gidMappings", mapping);
+    linux.put("cgroupsPath", Cgroups.pathOf(id));
+    Map<String, Object> resources = new LinkedHashMap<>();
+    resources.put("memory", Map.of("limit", limits.memoryBytes(), "swap", limits.memoryBytes()));
+    resources.put("cpu", Map.of("quota", 100_000L * limits.cpus(), "period", 100_000L));
+    resources.put("pids", Map.of("limit", limits.pids()));
+    resources.put("devices", List.of(Map.of("allow", false, "access", "rwm")));
+    linux.put("resources", resources);
+    linux.put(
+        "maskedPaths",
+        List.of(
+            "/proc/acpi",
+            "/proc/asound",
+            "/proc/kcore",
+            "/proc/keys",
+            "/proc/latency_stats",
+            "/proc/timer_list",
+            "/proc/timer_stats",
+            "/proc/sched_debug",
+            "/proc/scsi",
+            "/sys/firmware",
+            "/sys/devices/virtual/powercap"));
+    linux.put(
+        "readonlyPaths",
+        List.of("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"));
+    linux.put("seccomp", SeccompProfile.DEFAULT);
+
+    Map<String, Object> config = new LinkedHashMap<>();
+    config.put("ociVersion", "1.0.2");
+    config.put("process", process);
+    config.put("root", Map.of("path", rootfs.toString(), "readonly", false));
+    config.put("hostname", id);
+    config.put("mounts", mounts());
+    config.put("linux", linux);
+    try {
+      return JSON.writeValueAsBytes(config);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot write the OCI config", e);
+    }
+  }
+
+  private static List<Map<String, Object>> mounts() {
+    List<Map<String, Object>> mounts = new ArrayList<>();
+    mounts.add(mount("/proc", "proc", "proc", List.of("nosuid", "noexec", "nodev")));
+    mounts.add(
+        mount(
+            "/dev", "tmpfs", "tmpfs", List.of("nosuid", "strictatime", "mode=755", "size=65536k")));
+    mounts.add(
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            List.of("nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620")));
+    mounts.add(
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            List.of("nosuid", "noexec", "nodev", "mode=1777", "size=65536k")));
+    mounts.add(mount("/dev/mqueue", "mqueue", "mqueue", List.of("nosuid", "noexec", "nodev")));
+    mounts.add(mount("/sys", "sysfs", "sysfs", List.of("nosuid", "noexec", "nodev", "ro")));
+    mounts.add(
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            List.of("nosuid", "noexec", "nodev", "relatime", "ro")));
+    return mounts;
+  }
+
+  private static Map<String, Object> mount(
+      String destination, String type, String source, List<String> options) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("destination", destination);
+    m.put("type", type);
+    m.put("source", source);
+    m.put("options", options);
+    return m;
+  }
+
+  static void write(Path bundle, byte[] config) throws IOException {
+    Files.createDirectories(bundle);
+    AtomicFiles.write(bundle.resolve("config.json"), config);
+  }
+}

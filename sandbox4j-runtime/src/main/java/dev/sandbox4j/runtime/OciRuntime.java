@@ -1,0 +1,117 @@
+package dev.sandbox4j.runtime;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * An OCI runtime's command line: {@code crun} by default; {@code runc} and {@code runsc} (gVisor)
+ * speak the same {@code run -d / exec / state / delete} dialect. Its state lives in the engine's
+ * own root directory, so {@code gc} can tell our containers from anyone else's.
+ *
+ * @param binary the runtime executable
+ * @param stateRoot the runtime's {@code --root} directory
+ */
+record OciRuntime(Path binary, Path stateRoot) {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  OciRuntime {
+    Objects.requireNonNull(binary, "binary");
+    Objects.requireNonNull(stateRoot, "stateRoot");
+  }
+
+  /** The runtime called {@code name} on PATH ({@code crun}, {@code runc}, {@code runsc}, ...). */
+  static Optional<Path> find(String name) {
+    if (name.contains("/")) {
+      Path p = Path.of(name);
+      return Files.isExecutable(p) ? Optional.of(p) : Optional.empty();
+    }
+    for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin:/bin").split(":")) {
+      Path p = Path.of(dir.isEmpty() ? "." : dir, name);
+      if (Files.isExecutable(p)) {
+        return Optional.of(p);
+      }
+    }
+    for (String dir : List.of("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin")) {
+      Path p = Path.of(dir, name);
+      if (Files.isExecutable(p)) {
+        return Optional.of(p);
+      }
+    }
+    return Optional.empty();
+  }
+
+  /**
+   * Creates and starts the container of {@code bundle}, detached. Its init inherits the runtime's
+   * stdout, so that goes to {@code bundle/runtime.log}, not to a pipe nobody drains.
+   */
+  void run(String id, Path bundle) {
+    HostCommand.checkLogged(
+        base("run", "-d", "--bundle", bundle.toString(), id), bundle.resolve("runtime.log"));
+  }
+
+  /** The container's status ({@code running}, {@code paused}, {@code stopped}), or empty. */
+  Optional<String> status(String id) {
+    HostCommand.Result r = HostCommand.run(base("state", id));
+    if (!r.ok()) {
+      return Optional.empty();
+    }
+    try {
+      JsonNode state = JSON.readTree(r.output());
+      return Optional.ofNullable(state.path("status").asText(null));
+    } catch (java.io.IOException e) {
+      return Optional.empty();
+    }
+  }
+
+  /** Kills every process of the container and forgets it; quiet if it does not exist. */
+  void delete(String id) {
+    HostCommand.Result r = HostCommand.run(base("delete", "-f", id));
+    if (!r.ok() && status(id).isPresent()) {
+      throw new dev.sandbox4j.workspace.WorkspaceException(
+          "cannot delete container " + id + ": " + r.output());
+    }
+  }
+
+  /** The ids of every container in our state root. */
+  List<String> list() {
+    HostCommand.Result r = HostCommand.run(base("list", "-q"));
+    if (!r.ok() || r.output().isBlank()) {
+      return List.of();
+    }
+    return List.of(r.output().split("\\s+"));
+  }
+
+  /**
+   * The argv of {@code exec}: the process runs as {@code user} in {@code cwd} with exactly {@code
+   * env} (crun's {@code -e} replaces the environment), inside the command cgroup {@code group}.
+   */
+  List<String> execArgv(
+      String id,
+      String group,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv) {
+    List<String> out = base("exec", "--cgroup", group, "--user", user, "--cwd", cwd);
+    env.forEach((k, v) -> out.add("--env=" + k + "=" + v));
+    out.add(id);
+    out.addAll(argv);
+    return out;
+  }
+
+  private List<String> base(String... args) {
+    List<String> argv = new ArrayList<>();
+    argv.add(binary.toString());
+    argv.add("--root");
+    argv.add(stateRoot.toString());
+    argv.addAll(List.of(args));
+    return argv;
+  }
+}

@@ -1,0 +1,46 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.time.Instant;
+import java.util.Map;
+
+/**
+ * A sandbox as {@link LocalSandbox#list()} shows it.
+ *
+ * @param ref its ref, {@code local:<id>}
+ * @param state {@code running}, or {@code creating}/{@code destroying} while that happens (or if it
+ *     was interrupted: {@code sandbox4j gc} removes those)
+ * @param image the image it was created from
+ * @param created when it was created
+ * @param labels the labels it was created with
+ * @param cpus its CPU quota, in CPUs
+ * @param memoryBytes its memory limit
+ * @param pids its limit on processes
+ */
+public record SandboxInfo(
+    WorkspaceRef ref,
+    String state,
+    String image,
+    Instant created,
+    Map<String, String> labels,
+    int cpus,
+    long memoryBytes,
+    int pids) {
+
+  /** Copies the labels. */
+  public SandboxInfo {
+    labels = Map.copyOf(labels);
+  }
+
+  static SandboxInfo of(SandboxRecord r) {
+    return new SandboxInfo(
+        new WorkspaceRef(LocalSandbox.NAME, r.id()),
+        r.status().name().toLowerCase(java.util.Locale.ROOT),
+        r.image(),
+        Instant.parse(r.created()),
+        r.labels(),
+        r.cpus(),
+        r.memoryBytes(),
+        r.pids());
+  }
+}

@@ -1,0 +1,59 @@
+package dev.sandbox4j.runtime;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * What {@code state.json} of a sandbox holds. Written atomically; a sandbox whose record says
+ * {@code CREATING} or {@code DESTROYING} while nobody holds its lock was interrupted by a crash,
+ * and {@code gc} removes it.
+ */
+record SandboxRecord(
+    int formatVersion,
+    String id,
+    Status status,
+    String image,
+    String created,
+    Map<String, String> labels,
+    int cpus,
+    long memoryBytes,
+    int pids) {
+
+  static final int FORMAT_VERSION = 1;
+
+  private static final ObjectMapper JSON =
+      new ObjectMapper()
+          .enable(SerializationFeature.INDENT_OUTPUT)
+          .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+
+  /** Where a sandbox is in its life. */
+  enum Status {
+    CREATING,
+    RUNNING,
+    DESTROYING
+  }
+
+  SandboxRecord {
+    Objects.requireNonNull(id, "id");
+    Objects.requireNonNull(status, "status");
+    labels = labels == null ? Map.of() : Map.copyOf(labels);
+  }
+
+  SandboxRecord withStatus(Status next) {
+    return new SandboxRecord(
+        formatVersion, id, next, image, created, labels, cpus, memoryBytes, pids);
+  }
+
+  void write(Path file) throws IOException {
+    AtomicFiles.write(file, JSON.writeValueAsBytes(this));
+  }
+
+  static SandboxRecord read(Path file) throws IOException {
+    return JSON.readValue(java.nio.file.Files.readAllBytes(file), SandboxRecord.class);
+  }
+}

@@ -1,0 +1,18 @@
+/**
+ * The embedded engine: isolated Linux sandboxes on this machine, provider {@code local}.
+ *
+ * <p>{@link dev.sandbox4j.runtime.LocalSandbox} is the entry point: {@code new LocalSandbox()} is a
+ * {@link dev.sandbox4j.workspace.WorkspaceProvider} whose workspaces are sandboxes. Each sandbox is
+ * an OCI container run by {@code crun}: its own root filesystem (the read-only image plus a private
+ * overlayfs upper layer), its own PID, mount, network (loopback only), UTS and IPC namespaces, a
+ * user namespace (root inside is host uid 100000), cgroup limits on memory, CPU and processes,
+ * Docker's default capability set, a seccomp filter, and {@code catatonit} as PID 1. Commands run
+ * as the user {@code sandbox} (uid 1000, passwordless sudo that is root only inside), each in its
+ * own cgroup so that a timeout kills every process it started.
+ *
+ * <p>State lives on disk under {@code $SANDBOX4J_HOME} (default {@code /var/lib/sandbox4j}), so
+ * sandboxes outlive the JVM that made them and any JVM on the machine can attach by ref. The engine
+ * needs root and a prepared host: {@code sandbox4j doctor} says what is missing, {@code sandbox4j
+ * setup} fixes it.
+ */
+package dev.sandbox4j.runtime;

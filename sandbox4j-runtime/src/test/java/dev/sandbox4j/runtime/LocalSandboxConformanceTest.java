@@ -1,0 +1,28 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceBackend;
+import dev.sandbox4j.workspace.WorkspaceProvider;
+import dev.sandbox4j.workspace.conformance.WorkspaceConformanceSuite;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeAll;
+
+/** The whole workspace contract against real local sandboxes. */
+class LocalSandboxConformanceTest extends WorkspaceConformanceSuite {
+
+  private static final LocalSandbox SANDBOXES = new LocalSandbox();
+
+  @BeforeAll
+  static void requireEngine() {
+    Prerequisites.requireLocalEngine();
+  }
+
+  @Override
+  protected WorkspaceProvider provider() {
+    return SANDBOXES;
+  }
+
+  @Override
+  protected WorkspaceBackend newBackendWithEnv(Map<String, String> env) {
+    return LocalSandbox.builder().env(env).build().newBackend();
+  }
+}
