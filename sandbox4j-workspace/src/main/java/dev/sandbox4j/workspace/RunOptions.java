@@ -36,6 +36,7 @@ public final class RunOptions {
   private final Consumer<byte[]> onStdout;
   private final Consumer<byte[]> onStderr;
   private final long outputLimit;
+  private final boolean retainOutput;
 
   private RunOptions(Builder b) {
     this.env = Map.copyOf(b.env);
@@ -45,6 +46,7 @@ public final class RunOptions {
     this.onStdout = b.onStdout;
     this.onStderr = b.onStderr;
     this.outputLimit = b.outputLimit;
+    this.retainOutput = b.retainOutput;
   }
 
   /** Options with every default. */
@@ -72,6 +74,7 @@ public final class RunOptions {
     b.onStdout = onStdout;
     b.onStderr = onStderr;
     b.outputLimit = outputLimit;
+    b.retainOutput = retainOutput;
     return b;
   }
 
@@ -111,6 +114,15 @@ public final class RunOptions {
     return outputLimit;
   }
 
+  /**
+   * Whether the result keeps the output (default true). When false, output only reaches the
+   * callbacks and the result's stdout and stderr are empty: for long-running commands whose output
+   * is consumed as it arrives.
+   */
+  public boolean retainOutput() {
+    return retainOutput;
+  }
+
   /** Builds {@link RunOptions}; every setter validates its argument and names it on error. */
   public static final class Builder {
     private final Map<String, String> env = new LinkedHashMap<>();
@@ -120,6 +132,7 @@ public final class RunOptions {
     private Consumer<byte[]> onStdout = chunk -> {};
     private Consumer<byte[]> onStderr = chunk -> {};
     private long outputLimit = DEFAULT_OUTPUT_LIMIT;
+    private boolean retainOutput = true;
 
     private Builder() {}
 
@@ -204,6 +217,12 @@ public final class RunOptions {
         throw new IllegalArgumentException("outputLimit must be positive, was " + bytes);
       }
       this.outputLimit = bytes;
+      return this;
+    }
+
+    /** Whether the result keeps the output; see {@link RunOptions#retainOutput()}. */
+    public Builder retainOutput(boolean retain) {
+      this.retainOutput = retain;
       return this;
     }
 

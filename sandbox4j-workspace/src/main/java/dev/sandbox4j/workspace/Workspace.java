@@ -138,6 +138,19 @@ public final class Workspace {
     return commands.run(command, options);
   }
 
+  /**
+   * Starts a command in the background and returns at once (after creating or attaching to the
+   * workspace). See {@link BackgroundCommand}.
+   */
+  public BackgroundCommand start(Command command, RunOptions options) {
+    Objects.requireNonNull(command, "command");
+    Objects.requireNonNull(options, "options");
+    if (readOnly) {
+      throw new WorkspaceReadOnlyException("the workspace is read-only: commands are not allowed");
+    }
+    return BackgroundCommand.start(this, command, options);
+  }
+
   /** Opens a file for reading. See {@link SupportsFileSystem#openRead}. */
   public InputStream openRead(String path) {
     return files().openRead(resolve(path));

@@ -18,6 +18,7 @@ final class OutputCollector {
   private static final int CHUNK = 64 * 1024;
 
   private final long limit;
+  private final boolean retain;
   private final Consumer<byte[]> onStdout;
   private final Consumer<byte[]> onStderr;
   private final ByteArrayOutputStream stdout = new ByteArrayOutputStream();
@@ -29,8 +30,10 @@ final class OutputCollector {
   private boolean detached;
   private WorkspaceException failure;
 
-  OutputCollector(long limit, Consumer<byte[]> onStdout, Consumer<byte[]> onStderr) {
+  OutputCollector(
+      long limit, boolean retain, Consumer<byte[]> onStdout, Consumer<byte[]> onStderr) {
     this.limit = limit;
+    this.retain = retain;
     this.onStdout = onStdout;
     this.onStderr = onStderr;
   }
@@ -73,7 +76,9 @@ final class OutputCollector {
     }
     long room = limit - total;
     int kept = (int) Math.min(n, room);
-    (isStderr ? stderr : stdout).write(buffer, 0, kept);
+    if (retain) {
+      (isStderr ? stderr : stdout).write(buffer, 0, kept);
+    }
     total += kept;
     if (n > room) {
       trouble.complete(null);

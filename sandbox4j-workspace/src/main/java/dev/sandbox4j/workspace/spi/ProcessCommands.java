@@ -108,7 +108,8 @@ public final class ProcessCommands {
       long clockStartNanos,
       TreeKiller killer) {
     OutputCollector output =
-        new OutputCollector(options.outputLimit(), options.onStdout(), options.onStderr());
+        new OutputCollector(
+            options.outputLimit(), options.retainOutput(), options.onStdout(), options.onStderr());
     output.pump(stdout, false);
     output.pump(stderr, true);
     feedStdin(process, options, output);

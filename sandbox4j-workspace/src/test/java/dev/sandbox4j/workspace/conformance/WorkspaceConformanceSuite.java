@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.sandbox4j.workspace.BackgroundCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.DirectoryEntry;
@@ -660,6 +661,57 @@ public abstract class WorkspaceConformanceSuite {
       assertThat(aliveProcesses(ws, "bg.pid"))
           .as("a normal exit leaves background processes running")
           .startsWith("alive bg.pid");
+    }
+
+    @Test
+    @DisplayName("background commands: output in pieces, status, TERM then KILL of the whole tree")
+    void backgroundCommands() throws Exception {
+      Workspace ws = newWorkspace();
+      BackgroundCommand polite =
+          ws.start(
+              Command.shell(
+                  "trap 'echo got-term; exit 3' TERM; echo started; while true; do sleep 0.05;"
+                      + " done"),
+              RunOptions.defaults());
+      StringBuilder out = new StringBuilder();
+      long end = System.nanoTime() + HANG_BOUND.toNanos();
+      while (!out.toString().contains("started")) {
+        assertThat(System.nanoTime()).as("the background command did not start").isLessThan(end);
+        out.append(polite.takeOutput().stdoutText());
+        Thread.sleep(10);
+      }
+      assertThat(polite.isRunning()).isTrue();
+      assertThat(polite.exitCode()).isEmpty();
+      polite.stop(HANG_BOUND);
+      assertThat(polite.isRunning()).isFalse();
+      assertThat(polite.exitCode()).as("stop sends SIGTERM first").hasValue(3);
+      assertThat(polite.takeOutput().stdoutText()).isEqualTo("got-term\n");
+
+      BackgroundCommand stubborn =
+          ws.start(
+              Command.shell(
+                  "trap '' TERM; setsid sh -c 'echo $$ > s.pid; exec sleep 300' &"
+                      + " while true; do sleep 0.05; done"),
+              RunOptions.defaults());
+      end = System.nanoTime() + HANG_BOUND.toNanos();
+      while (!ws.exists("s.pid")) {
+        assertThat(System.nanoTime()).as("the background command did not start").isLessThan(end);
+        Thread.sleep(10);
+      }
+      stubborn.stop(Duration.ofMillis(300));
+      assertThat(stubborn.exitCode()).as("what ignores SIGTERM is killed").hasValue(137);
+      assertThat(aliveProcesses(ws, "s.pid"))
+          .as("killing a background command kills every process it started")
+          .isEmpty();
+
+      BackgroundCommand quick =
+          ws.start(Command.shell("echo hi; echo err >&2; exit 5"), RunOptions.defaults());
+      assertThat(quick.await(HANG_BOUND)).isTrue();
+      assertThat(quick.exitCode()).hasValue(5);
+      BackgroundCommand.Output output = quick.takeOutput();
+      assertThat(output.stdoutText()).isEqualTo("hi\n");
+      assertThat(output.stderrText()).isEqualTo("err\n");
+      assertThat(quick.takeOutput().stdout()).as("output is taken once").isEmpty();
     }
 
     @Test
