@@ -123,8 +123,9 @@ final class CommandFileSystem implements SupportsFileSystem {
       # The status byte tells the reader that the checks passed and the content follows. dd, unlike
       # cat, writes to stderr when it is done, with the number of bytes it copied: the reader stops
       # holding the output back then, and checks that no byte was lost on the way.
+      # nonblock: a FIFO swapped in after the checks above then reads as empty instead of waiting.
       printf O
-      exec dd if="$p" bs=128K
+      exec dd if="$p" bs=128K iflag=nonblock
       """;
 
   private static final String WRITE =
