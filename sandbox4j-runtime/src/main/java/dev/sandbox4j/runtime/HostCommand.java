@@ -13,25 +13,42 @@ final class HostCommand {
   private HostCommand() {}
 
   /** The outcome of one host tool run. */
-  record Result(int exitCode, String output) {
+  record Result(int exitCode, String stdout, String stderr) {
     boolean ok() {
       return exitCode == 0;
     }
+
+    /** stdout and stderr together, for messages. */
+    String output() {
+      return (stdout + (stdout.isEmpty() || stderr.isEmpty() ? "" : "\n") + stderr).strip();
+    }
   }
 
-  /** Runs {@code argv}, stdout and stderr merged, with stdin at EOF. */
+  /** Runs {@code argv} with stdin at EOF; stdout and stderr are kept apart. */
   static Result run(List<String> argv) {
-    ProcessBuilder builder = new ProcessBuilder(argv).redirectErrorStream(true);
+    ProcessBuilder builder = new ProcessBuilder(argv);
     builder.redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
     try {
       Process p = builder.start();
+      var stderr =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () -> {
+                try {
+                  return p.getErrorStream().readAllBytes();
+                } catch (IOException e) {
+                  return new byte[0];
+                }
+              });
       byte[] out = p.getInputStream().readAllBytes();
       if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
         p.destroyForcibly();
         throw new WorkspaceException(
             String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
       }
-      return new Result(p.exitValue(), new String(out, StandardCharsets.UTF_8).strip());
+      return new Result(
+          p.exitValue(),
+          new String(out, StandardCharsets.UTF_8).strip(),
+          new String(stderr.join(), StandardCharsets.UTF_8).strip());
     } catch (IOException e) {
       throw new WorkspaceException("cannot run " + argv.getFirst() + ": " + e.getMessage(), e);
     } catch (InterruptedException e) {

@@ -56,17 +56,31 @@ record OciRuntime(Path binary, Path stateRoot) {
         base("run", "-d", "--bundle", bundle.toString(), id), bundle.resolve("runtime.log"));
   }
 
-  /** The container's status ({@code running}, {@code paused}, {@code stopped}), or empty. */
+  /**
+   * The container's status ({@code running}, {@code paused}, {@code stopped}), or empty if the
+   * runtime has no such container (its state directory is gone, as after a host reboot).
+   *
+   * @throws dev.sandbox4j.workspace.WorkspaceException if the runtime fails otherwise: guessing
+   *     "gone" then would make attach restart, and so kill, a running sandbox
+   */
   Optional<String> status(String id) {
-    HostCommand.Result r = HostCommand.run(base("state", id));
-    if (!r.ok()) {
+    if (!Files.isDirectory(stateRoot.resolve(id))) {
       return Optional.empty();
     }
+    HostCommand.Result r = HostCommand.run(base("state", id));
+    if (!r.ok()) {
+      if (!Files.isDirectory(stateRoot.resolve(id))) {
+        return Optional.empty(); // deleted meanwhile
+      }
+      throw new dev.sandbox4j.workspace.WorkspaceException(
+          "cannot read the state of container " + id + ": " + r.output());
+    }
     try {
-      JsonNode state = JSON.readTree(r.output());
-      return Optional.ofNullable(state.path("status").asText(null));
+      JsonNode state = JSON.readTree(r.stdout());
+      return Optional.of(state.path("status").asText("unknown"));
     } catch (java.io.IOException e) {
-      return Optional.empty();
+      throw new dev.sandbox4j.workspace.WorkspaceException(
+          "cannot parse the state of container " + id + ": " + r.stdout(), e);
     }
   }
 
@@ -82,10 +96,10 @@ record OciRuntime(Path binary, Path stateRoot) {
   /** The ids of every container in our state root. */
   List<String> list() {
     HostCommand.Result r = HostCommand.run(base("list", "-q"));
-    if (!r.ok() || r.output().isBlank()) {
+    if (!r.ok() || r.stdout().isBlank()) {
       return List.of();
     }
-    return List.of(r.output().split("\\s+"));
+    return List.of(r.stdout().split("\\s+"));
   }
 
   /**
