@@ -81,21 +81,11 @@ final class Engine {
   /** Creates and starts a sandbox; returns its id. On failure nothing is left behind. */
   String create(Spec spec, Consumer<String> progress) {
     Image image = image(spec.image(), progress);
-    String id = reserveId();
+    Reserved reserved = reserve(image, spec);
+    String id = reserved.id();
     Path dir = sandboxes.resolve(id);
-    try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
-      SandboxRecord record =
-          new SandboxRecord(
-              SandboxRecord.FORMAT_VERSION,
-              id,
-              SandboxRecord.Status.CREATING,
-              image.name(),
-              Instant.now().toString(),
-              spec.labels(),
-              spec.limits().cpus(),
-              spec.limits().memoryBytes(),
-              spec.limits().pids());
-      record.write(dir.resolve("state.json"));
+    SandboxRecord record = reserved.record();
+    try (FileLock lock = reserved.lock()) {
       prepareUpperLayer(dir, id);
       start(dir, id, image, spec.limits());
       if (!spec.workingDirectory().equals(HOME)) {
@@ -129,18 +119,58 @@ final class Engine {
                     "image '" + name + "' does not exist here: see `sandbox4j image ls`"));
   }
 
-  private String reserveId() {
+  /** A sandbox directory that exists under its id, with its record, and whose lock is held. */
+  private record Reserved(String id, SandboxRecord record, FileLock lock) {}
+
+  /**
+   * Makes the sandbox's directory as {@code .new-<id>}, takes its lock, writes the CREATING record,
+   * and only then renames it to {@code <id>}: a directory under an id always has a record and,
+   * while being created, a held lock, so {@code gc} never takes a sandbox being created for an
+   * interrupted one. (The lock survives the rename: it belongs to the file, not the path.)
+   */
+  private Reserved reserve(Image image, Spec spec) {
     try {
       Files.createDirectories(sandboxes);
       for (int attempt = 0; ; attempt++) {
         String id = newId();
+        Path staging = sandboxes.resolve(".new-" + id);
+        if (Files.exists(sandboxes.resolve(id))) {
+          continue;
+        }
         try {
-          Files.createDirectory(sandboxes.resolve(id));
-          return id;
+          Files.createDirectory(staging);
         } catch (FileAlreadyExistsException e) {
           if (attempt == 10) {
             throw e;
           }
+          continue;
+        }
+        FileLock lock;
+        try {
+          lock = FileLock.acquire(staging.resolve("lock"));
+        } catch (NoSuchFileException collectedMeanwhile) {
+          continue; // a concurrent gc took the fresh directory for a crash leftover
+        }
+        try {
+          SandboxRecord record =
+              new SandboxRecord(
+                  SandboxRecord.FORMAT_VERSION,
+                  id,
+                  SandboxRecord.Status.CREATING,
+                  image.name(),
+                  Instant.now().toString(),
+                  spec.labels(),
+                  spec.limits().cpus(),
+                  spec.limits().memoryBytes(),
+                  spec.limits().pids());
+          record.write(staging.resolve("state.json"));
+          Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
+          AtomicFiles.syncDirectory(sandboxes);
+          return new Reserved(id, record, lock);
+        } catch (IOException | RuntimeException e) {
+          lock.close();
+          deleteTree(staging);
+          throw e;
         }
       }
     } catch (IOException e) {
@@ -338,7 +368,14 @@ final class Engine {
       try (Stream<Path> dirs = Files.list(sandboxes)) {
         for (Path dir : dirs.sorted().toList()) {
           String name = dir.getFileName().toString();
-          if (name.startsWith(".destroyed-")) {
+          if (name.startsWith(".new-")) {
+            Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
+            if (lock.isPresent()) { // its creator died before naming it: nothing else exists yet
+              lock.get().close();
+              deleteTree(dir);
+              removed.add("half-reserved sandbox directory " + name);
+            }
+          } else if (name.startsWith(".destroyed-")) {
             String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
             Overlay.unmount(dir.resolve("rootfs"));
             deleteTree(dir);

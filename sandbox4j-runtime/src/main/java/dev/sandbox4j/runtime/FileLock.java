@@ -2,74 +2,123 @@ package dev.sandbox4j.runtime;
 
 import java.io.IOException;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * An exclusive lock shared by threads and processes: a {@link ReentrantLock} per file within this
- * JVM (a second {@code FileChannel.lock()} of the same file from one JVM throws instead of
+ * JVM (a second {@code FileChannel.lock()} of one file from the same JVM throws instead of
  * waiting), then an OS file lock across JVMs. A lock dies with its process, so a JVM killed while
  * holding one never blocks the next.
+ *
+ * <p>Files are told apart by identity (device and inode), not by path, so a lock taken before its
+ * directory was renamed is still the same lock under the new name. The in-JVM locks are counted and
+ * dropped when unused.
  */
 final class FileLock implements AutoCloseable {
-  private static final ConcurrentHashMap<Path, ReentrantLock> JVM_LOCKS = new ConcurrentHashMap<>();
+  private static final ConcurrentHashMap<Object, Shared> JVM_LOCKS = new ConcurrentHashMap<>();
 
-  private final ReentrantLock jvmLock;
+  /** A JVM-wide lock and how many threads hold or wait for it. Guarded by the map's compute. */
+  private static final class Shared {
+    final ReentrantLock lock = new ReentrantLock();
+    int users;
+  }
+
+  private final Object key;
+  private final Shared shared;
   private final FileChannel channel;
   private final java.nio.channels.FileLock osLock;
 
-  private FileLock(ReentrantLock jvmLock, FileChannel channel, java.nio.channels.FileLock osLock) {
-    this.jvmLock = jvmLock;
+  private FileLock(Object key, Shared shared, FileChannel channel, java.nio.channels.FileLock os) {
+    this.key = key;
+    this.shared = shared;
     this.channel = channel;
-    this.osLock = osLock;
+    this.osLock = os;
   }
 
   /** Waits for the lock on {@code file}, creating the file if needed. */
   static FileLock acquire(Path file) throws IOException {
-    ReentrantLock jvm =
-        JVM_LOCKS.computeIfAbsent(file.toAbsolutePath().normalize(), f -> new ReentrantLock());
-    jvm.lock();
+    FileChannel channel = open(file);
+    Object key;
+    Shared shared;
     try {
-      FileChannel channel = open(file);
-      try {
-        return new FileLock(jvm, channel, channel.lock());
-      } catch (IOException | RuntimeException e) {
-        channel.close();
-        throw e;
-      }
+      key = identity(file);
+      shared = use(key);
     } catch (IOException | RuntimeException e) {
-      jvm.unlock();
+      channel.close();
+      throw e;
+    }
+    shared.lock.lock();
+    try {
+      return new FileLock(key, shared, channel, channel.lock());
+    } catch (IOException | RuntimeException e) {
+      shared.lock.unlock();
+      release(key);
+      channel.close();
       throw e;
     }
   }
 
   /** The lock on {@code file} if nobody holds it now; empty otherwise. */
   static Optional<FileLock> tryAcquire(Path file) throws IOException {
-    ReentrantLock jvm =
-        JVM_LOCKS.computeIfAbsent(file.toAbsolutePath().normalize(), f -> new ReentrantLock());
-    if (!jvm.tryLock()) {
+    FileChannel channel = open(file);
+    Object key;
+    Shared shared;
+    try {
+      key = identity(file);
+      shared = use(key);
+    } catch (IOException | RuntimeException e) {
+      channel.close();
+      throw e;
+    }
+    if (!shared.lock.tryLock()) {
+      release(key);
+      channel.close();
       return Optional.empty();
     }
     try {
-      FileChannel channel = open(file);
       java.nio.channels.FileLock os = channel.tryLock();
-      if (os == null) {
-        channel.close();
-        jvm.unlock();
-        return Optional.empty();
+      if (os != null) {
+        return Optional.of(new FileLock(key, shared, channel, os));
       }
-      return Optional.of(new FileLock(jvm, channel, os));
     } catch (IOException | RuntimeException e) {
-      jvm.unlock();
+      shared.lock.unlock();
+      release(key);
+      channel.close();
       throw e;
     }
+    shared.lock.unlock();
+    release(key);
+    channel.close();
+    return Optional.empty();
   }
 
   private static FileChannel open(Path file) throws IOException {
     return FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+  }
+
+  private static Object identity(Path file) throws IOException {
+    Object key = Files.readAttributes(file, BasicFileAttributes.class).fileKey();
+    return key != null ? key : file.toRealPath();
+  }
+
+  private static Shared use(Object key) {
+    return JVM_LOCKS.compute(
+        key,
+        (k, s) -> {
+          Shared shared = s != null ? s : new Shared();
+          shared.users++;
+          return shared;
+        });
+  }
+
+  private static void release(Object key) {
+    JVM_LOCKS.computeIfPresent(key, (k, s) -> --s.users == 0 ? null : s);
   }
 
   @Override
@@ -78,7 +127,8 @@ final class FileLock implements AutoCloseable {
       osLock.release();
       channel.close();
     } finally {
-      jvmLock.unlock();
+      shared.lock.unlock();
+      release(key);
     }
   }
 }
