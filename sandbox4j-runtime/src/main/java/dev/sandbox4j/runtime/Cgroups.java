@@ -74,6 +74,36 @@ final class Cgroups {
     return files;
   }
 
+  /**
+   * How many more processes the sandbox may start, from its pids controller, or {@link
+   * Long#MAX_VALUE} if there is no limit to read.
+   */
+  long pidsHeadroom(String id) {
+    List<Path> candidates = new ArrayList<>();
+    for (Path h : v1Hierarchies) {
+      candidates.add(h.resolve(PARENT).resolve(id));
+    }
+    if (unified != null) {
+      candidates.add(unified.resolve(PARENT).resolve(id));
+    }
+    for (Path dir : candidates) {
+      Path max = dir.resolve("pids.max");
+      Path current = dir.resolve("pids.current");
+      if (Files.exists(max) && Files.exists(current)) {
+        try {
+          String limit = Files.readString(max).strip();
+          if (limit.equals("max")) {
+            return Long.MAX_VALUE;
+          }
+          return Long.parseLong(limit) - Long.parseLong(Files.readString(current).strip());
+        } catch (IOException | NumberFormatException e) {
+          return Long.MAX_VALUE; // the sandbox is going away; the exec will say so
+        }
+      }
+    }
+    return Long.MAX_VALUE;
+  }
+
   /** Creates a fresh command cgroup; returns its name relative to the sandbox's cgroup. */
   String newCommandGroup(String id) {
     if (unified == null) {

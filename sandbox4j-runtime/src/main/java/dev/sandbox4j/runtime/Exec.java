@@ -25,6 +25,9 @@ final class Exec {
       "n=$1; shift; while [ \"$n\" -gt 0 ]; do echo $$ > \"$1\" || exit 125; shift; n=$((n-1));"
           + " done; exec \"$@\"";
 
+  /** crun needs a few processes of the sandbox's own limit to start one command. */
+  private static final long MIN_PIDS_HEADROOM = 4;
+
   private static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
 
   private Exec() {}
@@ -39,6 +42,18 @@ final class Exec {
       List<String> argv,
       RunOptions options,
       long clockStart) {
+    // crun 1.8.1 forks after joining the sandbox's pids cgroup; when that fork fails it goes on
+    // to set up the process in the host's namespaces (fixed in crun 1.9). Never start it into a
+    // full sandbox. (A race remains with processes started meanwhile; crun >= 1.9 closes it.)
+    long headroom = engine.cgroups().pidsHeadroom(id);
+    if (headroom < MIN_PIDS_HEADROOM) {
+      throw new WorkspaceException(
+          "sandbox local:"
+              + id
+              + " has reached its process limit (fewer than "
+              + MIN_PIDS_HEADROOM
+              + " processes left): end some of its processes, or destroy it");
+    }
     String group = engine.cgroups().newCommandGroup(id);
     try {
       List<String> inside = new ArrayList<>();

@@ -13,9 +13,12 @@ import java.util.Map;
  * <p>Refused: loading kernel code (modules, kexec, BPF), the keyring, mounting and pivoting
  * filesystems (also through the new mount API), opening files by handle (the "shocker" escape),
  * creating or joining namespaces, tracing the whole system (perf), swap, reboot, the clock,
- * accounting, quotas, raw I/O ports, the kernel log, and userfaultfd. Non-goal: a minimal
- * allowlist; a denylist keeps unknown tools working, and the user namespace, capabilities and
- * cgroups stand behind it.
+ * accounting, quotas, raw I/O ports, the kernel log, userfaultfd, io_uring (its operations bypass
+ * seccomp, and it is a large kernel attack surface: Docker and containerd refuse it too), and
+ * {@code AF_VSOCK} sockets (vsock has no network namespaces: a sandbox could reach the hypervisor
+ * and share the host's vsock ports; Docker refuses them too). Non-goal: a minimal allowlist; a
+ * denylist keeps unknown tools working, and the user namespace, capabilities and cgroups stand
+ * behind it.
  */
 final class SeccompProfile {
   private static final int EPERM = 1;
@@ -72,7 +75,13 @@ final class SeccompProfile {
           "query_module",
           "uselib",
           "_sysctl",
-          "userfaultfd");
+          "userfaultfd",
+          "io_uring_setup",
+          "io_uring_enter",
+          "io_uring_register");
+
+  /** socket(2)'s address family of VM sockets, which no namespace isolates. */
+  private static final long AF_VSOCK = 40;
 
   /** The namespace flags of clone(2): a new namespace inside the sandbox is refused. */
   private static final long[] CLONE_NAMESPACE_FLAGS = {
@@ -93,6 +102,15 @@ final class SeccompProfile {
     List<Map<String, Object>> rules = new ArrayList<>();
     rules.add(rule(DENIED, "SCMP_ACT_ERRNO", EPERM, List.of()));
     rules.add(rule(List.of("clone3"), "SCMP_ACT_ERRNO", ENOSYS, List.of()));
+    // On 32-bit x86, libseccomp cannot read socketcall(2)'s arguments (they are in memory): there
+    // the rule refuses every socket made through socketcall (as i386 glibc does), while the
+    // direct socket(2) call is filtered by family. 64-bit programs are filtered by family only.
+    rules.add(
+        rule(
+            List.of("socket"),
+            "SCMP_ACT_ERRNO",
+            EPERM,
+            List.of(Map.of("index", 0, "value", AF_VSOCK, "op", "SCMP_CMP_EQ"))));
     for (long flag : CLONE_NAMESPACE_FLAGS) {
       // clone(flags, ...): refused when (flags & flag) == flag
       rules.add(
