@@ -8,7 +8,8 @@ import java.util.Objects;
 /**
  * What a run of the CLI reads from its surroundings, passed in so tests can run it in-process.
  *
- * @param home the sandbox4j state directory ({@code $SANDBOX4J_HOME}, default {@code ~/.sandbox4j})
+ * @param home the sandbox4j state directory ({@code $SANDBOX4J_HOME}; default {@code
+ *     /var/lib/sandbox4j} as root, {@code ~/.sandbox4j} otherwise)
  * @param in stdin, fed to a command only with {@code exec --stdin}
  * @param out stdout: results, and a command's stdout
  * @param err stderr: messages, and a command's stderr

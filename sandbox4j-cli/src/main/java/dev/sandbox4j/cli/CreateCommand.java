@@ -13,11 +13,15 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
-/** {@code sandbox4j create}: creates a workspace and prints its ref. */
+/** {@code sandbox4j create}: creates a sandbox (or workspace) and prints its ref. */
 @Command(
     name = "create",
     mixinStandardHelpOptions = true,
-    description = "Creates a workspace and prints its ref (provider:id) on stdout.")
+    description = {
+      "Creates a sandbox and prints its ref (provider:id) on stdout.",
+      "The first local sandbox on a machine builds the default image first (about a minute;"
+          + " progress on stderr)."
+    })
 final class CreateCommand implements Callable<Integer> {
 
   @ParentCommand SandboxCommand root;
@@ -26,16 +30,47 @@ final class CreateCommand implements Callable<Integer> {
   @Option(
       names = "--provider",
       paramLabel = "NAME",
-      description = "Where to create it (default: ${DEFAULT-VALUE}).",
+      description = "Where to create it: local (isolated) or host (not isolated). Default: local.",
       defaultValue = Providers.DEFAULT)
   String provider;
+
+  @Option(
+      names = "--image",
+      paramLabel = "NAME",
+      description = "The image of the sandbox (default: default; see 'sandbox4j image ls').")
+  String image;
+
+  @Option(names = "--cpus", paramLabel = "N", description = "CPU quota: 1, 2, 4 or 8 (default: 1).")
+  Integer cpus;
+
+  @Option(
+      names = "--memory",
+      paramLabel = "SIZE",
+      converter = ByteSizeConverter.class,
+      description = "Memory limit, e.g. 512M or 2G (default: 4G per CPU; at least 64M).")
+  Long memory;
+
+  @Option(
+      names = "--workdir",
+      paramLabel = "PATH",
+      description =
+          "An absolute directory to create in the sandbox, owned by its user. Commands start in"
+              + " /home/sandbox unless each exec names it with --workdir too.")
+  String workdir;
+
+  @Option(
+      names = {"-l", "--label"},
+      paramLabel = "KEY=VALUE",
+      description = "A label 'sandbox4j ls' shows (repeatable).")
+  Map<String, String> labels;
 
   @Option(
       names = {"-e", "--env"},
       paramLabel = "KEY=VALUE",
       description =
-          "A variable every command in the workspace gets (repeatable), for providers that"
-              + " keep it; host workspaces do not: pass --env to each exec instead.")
+          "A variable every command in the workspace gets (repeatable), for providers that keep"
+              + " it; neither local nor host does between runs of sandbox4j: pass --env to each"
+              + " 'sandbox4j exec' instead.")
   Map<String, String> env;
 
   @Option(
@@ -45,7 +80,7 @@ final class CreateCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    WorkspaceProvider workspaces = root.provider(spec, provider, env == null ? Map.of() : env);
+    root.provider(spec, provider); // an unknown provider is the error to report first
     if (env != null && !env.isEmpty() && !root.providers().keepsEnv(provider)) {
       throw new ParameterException(
           spec.commandLine(),
@@ -53,6 +88,9 @@ final class CreateCommand implements Callable<Integer> {
               + " workspaces do not keep an environment between commands: pass --env to each"
               + " 'sandbox4j exec' instead");
     }
+    WorkspaceProvider workspaces =
+        root.provider(
+            spec, provider, new Providers.Settings(env, workdir, image, cpus, memory, labels));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref = workspace.open();

@@ -4,7 +4,6 @@ import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
-import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.PrintStream;
@@ -42,8 +41,8 @@ final class ExecCommand implements Callable<Integer> {
       index = "0",
       paramLabel = "ID",
       description =
-          "A workspace ref (provider:id, as create and ls print it), or 'new' to create a"
-              + " workspace; its ref is printed to stderr.")
+          "A sandbox: its ref (provider:id, as create and ls print it) or a bare local id; or"
+              + " 'new' to create one, whose ref is printed to stderr.")
   String id;
 
   @Parameters(
@@ -81,6 +80,14 @@ final class ExecCommand implements Callable<Integer> {
   Long outputLimit;
 
   @Option(
+      names = {"-w", "--workdir"},
+      paramLabel = "PATH",
+      description =
+          "The absolute directory the command starts in (default: /home/sandbox); it must exist"
+              + " in the sandbox. Local sandboxes only.")
+  String workdir;
+
+  @Option(
       names = {"-i", "--stdin"},
       description = "Feed this process's stdin to the command.")
   boolean stdin;
@@ -88,7 +95,9 @@ final class ExecCommand implements Callable<Integer> {
   @Option(
       names = "--provider",
       paramLabel = "NAME",
-      description = "Where 'new' creates the workspace (default: ${DEFAULT-VALUE}).",
+      description =
+          "Where 'new' creates the workspace: local (isolated) or host (not isolated). Default:"
+              + " ${DEFAULT-VALUE}.",
       defaultValue = Providers.DEFAULT)
   String provider;
 
@@ -106,26 +115,25 @@ final class ExecCommand implements Callable<Integer> {
       }
     }
     String providerName = fresh ? provider : ref.provider();
-    WorkspaceProvider workspaces = root.provider(spec, providerName, Map.of());
-    Workspace workspace = Workspace.of(fresh ? workspaces.newBackend() : backend(workspaces, ref));
+    WorkspaceProvider workspaces =
+        root.provider(
+            spec, providerName, Providers.Settings.DEFAULTS.withWorkingDirectory(workdir));
+    Workspace workspace =
+        Workspace.of(fresh ? workspaces.newBackend() : root.backend(spec, workspaces, ref));
 
     root.warnIfNotIsolated(providerName);
     if (fresh) {
       WorkspaceRef created = workspace.open();
-      root.context().err().println("Created " + providerName + " workspace " + created);
+      root.context()
+          .err()
+          .println(
+              "Created "
+                  + providerName
+                  + (root.providers().isolates(providerName) ? " sandbox " : " workspace ")
+                  + created);
     }
     CommandResult result = workspace.run(toRun, options);
     return result.exitCode();
-  }
-
-  private WorkspaceBackend backend(WorkspaceProvider workspaces, WorkspaceRef ref) {
-    try {
-      return workspaces
-          .backend(ref)
-          .orElseThrow(() -> new IllegalStateException(ref + " is not a " + workspaces.name()));
-    } catch (IllegalArgumentException e) {
-      throw new ParameterException(spec.commandLine(), e.getMessage(), e);
-    }
   }
 
   private Command command() {

@@ -15,7 +15,10 @@ final class ExitCodes {
   /** The workspace is gone or never existed (sysexits {@code EX_UNAVAILABLE}). */
   static final int UNAVAILABLE = 69;
 
-  /** Anything else went wrong in sandbox4j or the workspace provider. */
+  /**
+   * Anything else went wrong in sandbox4j or the workspace provider; for {@code doctor} and {@code
+   * setup}, a host prerequisite is missing.
+   */
   static final int FAILURE = 70;
 
   /** The command ran past {@code --timeout} and was killed, as GNU {@code timeout} exits. */
@@ -32,7 +35,7 @@ final class ExitCodes {
     "0:success",
     "64:usage error (bad option, ref, duration or provider)",
     "69:workspace unavailable (destroyed or never existed)",
-    "70:any other sandbox4j or provider failure",
+    "70:any other sandbox4j or provider failure; doctor, setup: a prerequisite is missing",
     "124:exec: the command timed out and was killed",
     "125:exec: the command's output passed the limit and it was killed",
     "130:interrupted (Ctrl-C); a running command was killed",

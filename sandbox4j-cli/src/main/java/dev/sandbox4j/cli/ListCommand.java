@@ -1,23 +1,31 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.stream.Collectors;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
-/** {@code sandbox4j ls}: the refs of existing workspaces, one a line. */
+/** {@code sandbox4j ls}: the existing sandboxes and workspaces. */
 @Command(
     name = "ls",
     mixinStandardHelpOptions = true,
-    description = "Lists workspaces, one ref (provider:id) a line, sorted by provider and id.")
+    description = {
+      "Lists sandboxes and workspaces, sorted by provider and id: a table with a heading, or"
+          + " nothing if there are none.",
+      "Local sandboxes show their state, image, creation time (UTC) and labels; host workspaces"
+          + " have none of these ('-')."
+    })
 final class ListCommand implements Callable<Integer> {
+
+  private static final List<String> COLUMNS = List.of("state", "image", "created", "labels");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -30,22 +38,82 @@ final class ListCommand implements Callable<Integer> {
 
   @Option(
       names = "--json",
-      description = "Print a JSON array of {\"provider\":...,\"id\":...} objects instead.")
+      description =
+          "Print a JSON array instead: objects with provider and id, and for local sandboxes"
+              + " state, image, created, labels, cpus, memoryBytes and pids.")
   boolean json;
 
   @Override
   public Integer call() {
     List<String> names = provider == null ? root.providers().names() : List.of(provider);
-    List<WorkspaceRef> refs = new ArrayList<>();
+    List<Map<String, Object>> rows = new ArrayList<>();
     for (String name : names) {
-      refs.addAll(root.providers().list(root.provider(spec, name, Map.of())));
+      var workspaces = root.provider(spec, name);
+      if (provider == null && !root.providers().mayHoldWorkspaces(name)) {
+        continue;
+      }
+      try {
+        rows.addAll(root.providers().list(workspaces));
+      } catch (WorkspaceException e) {
+        if (provider != null) {
+          throw e;
+        }
+        root.context()
+            .err()
+            .println("sandbox4j: warning: cannot list " + name + " workspaces: " + e.getMessage());
+      }
     }
+    rows.sort(
+        (a, b) ->
+            (a.get("provider") + ":" + a.get("id"))
+                .compareTo(b.get("provider") + ":" + b.get("id")));
     PrintStream out = root.context().out();
     if (json) {
-      out.println(Json.write(refs));
-    } else {
-      refs.forEach(out::println);
+      out.println(Json.write(rows));
+    } else if (!rows.isEmpty()) {
+      printTable(out, rows);
     }
     return ExitCodes.OK;
+  }
+
+  private static void printTable(PrintStream out, List<Map<String, Object>> rows) {
+    List<List<String>> table = new ArrayList<>();
+    List<String> heading = new ArrayList<>(List.of("REF"));
+    COLUMNS.forEach(c -> heading.add(c.toUpperCase(java.util.Locale.ROOT)));
+    table.add(heading);
+    for (Map<String, Object> row : rows) {
+      List<String> cells = new ArrayList<>(List.of(row.get("provider") + ":" + row.get("id")));
+      for (String column : COLUMNS) {
+        cells.add(cell(row.get(column)));
+      }
+      table.add(cells);
+    }
+    int[] widths = new int[heading.size()];
+    for (List<String> cells : table) {
+      for (int i = 0; i < cells.size(); i++) {
+        widths[i] = Math.max(widths[i], cells.get(i).length());
+      }
+    }
+    for (List<String> cells : table) {
+      StringBuilder line = new StringBuilder();
+      for (int i = 0; i < cells.size(); i++) {
+        line.append(cells.get(i));
+        if (i < cells.size() - 1) {
+          line.append(" ".repeat(widths[i] - cells.get(i).length() + 2));
+        }
+      }
+      out.println(line.toString().stripTrailing());
+    }
+  }
+
+  private static String cell(Object value) {
+    if (value instanceof Map<?, ?> labels) {
+      return labels.isEmpty()
+          ? "-"
+          : labels.entrySet().stream()
+              .map(e -> e.getKey() + "=" + e.getValue())
+              .collect(Collectors.joining(","));
+    }
+    return value == null ? "-" : value.toString();
   }
 }

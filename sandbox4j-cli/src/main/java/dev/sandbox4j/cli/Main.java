@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.LocalSandbox;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -11,13 +12,24 @@ public final class Main {
   /** How long a signal (Ctrl-C, SIGTERM) waits for a running command to be killed. */
   private static final long KILL_WAIT_SECONDS = 10;
 
+  /**
+   * The engine logs each sandbox it creates or restarts at INFO; on a command line that is noise on
+   * stderr, so only warnings show unless {@code --debug}. Held here: JUL keeps loggers weakly.
+   */
+  static final java.util.logging.Logger ENGINE_LOG =
+      java.util.logging.Logger.getLogger("dev.sandbox4j");
+
   private Main() {}
 
   /** Runs the CLI and exits with its exit code. */
   public static void main(String[] args) {
+    ENGINE_LOG.setLevel(java.util.logging.Level.WARNING);
     CliContext context =
         new CliContext(
-            home(System.getenv(), System.getProperty("user.home")),
+            home(
+                System.getenv(),
+                System.getProperty("user.home"),
+                "root".equals(System.getProperty("user.name"))),
             System.in,
             System.out,
             System.err);
@@ -47,12 +59,15 @@ public final class Main {
     System.exit(code);
   }
 
-  /** {@code $SANDBOX4J_HOME}, or {@code ~/.sandbox4j}. */
-  static Path home(Map<String, String> env, String userHome) {
+  /**
+   * The sandbox4j home: {@code $SANDBOX4J_HOME}; else, for root, the local engine's {@code
+   * /var/lib/sandbox4j} (which the library uses too); else {@code ~/.sandbox4j}.
+   */
+  static Path home(Map<String, String> env, String userHome, boolean root) {
     String home = env.get("SANDBOX4J_HOME");
     if (home != null && !home.isBlank()) {
       return Path.of(home).toAbsolutePath().normalize();
     }
-    return Path.of(userHome, ".sandbox4j");
+    return root ? LocalSandbox.DEFAULT_HOME : Path.of(userHome, ".sandbox4j");
   }
 }

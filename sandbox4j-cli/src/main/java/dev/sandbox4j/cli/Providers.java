@@ -1,46 +1,116 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.temporal.ChronoUnit;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.BiFunction;
+import java.util.function.Consumer;
 
 /**
  * The one place that knows which workspace providers the CLI offers, where each keeps its state
  * under the sandbox4j home, and which of them isolate. A new engine is one more entry here.
+ *
+ * <p>{@code local} (the default) keeps its state in the home itself ({@code images/}, {@code
+ * sandboxes/}, {@code run/}); {@code host} keeps its workspaces in {@code host/} under it.
  */
 final class Providers {
 
   /** The provider of {@code --provider}'s default. */
-  static final String DEFAULT = HostWorkspaceProvider.NAME;
+  static final String DEFAULT = LocalSandbox.NAME;
+
+  /**
+   * What a command line asks of the provider it opens. Only {@code env} applies to every provider;
+   * the rest shape local sandboxes, and a provider that cannot honour one refuses it.
+   *
+   * @param env variables every command gets
+   * @param workingDirectory where commands start, or null for the provider's default
+   * @param image the image of a new sandbox, or null for the default
+   * @param cpus the CPU quota of a new sandbox, or null for the default
+   * @param memoryBytes the memory limit of a new sandbox, or null for the default
+   * @param labels labels of a new sandbox
+   */
+  record Settings(
+      Map<String, String> env,
+      String workingDirectory,
+      String image,
+      Integer cpus,
+      Long memoryBytes,
+      Map<String, String> labels) {
+
+    static final Settings DEFAULTS = new Settings(Map.of(), null, null, null, null, Map.of());
+
+    Settings {
+      env = env == null ? Map.of() : Map.copyOf(env);
+      labels = labels == null ? Map.of() : Map.copyOf(labels);
+    }
+
+    Settings withEnv(Map<String, String> env) {
+      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels);
+    }
+
+    Settings withWorkingDirectory(String workingDirectory) {
+      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels);
+    }
+
+    /** The options set here that only local sandboxes take, as the command line names them. */
+    List<String> localOnlyOptions() {
+      Map<String, Boolean> set = new LinkedHashMap<>();
+      set.put("--workdir", workingDirectory != null);
+      set.put("--image", image != null);
+      set.put("--cpus", cpus != null);
+      set.put("--memory", memoryBytes != null);
+      set.put("--label", !labels.isEmpty());
+      return set.entrySet().stream().filter(Map.Entry::getValue).map(Map.Entry::getKey).toList();
+    }
+  }
 
   /** One provider the CLI offers. */
   private record Entry(
       String name,
       boolean isolates,
       boolean keepsEnv,
-      BiFunction<Path, Map<String, String>, WorkspaceProvider> factory) {}
+      BiFunction<Providers, Settings, WorkspaceProvider> factory) {}
 
   private static final List<Entry> ENTRIES =
       List.of(
+          new Entry(LocalSandbox.NAME, true, false, Providers::local),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
               false,
-              (home, env) ->
-                  HostWorkspaceProvider.builder()
-                      .root(home.resolve(HostWorkspaceProvider.NAME))
-                      .env(env)
-                      .build()));
+              (providers, settings) -> {
+                List<String> unsupported = settings.localOnlyOptions();
+                if (!unsupported.isEmpty()) {
+                  throw new IllegalArgumentException(
+                      String.join(", ", unsupported)
+                          + (unsupported.size() == 1 ? " is" : " are")
+                          + " for local sandboxes only, not host workspaces");
+                }
+                return HostWorkspaceProvider.builder()
+                    .root(providers.home.resolve(HostWorkspaceProvider.NAME))
+                    .env(settings.env())
+                    .build();
+              }));
 
   private final Path home;
+  private final Consumer<String> progress;
 
-  Providers(Path home) {
+  /**
+   * @param home the sandbox4j home
+   * @param progress receives progress lines of long work (building the default image)
+   */
+  Providers(Path home, Consumer<String> progress) {
     this.home = Objects.requireNonNull(home, "home");
+    this.progress = Objects.requireNonNull(progress, "progress");
   }
 
   /** The names of every provider, in the order help text shows them. */
@@ -49,17 +119,45 @@ final class Providers {
   }
 
   /**
-   * The provider called {@code name}, whose every command gets {@code env}. Does no I/O.
+   * The provider called {@code name}, configured by {@code settings}. Does no I/O.
    *
-   * @throws IllegalArgumentException if there is no such provider, naming the ones there are
+   * @throws IllegalArgumentException if there is no such provider, naming the ones there are, or if
+   *     a setting is invalid or does not apply to it
    */
-  WorkspaceProvider open(String name, Map<String, String> env) {
-    return entry(name).factory().apply(home, env);
+  WorkspaceProvider open(String name, Settings settings) {
+    return entry(name).factory().apply(this, settings);
   }
 
-  /** The provider that holds {@code ref}'s workspace. */
+  /** The provider that holds {@code ref}'s workspace, with default settings. */
   WorkspaceProvider open(WorkspaceRef ref) {
-    return open(ref.provider(), Map.of());
+    return open(ref.provider(), Settings.DEFAULTS);
+  }
+
+  /** The local engine with default settings: images, gc, shell. Does no I/O. */
+  LocalSandbox local() {
+    return local(this, Settings.DEFAULTS);
+  }
+
+  private static LocalSandbox local(Providers providers, Settings settings) {
+    LocalSandbox.Builder b =
+        LocalSandbox.builder()
+            .home(providers.home)
+            .env(settings.env())
+            .progress(providers.progress);
+    if (settings.workingDirectory() != null) {
+      b.workingDirectory(settings.workingDirectory());
+    }
+    if (settings.image() != null) {
+      b.image(settings.image());
+    }
+    if (settings.cpus() != null) {
+      b.cpus(settings.cpus());
+    }
+    if (settings.memoryBytes() != null) {
+      b.memory(settings.memoryBytes());
+    }
+    settings.labels().forEach(b::label);
+    return b.build();
   }
 
   /** Whether the provider's workspaces are isolated from this machine. */
@@ -69,21 +167,55 @@ final class Providers {
 
   /**
    * Whether a workspace keeps the env it was created with for every later command, also in later
-   * runs of the CLI. A host workspace does not: its provider's env lives only as long as the
-   * provider object.
+   * runs of the CLI. Neither does: a host workspace's env lives as long as its provider object, and
+   * a local sandbox's env (like its working directory) belongs to each {@link LocalSandbox}.
    */
   boolean keepsEnv(String name) {
     return entry(name).keepsEnv();
   }
 
-  /** The refs of every workspace {@code provider} holds. */
-  List<WorkspaceRef> list(WorkspaceProvider provider) {
+  /**
+   * Whether {@code name} may hold workspaces at all: false for {@code local} before its first
+   * sandbox, so that listing every provider does not need root for an engine never used here.
+   */
+  boolean mayHoldWorkspaces(String name) {
+    return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
+  }
+
+  /**
+   * The workspaces {@code provider} holds, sorted by id, as {@code ls} shows them: {@code provider}
+   * and {@code id}, then what the provider knows about each (local: {@code state}, {@code image},
+   * {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes}, {@code pids}).
+   */
+  List<Map<String, Object>> list(WorkspaceProvider provider) {
     return switch (provider) {
-      case HostWorkspaceProvider host -> host.list();
+      case HostWorkspaceProvider host ->
+          host.list().stream().map(ref -> fields(ref, Map.of())).toList();
+      case LocalSandbox local -> local.list().stream().map(Providers::fields).toList();
       default ->
           throw new UnsupportedOperationException(
               "provider '" + provider.name() + "' cannot list its workspaces");
     };
+  }
+
+  private static Map<String, Object> fields(SandboxInfo s) {
+    Map<String, Object> more = new LinkedHashMap<>();
+    more.put("state", s.state());
+    more.put("image", s.image());
+    more.put("created", s.created().truncatedTo(ChronoUnit.SECONDS).toString());
+    more.put("labels", new java.util.TreeMap<>(s.labels()));
+    more.put("cpus", s.cpus());
+    more.put("memoryBytes", s.memoryBytes());
+    more.put("pids", s.pids());
+    return fields(s.ref(), more);
+  }
+
+  private static Map<String, Object> fields(WorkspaceRef ref, Map<String, Object> more) {
+    Map<String, Object> fields = new LinkedHashMap<>();
+    fields.put("provider", ref.provider());
+    fields.put("id", ref.id());
+    fields.putAll(more);
+    return fields;
   }
 
   private Entry entry(String name) {

@@ -1,12 +1,14 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
-import java.util.Map;
 import java.util.Properties;
+import java.util.regex.Pattern;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.IVersionProvider;
 import picocli.CommandLine.Model.CommandSpec;
@@ -24,33 +26,55 @@ import picocli.CommandLine.Spec;
     mixinStandardHelpOptions = true,
     versionProvider = SandboxCommand.Version.class,
     description = {
-      "Isolated shells and filesystems for AI agents: create workspaces and run commands in them.",
+      "Isolated shells and filesystems for AI agents: create sandboxes and run commands in them.",
       "",
-      "Today the only provider is 'host': a workspace is a plain directory under"
-          + " $SANDBOX4J_HOME/host (default ~/.sandbox4j/host) and isolates nothing."
+      "The default provider, 'local', runs each sandbox as an isolated Linux container on this"
+          + " machine (crun, overlayfs, namespaces, cgroups, seccomp); it needs root and a"
+          + " prepared host: run 'sandbox4j setup' once. Its state lives in $SANDBOX4J_HOME"
+          + " (default /var/lib/sandbox4j as root, ~/.sandbox4j otherwise).",
+      "'--provider host' makes a workspace a plain directory under $SANDBOX4J_HOME/host instead:"
+          + " it isolates nothing.",
+      "",
+      "Where an ID is expected, 'local:ID', 'host:ID' and a bare local ID all work."
     },
-    subcommands = {CreateCommand.class, ExecCommand.class, ListCommand.class, RemoveCommand.class})
+    subcommands = {
+      SetupCommand.class,
+      DoctorCommand.class,
+      ImageCommand.class,
+      CreateCommand.class,
+      ExecCommand.class,
+      ShellCommand.class,
+      CopyCommand.class,
+      ListCommand.class,
+      RemoveCommand.class,
+      GcCommand.class
+    })
 final class SandboxCommand implements Runnable {
 
   /** The word that stands for a fresh workspace where a ref is expected. */
   static final String NEW = "new";
 
+  /** What a bare id (a local sandbox's) may look like. */
+  private static final Pattern BARE_ID = Pattern.compile("[a-z0-9]{1,32}");
+
   private final CliContext context;
   private final Providers providers;
   private boolean quiet;
   private boolean debug;
+  private boolean progressShown;
 
   @Spec CommandSpec spec;
 
   SandboxCommand(CliContext context) {
     this.context = context;
-    this.providers = new Providers(context.home());
+    this.providers = new Providers(context.home(), this::progress);
   }
 
   @Option(
       names = "--quiet",
       scope = ScopeType.INHERIT,
-      description = "Do not warn that host workspaces are not isolated.")
+      description =
+          "Do not warn that host workspaces are not isolated, nor show image build progress.")
   void setQuiet(boolean quiet) {
     this.quiet = quiet;
   }
@@ -58,9 +82,12 @@ final class SandboxCommand implements Runnable {
   @Option(
       names = "--debug",
       scope = ScopeType.INHERIT,
-      description = "Print the stack trace of an error.")
+      description = "Print the stack trace of an error, and the engine's log.")
   void setDebug(boolean debug) {
     this.debug = debug;
+    if (debug) {
+      Main.ENGINE_LOG.setLevel(java.util.logging.Level.INFO);
+    }
   }
 
   boolean debug() {
@@ -75,16 +102,53 @@ final class SandboxCommand implements Runnable {
     return providers;
   }
 
-  @Override
-  public void run() {
-    throw new ParameterException(spec.commandLine(), "missing a command: create, exec, ls or rm");
+  /**
+   * A progress line of long work (building the default image) on stderr, after a heading the first
+   * time; nothing with {@code --quiet}.
+   */
+  private void progress(String line) {
+    if (quiet) {
+      return;
+    }
+    if (!progressShown) {
+      progressShown = true;
+      context.err().println("sandbox4j: building the default image (once; about a minute):");
+    }
+    context.err().println("  " + line);
+    context.err().flush();
   }
 
-  /** Parses a {@code provider:id} ref of a known provider; a usage error otherwise. */
+  /** Marks the progress heading as shown, for a command that prints its own. */
+  void progressHeadingShown() {
+    progressShown = true;
+  }
+
+  @Override
+  public void run() {
+    throw new ParameterException(
+        spec.commandLine(),
+        "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm or gc");
+  }
+
+  /**
+   * Parses a ref of a known provider, {@code provider:id}, or a bare id, which means a local
+   * sandbox; a usage error otherwise.
+   */
   WorkspaceRef parseRef(CommandSpec command, String text) {
     if (NEW.equals(text)) {
       throw new ParameterException(
-          command.commandLine(), "'" + NEW + "' is not a workspace ref here: expected provider:id");
+          command.commandLine(),
+          "'" + NEW + "' is not a workspace ref here: expected provider:id or a local sandbox id");
+    }
+    if (text != null && text.indexOf(':') < 0) {
+      if (BARE_ID.matcher(text).matches()) {
+        return new WorkspaceRef(LocalSandbox.NAME, text);
+      }
+      throw new ParameterException(
+          command.commandLine(),
+          "malformed workspace ref '"
+              + text
+              + "': expected provider:id (e.g. local:k3x9ab01cd2e) or a bare local sandbox id");
     }
     WorkspaceRef ref;
     try {
@@ -106,10 +170,26 @@ final class SandboxCommand implements Runnable {
     return ref;
   }
 
-  /** The provider called {@code name}; a usage error if there is none. */
-  WorkspaceProvider provider(CommandSpec command, String name, Map<String, String> env) {
+  /** The provider called {@code name}; a usage error if there is none or a setting is wrong. */
+  WorkspaceProvider provider(CommandSpec command, String name, Providers.Settings settings) {
     try {
-      return providers.open(name, env);
+      return providers.open(name, settings);
+    } catch (IllegalArgumentException e) {
+      throw new ParameterException(command.commandLine(), e.getMessage(), e);
+    }
+  }
+
+  /** The provider called {@code name} with default settings; a usage error if there is none. */
+  WorkspaceProvider provider(CommandSpec command, String name) {
+    return provider(command, name, Providers.Settings.DEFAULTS);
+  }
+
+  /** The backend of {@code ref}'s workspace (no I/O); a usage error if its id is malformed. */
+  WorkspaceBackend backend(CommandSpec command, WorkspaceProvider provider, WorkspaceRef ref) {
+    try {
+      return provider
+          .backend(ref)
+          .orElseThrow(() -> new IllegalStateException(ref + " is not a " + provider.name()));
     } catch (IllegalArgumentException e) {
       throw new ParameterException(command.commandLine(), e.getMessage(), e);
     }

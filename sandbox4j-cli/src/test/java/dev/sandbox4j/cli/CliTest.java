@@ -15,7 +15,10 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Runs the whole command line in-process against host workspaces under a temporary home. */
+/**
+ * Runs the whole command line in-process against host workspaces under a temporary home; the local
+ * engine's commands are in {@link LocalCliTest}.
+ */
 class CliTest {
 
   private static final Pattern CREATED = Pattern.compile("Created host workspace (host:[a-z0-9]+)");
@@ -44,15 +47,35 @@ class CliTest {
         code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
   }
 
+  /** The refs {@code ls --json} lists. */
+  private List<String> refs() {
+    Run ls = run("ls", "--json");
+    assertThat(ls.exitCode()).as(ls.err()).isZero();
+    return java.util.regex.Pattern.compile("\\{\"provider\":\"([a-z]+)\",\"id\":\"([a-z0-9]+)\"")
+        .matcher(ls.out())
+        .results()
+        .map(r -> r.group(1) + ":" + r.group(2))
+        .toList();
+  }
+
   private String create() {
-    Run created = run("--quiet", "create");
+    Run created = run("--quiet", "create", "--provider", "host");
     assertThat(created.exitCode()).as(created.err()).isZero();
     return created.out().strip();
   }
 
   @Test
   void execNewCreatesAWorkspaceStreamsOutputAndExitsWithTheCommandsCode() {
-    Run r = run("exec", "new", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3");
+    Run r =
+        run(
+            "exec",
+            "--provider",
+            "host",
+            "new",
+            "--",
+            "sh",
+            "-c",
+            "echo hi; echo oops >&2; exit 3");
 
     assertThat(r.exitCode()).isEqualTo(3);
     assertThat(r.out()).isEqualTo("hi\n");
@@ -64,7 +87,7 @@ class CliTest {
     assertThat(m.find()).as(r.err()).isTrue();
     String id = m.group(1).substring("host:".length());
     assertThat(home.resolve("host").resolve(id)).isDirectory();
-    assertThat(run("ls").out()).isEqualTo(m.group(1) + "\n");
+    assertThat(refs()).containsExactly(m.group(1));
   }
 
   @Test
@@ -177,7 +200,7 @@ class CliTest {
     assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(r.out()).isEmpty();
     assertThat(r.errLines()).singleElement().asString().startsWith("sandbox4j: ").contains("..");
-    assertThat(run("ls").out()).isEqualTo(ref + "\n");
+    assertThat(refs()).containsExactly(ref);
   }
 
   @Test
@@ -203,7 +226,7 @@ class CliTest {
         .singleElement()
         .asString()
         .startsWith("sandbox4j: unknown workspace provider 'docker'")
-        .contains("known: host");
+        .contains("known: local, host");
 
     Run byOption = run("create", "--provider", "nope");
     assertThat(byOption.exitCode()).isEqualTo(ExitCodes.USAGE);
@@ -233,6 +256,8 @@ class CliTest {
             "--quiet",
             "--timeout",
             "500ms",
+            "--provider",
+            "host",
             "new",
             "--",
             "sh",
@@ -265,6 +290,8 @@ class CliTest {
             "--quiet",
             "--output-limit",
             "1K",
+            "--provider",
+            "host",
             "new",
             "--",
             "sh",
@@ -291,22 +318,22 @@ class CliTest {
 
   @Test
   void quietDropsTheHostWarningOnly() {
-    Run loud = run("exec", "new", "--", "true");
+    Run loud = run("exec", "--provider", "host", "new", "--", "true");
     assertThat(loud.err()).contains("warning");
 
-    Run quiet = run("exec", "--quiet", "new", "--", "true");
+    Run quiet = run("exec", "--quiet", "--provider", "host", "new", "--", "true");
     assertThat(quiet.exitCode()).isZero();
     assertThat(quiet.errLines()).singleElement().asString().matches(CREATED.pattern());
   }
 
   @Test
   void createPrintsTheRefOrJson() throws Exception {
-    Run plain = run("create");
+    Run plain = run("create", "--provider", "host");
     assertThat(plain.exitCode()).isZero();
     assertThat(plain.out()).matches("host:[a-z0-9]+\n");
     assertThat(plain.errLines()).singleElement().asString().contains("not isolated");
 
-    Run json = run("--quiet", "create", "--json");
+    Run json = run("--quiet", "create", "--provider", "host", "--json");
     assertThat(json.exitCode()).isZero();
     Matcher m =
         Pattern.compile(
@@ -319,12 +346,80 @@ class CliTest {
   }
 
   @Test
-  void createRefusesEnvThatHostWorkspacesWouldNotKeep() {
-    Run r = run("create", "--env", "A=b");
+  void createRefusesEnvThatNeitherProviderWouldKeep() {
+    for (String provider : List.of("host", "local")) {
+      Run r = run("create", "--provider", provider, "--env", "A=b");
+
+      assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+      assertThat(r.errLines())
+          .singleElement()
+          .asString()
+          .contains(provider + " workspaces do not keep an environment")
+          .contains("pass --env to each");
+    }
+    assertThat(run("ls").out()).isEmpty();
+  }
+
+  @Test
+  void localOnlyOptionsAreRefusedForHostWorkspaces() {
+    Run r = run("create", "--provider", "host", "--image", "default", "--label", "a=b");
 
     assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
-    assertThat(r.errLines()).singleElement().asString().contains("pass --env to each");
-    assertThat(run("ls").out()).isEmpty();
+    assertThat(r.errLines())
+        .singleElement()
+        .asString()
+        .contains("--image, --label are for local sandboxes only");
+
+    Run exec = run("exec", "--provider", "host", "--workdir", "/tmp", "new", "--", "true");
+    assertThat(exec.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(exec.errLines()).singleElement().asString().contains("--workdir is for local");
+    assertThat(home.resolve("host")).doesNotExist();
+  }
+
+  @Test
+  void aBareIdMeansALocalSandboxAndAMalformedOneIsAUsageError() {
+    Run bad = run("rm", "Not_An_Id");
+    assertThat(bad.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(bad.errLines())
+        .singleElement()
+        .asString()
+        .contains("malformed workspace ref 'Not_An_Id'")
+        .contains("bare local sandbox id");
+
+    Run shellOfHost = run("shell", "host:abc");
+    assertThat(shellOfHost.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(shellOfHost.errLines()).singleElement().asString().contains("use exec");
+  }
+
+  @Test
+  void cpNeedsExactlyOneSideInASandbox() {
+    Run neither = run("cp", "a.txt", "/tmp/b.txt");
+    assertThat(neither.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(neither.errLines()).singleElement().asString().contains("neither SRC nor DST");
+
+    Run both = run("cp", "abc:/x", "local:def:/y");
+    assertThat(both.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(both.errLines()).singleElement().asString().contains("both SRC and DST");
+
+    Run noPath = run("cp", "local:abc", "/tmp/x");
+    assertThat(noPath.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(noPath.errLines()).singleElement().asString().contains("local:abc:/path");
+  }
+
+  @Test
+  void cpCopiesToAndFromAHostWorkspace() throws Exception {
+    String ref = create();
+    byte[] bytes = new byte[70_000];
+    new java.util.Random(7).nextBytes(bytes);
+    Path source = Files.write(home.resolve("in.bin"), bytes);
+
+    Run in = run("--quiet", "cp", source.toString(), ref + ":data/in.bin");
+    assertThat(in.exitCode()).as(in.err()).isZero();
+    Path back = home.resolve("back.bin");
+    Run out = run("--quiet", "cp", ref + ":data/in.bin", back.toString());
+    assertThat(out.exitCode()).as(out.err()).isZero();
+
+    assertThat(Files.readAllBytes(back)).isEqualTo(bytes);
   }
 
   @Test
@@ -336,7 +431,13 @@ class CliTest {
 
     Run plain = run("ls");
     assertThat(plain.exitCode()).isZero();
-    assertThat(plain.out().lines().toList()).isEqualTo(refs);
+    List<String> lines = plain.out().lines().toList();
+    assertThat(lines.getFirst()).matches("REF +STATE +IMAGE +CREATED +LABELS");
+    assertThat(lines.subList(1, lines.size()))
+        .hasSize(3)
+        .allSatisfy(l -> assertThat(l).matches("host:[a-z0-9]+ +- +- +- +-"));
+    assertThat(lines.subList(1, lines.size()).stream().map(l -> l.split(" ")[0]).toList())
+        .isEqualTo(refs);
 
     Run json = run("ls", "--provider", "host", "--json");
     String expected =
@@ -366,7 +467,7 @@ class CliTest {
   void aProviderFailureIsReportedOnOneLineWithItsOwnCode() throws Exception {
     Files.writeString(home.resolve("host"), "a file where the workspace root should be");
 
-    Run r = run("--quiet", "create");
+    Run r = run("--quiet", "create", "--provider", "host");
 
     assertThat(r.exitCode()).isEqualTo(ExitCodes.FAILURE);
     assertThat(r.out()).isEmpty();
@@ -386,10 +487,12 @@ class CliTest {
 
   @Test
   void theHomeComesFromSandbox4jHomeOrTheUsersHome() throws Exception {
-    assertThat(Main.home(java.util.Map.of("SANDBOX4J_HOME", home.toString()), "/nowhere"))
+    assertThat(Main.home(java.util.Map.of("SANDBOX4J_HOME", home.toString()), "/nowhere", true))
         .isEqualTo(home);
-    assertThat(Main.home(java.util.Map.of(), "/home/someone"))
+    assertThat(Main.home(java.util.Map.of(), "/home/someone", false))
         .isEqualTo(Path.of("/home/someone/.sandbox4j"));
+    assertThat(Main.home(java.util.Map.of(), "/root", true))
+        .isEqualTo(Path.of("/var/lib/sandbox4j"));
     assertThat(Files.exists(home.resolve("host"))).isFalse();
   }
 }

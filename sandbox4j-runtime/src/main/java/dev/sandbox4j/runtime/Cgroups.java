@@ -21,20 +21,41 @@ import java.util.stream.Stream;
  * joins the sandbox's v1 cgroups itself; its children inherit them, and the limits hold.
  */
 final class Cgroups {
+  /** The parent cgroup of the sandboxes of the default state directory. */
   static final String PARENT = "sandbox4j";
+
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final long KILL_WAIT_MILLIS = 10_000;
 
+  private final String parent;
   private final Path unified;
   private final List<Path> v1Hierarchies;
 
-  private Cgroups(Path unified, List<Path> v1Hierarchies) {
+  private Cgroups(String parent, Path unified, List<Path> v1Hierarchies) {
+    this.parent = parent;
     this.unified = unified;
     this.v1Hierarchies = v1Hierarchies;
   }
 
-  /** The hierarchies mounted on this host, read from {@code /proc/self/mountinfo}. */
-  static Cgroups detect() {
+  /**
+   * The parent cgroup of the sandboxes of state directory {@code home}: {@value #PARENT} for the
+   * default one, {@code sandbox4j-<hash>} for any other, so that gc in one state directory never
+   * touches the cgroups of another's sandboxes.
+   */
+  static String parentFor(Path home) {
+    if (home.equals(LocalSandbox.DEFAULT_HOME)) {
+      return PARENT;
+    }
+    return PARENT
+        + "-"
+        + Integer.toHexString(home.toAbsolutePath().normalize().toString().hashCode());
+  }
+
+  /**
+   * The hierarchies mounted on this host, read from {@code /proc/self/mountinfo}, for sandboxes
+   * under the parent cgroup {@code parent}.
+   */
+  static Cgroups detect(String parent) {
     Path unified = null;
     List<Path> v1 = new ArrayList<>();
     try {
@@ -54,19 +75,19 @@ final class Cgroups {
     } catch (IOException e) {
       throw new WorkspaceException("cannot read /proc/self/mountinfo: " + e, e);
     }
-    return new Cgroups(unified, List.copyOf(v1));
+    return new Cgroups(parent, unified, List.copyOf(v1));
   }
 
   /** The cgroupsPath crun gets for sandbox {@code id}. */
-  static String pathOf(String id) {
-    return "/" + PARENT + "/" + id;
+  String pathOf(String id) {
+    return "/" + parent + "/" + id;
   }
 
   /** The {@code cgroup.procs} files of the sandbox's v1 cgroups that a command must join. */
   List<String> v1ProcsFiles(String id) {
     List<String> files = new ArrayList<>();
     for (Path h : v1Hierarchies) {
-      Path procs = h.resolve(PARENT).resolve(id).resolve("cgroup.procs");
+      Path procs = h.resolve(parent).resolve(id).resolve("cgroup.procs");
       if (Files.exists(procs)) {
         files.add(procs.toString());
       }
@@ -81,10 +102,10 @@ final class Cgroups {
   long pidsHeadroom(String id) {
     List<Path> candidates = new ArrayList<>();
     for (Path h : v1Hierarchies) {
-      candidates.add(h.resolve(PARENT).resolve(id));
+      candidates.add(h.resolve(parent).resolve(id));
     }
     if (unified != null) {
-      candidates.add(unified.resolve(PARENT).resolve(id));
+      candidates.add(unified.resolve(parent).resolve(id));
     }
     for (Path dir : candidates) {
       Path max = dir.resolve("pids.max");
@@ -111,7 +132,9 @@ final class Cgroups {
     }
     String name = "cmd-" + Long.toString(RANDOM.nextLong() & Long.MAX_VALUE, 36);
     try {
-      Files.createDirectories(unified.resolve(PARENT).resolve(id).resolve(name));
+      // createDirectory, not createDirectories: the sandbox's own cgroup is crun's, and if it is
+      // gone (the sandbox was destroyed), a command must fail, not recreate it.
+      Files.createDirectory(unified.resolve(parent).resolve(id).resolve(name));
     } catch (IOException e) {
       throw new WorkspaceException("cannot create a cgroup for the command: " + e, e);
     }
@@ -120,7 +143,7 @@ final class Cgroups {
 
   /** Kills every process in the command's cgroup and waits until they are gone. */
   void killCommand(String id, String group) {
-    Path dir = unified.resolve(PARENT).resolve(id).resolve(group);
+    Path dir = unified.resolve(parent).resolve(id).resolve(group);
     try {
       Files.writeString(dir.resolve("cgroup.kill"), "1");
       long end = System.currentTimeMillis() + KILL_WAIT_MILLIS;
@@ -137,7 +160,7 @@ final class Cgroups {
   /** Removes the command's cgroup if nothing runs in it any more (background processes may). */
   void removeCommandGroup(String id, String group) {
     try {
-      Files.deleteIfExists(unified.resolve(PARENT).resolve(id).resolve(group));
+      Files.deleteIfExists(unified.resolve(parent).resolve(id).resolve(group));
     } catch (IOException busy) {
       // a background process still runs in it; the sandbox's destroy removes it
     }
@@ -150,7 +173,7 @@ final class Cgroups {
       roots.add(unified);
     }
     for (Path root : roots) {
-      Path dir = root.resolve(PARENT).resolve(id);
+      Path dir = root.resolve(parent).resolve(id);
       if (!Files.isDirectory(dir)) {
         continue;
       }
@@ -176,9 +199,9 @@ final class Cgroups {
       roots.add(unified);
     }
     for (Path root : roots) {
-      Path parent = root.resolve(PARENT);
-      if (Files.isDirectory(parent)) {
-        try (Stream<Path> children = Files.list(parent)) {
+      Path sandboxes = root.resolve(parent);
+      if (Files.isDirectory(sandboxes)) {
+        try (Stream<Path> children = Files.list(sandboxes)) {
           children
               .filter(Files::isDirectory)
               .map(p -> p.getFileName().toString())

@@ -4,14 +4,16 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
 import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.security.SecureRandom;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -72,20 +74,39 @@ final class Engine {
     return cgroups;
   }
 
-  /** What a new sandbox is made of. */
+  /**
+   * What a new sandbox is made of. {@code layers}, if not null, are the image layer ids (bottom
+   * first) to run on instead of {@code image}'s: a recipe step's sandbox, named after the image
+   * being built.
+   */
   record Spec(
-      String image, String workingDirectory, OciConfig.Limits limits, Map<String, String> labels) {}
+      String image,
+      String workingDirectory,
+      OciConfig.Limits limits,
+      Map<String, String> labels,
+      List<String> layers) {
+    Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels) {
+      this(image, workingDirectory, limits, labels, null);
+    }
+  }
 
   // ---- create -----------------------------------------------------------------------------
 
   /** Creates and starts a sandbox; returns its id. On failure nothing is left behind. */
   String create(Spec spec, Consumer<String> progress) {
-    Image image = image(spec.image(), progress);
+    Image image = image(spec, progress);
     Reserved reserved = reserve(image, spec);
     String id = reserved.id();
     Path dir = sandboxes.resolve(id);
     SandboxRecord record = reserved.record();
     try (FileLock lock = reserved.lock()) {
+      // Its record names the image's layers: once the store has seen them all still there, no
+      // image removal, rebuild or gc deletes them.
+      images.checkLayersKept(image);
       prepareUpperLayer(dir, id);
       start(dir, id, image, spec.limits());
       if (!spec.workingDirectory().equals(HOME)) {
@@ -107,7 +128,11 @@ final class Engine {
     }
   }
 
-  private Image image(String name, Consumer<String> progress) {
+  private Image image(Spec spec, Consumer<String> progress) {
+    String name = spec.image();
+    if (spec.layers() != null) {
+      return images.ofLayers(name, spec.layers());
+    }
     if (name.equals(ImageStore.DEFAULT)) {
       return images.ensureDefault(progress);
     }
@@ -162,11 +187,15 @@ final class Engine {
                   spec.labels(),
                   spec.limits().cpus(),
                   spec.limits().memoryBytes(),
-                  spec.limits().pids());
+                  spec.limits().pids(),
+                  image.layerIds());
           record.write(staging.resolve("state.json"));
           Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
           AtomicFiles.syncDirectory(sandboxes);
           return new Reserved(id, record, lock);
+        } catch (NoSuchFileException collectedMeanwhile) {
+          lock.close(); // a gc had the lock first and deleted the directory: another id
+          continue;
         } catch (IOException | RuntimeException e) {
           lock.close();
           deleteTree(staging);
@@ -205,9 +234,11 @@ final class Engine {
   private void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
     Path rootfs = dir.resolve("rootfs");
     if (!Overlay.isMounted(rootfs)) {
-      Overlay.mount(image.rootfs(), dir.resolve("upper"), dir.resolve("work"), rootfs);
+      Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
     }
-    OciConfig.write(dir.resolve("bundle"), OciConfig.build(id, rootfs, BASE_ENV, limits));
+    RootfsPaths.requireShell(rootfs, image.name());
+    OciConfig.write(
+        dir.resolve("bundle"), OciConfig.build(id, rootfs, cgroups.pathOf(id), BASE_ENV, limits));
     runtime.run(id, dir.resolve("bundle"));
   }
 
@@ -245,10 +276,11 @@ final class Engine {
       }
       if (runtime.status(id).filter("running"::equals).isEmpty()) {
         runtime.delete(id);
-        Image image =
-            images
-                .find(current.image())
-                .orElseThrow(() -> unavailable(id, "its image '" + current.image() + "' is gone"));
+        // The layers it was created on, whatever the image's name points to now.
+        Image image = images.layersFor(current);
+        if (!image.layers().stream().allMatch(Files::isDirectory)) {
+          throw unavailable(id, "the layers of its image '" + current.image() + "' are gone");
+        }
         start(
             dir,
             id,
@@ -368,21 +400,25 @@ final class Engine {
       try (Stream<Path> dirs = Files.list(sandboxes)) {
         for (Path dir : dirs.sorted().toList()) {
           String name = dir.getFileName().toString();
-          if (name.startsWith(".new-")) {
-            Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
-            if (lock.isPresent()) { // its creator died before naming it: nothing else exists yet
-              lock.get().close();
+          try {
+            if (name.startsWith(".new-")) {
+              Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
+              if (lock.isPresent()) { // its creator died before naming it: nothing else exists yet
+                try (FileLock held = lock.get()) { // held while deleting: see removeIfInterrupted
+                  deleteTree(dir);
+                }
+                removed.add("half-reserved sandbox directory " + name);
+              }
+            } else if (name.startsWith(".destroyed-")) {
+              String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
+              Overlay.unmount(dir.resolve("rootfs"));
               deleteTree(dir);
-              removed.add("half-reserved sandbox directory " + name);
+              removed.add("leftover files of destroyed sandbox " + id);
+            } else if (ID.matcher(name).matches() && removeIfInterrupted(name, dir)) {
+              removed.add("interrupted sandbox local:" + name);
             }
-          } else if (name.startsWith(".destroyed-")) {
-            String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
-            Overlay.unmount(dir.resolve("rootfs"));
-            deleteTree(dir);
-            removed.add("leftover files of destroyed sandbox " + id);
-          } else if (ID.matcher(name).matches() && interrupted(dir)) {
-            destroy(name);
-            removed.add("interrupted sandbox local:" + name);
+          } catch (NoSuchFileException e) {
+            // renamed or deleted meanwhile by a concurrent create, destroy or gc
           }
         }
       } catch (IOException e) {
@@ -398,23 +434,31 @@ final class Engine {
     for (String id : cgroups.sandboxIds()) {
       if (ID.matcher(id).matches() && !Files.isDirectory(sandboxes.resolve(id))) {
         cgroups.removeSandbox(id);
-        removed.add("orphan cgroup " + Cgroups.pathOf(id));
+        removed.add("orphan cgroup " + cgroups.pathOf(id));
       }
     }
-    images.gc();
+    removed.addAll(images.gc());
     return removed;
   }
 
-  /** A sandbox whose record is missing or not RUNNING while nobody holds its lock. */
-  private static boolean interrupted(Path dir) throws IOException {
+  /**
+   * Tears down a sandbox whose record is missing or not RUNNING while nobody holds its lock, and
+   * keeps holding the lock from the check to the end: released in between, someone could take it
+   * and change the sandbox that gc then destroys.
+   */
+  private boolean removeIfInterrupted(String id, Path dir) throws IOException {
     Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
     if (lock.isEmpty()) {
       return false; // someone is creating or destroying it right now
     }
     try (FileLock held = lock.get()) {
       Path state = dir.resolve("state.json");
-      return !Files.exists(state)
-          || SandboxRecord.read(state).status() != SandboxRecord.Status.RUNNING;
+      if (Files.exists(state)
+          && SandboxRecord.read(state).status() == SandboxRecord.Status.RUNNING) {
+        return false;
+      }
+      teardown(id, dir);
+      return true;
     }
   }
 
@@ -425,14 +469,34 @@ final class Engine {
     Files.setAttribute(p, "unix:gid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
   }
 
+  /** Deletes {@code dir} and everything in it; parts someone else deletes meanwhile are fine. */
   static void deleteTree(Path dir) throws IOException {
-    if (!Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-      return;
-    }
-    try (Stream<Path> walk = Files.walk(dir)) {
-      for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(p);
-      }
-    }
+    Files.walkFileTree(
+        dir,
+        new SimpleFileVisitor<>() {
+          @Override
+          public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
+              throws IOException {
+            Files.deleteIfExists(file);
+            return FileVisitResult.CONTINUE;
+          }
+
+          @Override
+          public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
+            if (e instanceof NoSuchFileException) {
+              return FileVisitResult.CONTINUE;
+            }
+            throw e;
+          }
+
+          @Override
+          public FileVisitResult postVisitDirectory(Path d, IOException e) throws IOException {
+            if (e != null && !(e instanceof NoSuchFileException)) {
+              throw e;
+            }
+            Files.deleteIfExists(d);
+            return FileVisitResult.CONTINUE;
+          }
+        });
   }
 }

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CancellationException;
 
 /**
  * Runs one command in a sandbox: {@code crun exec} in a cgroup of its own.
@@ -42,18 +43,7 @@ final class Exec {
       List<String> argv,
       RunOptions options,
       long clockStart) {
-    // crun 1.8.1 forks after joining the sandbox's pids cgroup; when that fork fails it goes on
-    // to set up the process in the host's namespaces (fixed in crun 1.9). Never start it into a
-    // full sandbox. (A race remains with processes started meanwhile; crun >= 1.9 closes it.)
-    long headroom = engine.cgroups().pidsHeadroom(id);
-    if (headroom < MIN_PIDS_HEADROOM) {
-      throw new WorkspaceException(
-          "sandbox local:"
-              + id
-              + " has reached its process limit (fewer than "
-              + MIN_PIDS_HEADROOM
-              + " processes left): end some of its processes, or destroy it");
-    }
+    checkHeadroom(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     try {
       List<String> inside = new ArrayList<>();
@@ -61,23 +51,85 @@ final class Exec {
         inside.addAll(EXEC_AS_SHELL);
       }
       inside.addAll(argv);
-      List<String> procs = engine.cgroups().v1ProcsFiles(id);
-      List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));
-      host.add(Integer.toString(procs.size()));
-      host.addAll(procs);
-      host.addAll(engine.runtime().execArgv(id, group, user, cwd, env, inside));
-      ProcessBuilder builder = new ProcessBuilder(host);
-      builder.environment().clear();
-      builder
-          .environment()
-          .put("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
       return ProcessCommands.run(
-          builder, options, clockStart, process -> () -> engine.cgroups().killCommand(id, group));
+          hostProcess(engine, id, group, user, cwd, env, inside, false),
+          options,
+          clockStart,
+          process -> () -> engine.cgroups().killCommand(id, group));
     } catch (IOException e) {
       throw new WorkspaceException("cannot start crun exec: " + e.getMessage(), e);
     } finally {
       engine.cgroups().removeCommandGroup(id, group);
     }
+  }
+
+  /**
+   * Runs {@code argv} on a terminal of its own, relayed to this process's stdin and stdout (which
+   * must be a terminal), and returns its exit status. Interrupting the caller kills it and every
+   * process it started.
+   */
+  static int interactive(
+      Engine engine,
+      String id,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv) {
+    checkHeadroom(engine, id);
+    String group = engine.cgroups().newCommandGroup(id);
+    try {
+      Process process =
+          hostProcess(engine, id, group, user, cwd, env, argv, true).inheritIO().start();
+      try {
+        return process.waitFor();
+      } catch (InterruptedException interrupted) {
+        engine.cgroups().killCommand(id, group);
+        process.destroyForcibly();
+        Thread.currentThread().interrupt();
+        throw new CancellationException("interrupted: the terminal session was killed");
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot start crun exec: " + e.getMessage(), e);
+    } finally {
+      engine.cgroups().removeCommandGroup(id, group);
+    }
+  }
+
+  /**
+   * crun 1.8.1 forks after joining the sandbox's pids cgroup; when that fork fails it goes on to
+   * set up the process in the host's namespaces, chowning its stdio (fixed in crun 1.9). Never
+   * start it into a full sandbox. (A race remains with processes started meanwhile.)
+   */
+  private static void checkHeadroom(Engine engine, String id) {
+    if (engine.cgroups().pidsHeadroom(id) < MIN_PIDS_HEADROOM) {
+      throw new WorkspaceException(
+          "sandbox local:"
+              + id
+              + " has reached its process limit (fewer than "
+              + MIN_PIDS_HEADROOM
+              + " processes left): end some of its processes, or destroy it");
+    }
+  }
+
+  /** The host process: joins the sandbox's v1 cgroups, then execs {@code crun exec}. */
+  private static ProcessBuilder hostProcess(
+      Engine engine,
+      String id,
+      String group,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> inside,
+      boolean tty) {
+    List<String> procs = engine.cgroups().v1ProcsFiles(id);
+    List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));
+    host.add(Integer.toString(procs.size()));
+    host.addAll(procs);
+    host.addAll(engine.runtime().execArgv(id, group, user, cwd, env, inside, tty));
+    ProcessBuilder builder = new ProcessBuilder(host);
+    builder.environment().clear();
+    builder.environment().put("PATH", Engine.BASE_ENV.get("PATH"));
+    return builder;
   }
 
   /** Runs a setup command as root inside the sandbox and fails unless it exits 0. */

@@ -2,16 +2,37 @@ package dev.sandbox4j.runtime;
 
 import java.nio.file.Path;
 import java.time.Instant;
+import java.util.List;
 import java.util.Objects;
 
 /**
- * A root filesystem image on disk, ready to be the read-only lower layer of sandboxes.
+ * An image on disk: a name for an ordered stack of read-only layers, ready to be the lower layers
+ * of sandboxes' overlay mounts.
  *
- * <p>Its files are already owned by host ids shifted by {@link #UID_SHIFT}: sandboxes run in a user
+ * <p>A layer is a directory {@code images/layers/<id>/} named by a sha256 hex id (see {@link
+ * ImageStore}); it holds the files that layer adds or changes, with overlayfs' own markers for what
+ * it takes away: a whiteout (character device 0/0) hides a name of the layers below, and the {@code
+ * trusted.overlay.opaque=y} attribute makes a directory hide their whole directory.
+ *
+ * <p>Every file is already owned by host ids shifted by {@link #UID_SHIFT}: sandboxes run in a user
  * namespace that maps container ids {@code 0..ID_RANGE-1} to host {@code UID_SHIFT..}, so a file
- * owned by host uid 100000 is root's inside, and nothing in the image is owned by real host root.
+ * owned by host uid 100000 is root's inside, and nothing in an image is owned by real host root.
+ *
+ * @param name its name in the store
+ * @param layerIds the ids of its layers, <b>bottom first</b> (the base system first, the last step
+ *     of a recipe last)
+ * @param layers the layer directories, in the same order as {@code layerIds}: bottom first
+ * @param created when it was built or imported
+ * @param sizeBytes the size of the regular files of all its layers
+ * @param description what is in it
  */
-record Image(String name, Path rootfs, Instant created, long sizeBytes, String description) {
+record Image(
+    String name,
+    List<String> layerIds,
+    List<Path> layers,
+    Instant created,
+    long sizeBytes,
+    String description) {
   /** The host id that container id 0 maps to. */
   static final int UID_SHIFT = 100_000;
 
@@ -20,8 +41,12 @@ record Image(String name, Path rootfs, Instant created, long sizeBytes, String d
 
   Image {
     Objects.requireNonNull(name, "name");
-    Objects.requireNonNull(rootfs, "rootfs");
+    layerIds = List.copyOf(layerIds);
+    layers = List.copyOf(layers);
     Objects.requireNonNull(created, "created");
     Objects.requireNonNull(description, "description");
+    if (layerIds.size() != layers.size() || layers.isEmpty()) {
+      throw new IllegalArgumentException("an image has one path per layer id, and one or more");
+    }
   }
 }

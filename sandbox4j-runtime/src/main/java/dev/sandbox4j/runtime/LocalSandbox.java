@@ -55,6 +55,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final int pids;
   private final Map<String, String> labels;
   private final Consumer<String> progress;
+  private final ImageStore images;
   private volatile Engine engine;
 
   /** Sandboxes with every default: see {@link Builder}. */
@@ -73,6 +74,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.pids = b.pids;
     this.labels = Map.copyOf(b.labels);
     this.progress = b.progress;
+    this.images = new ImageStore(home.resolve("images"));
   }
 
   /** A builder starting from the defaults. */
@@ -134,6 +136,83 @@ public final class LocalSandbox implements WorkspaceProvider {
     return engine().gc();
   }
 
+  /** The images on this machine (of this state directory), sorted by name. */
+  public List<ImageInfo> images() {
+    return images.list().stream().map(ImageInfo::of).toList();
+  }
+
+  /**
+   * Builds the default image (Debian bookworm with dev tools, from Debian's archive with {@code
+   * mmdebstrap}; about a minute), reporting to {@code progress}. Without {@code rebuild} an image
+   * that is already built is kept; with it, a new one replaces it in one rename, and sandboxes
+   * created before keep running on the old files. Needs root.
+   *
+   * @return the image
+   */
+  public ImageInfo buildDefaultImage(boolean rebuild) {
+    requireLinuxAndRoot();
+    return ImageInfo.of(rebuild ? images.buildDefault(progress) : images.ensureDefault(progress));
+  }
+
+  /**
+   * Removes the image called {@code name}. Refuses while a sandbox of this state directory was
+   * created from it (its root filesystem is that image's files); a sandbox being created from it at
+   * the same moment is not seen.
+   *
+   * @return whether there was such an image
+   * @throws WorkspaceException if a sandbox uses it, naming the sandboxes
+   */
+  public boolean removeImage(String name) {
+    requireLinuxAndRoot();
+    if (images.find(name).isEmpty()) {
+      return false;
+    }
+    List<String> users =
+        engine().list().stream()
+            .filter(r -> r.image().equals(name))
+            .map(r -> NAME + ":" + r.id())
+            .toList();
+    if (!users.isEmpty()) {
+      throw new WorkspaceException(
+          "image "
+              + name
+              + " is in use by "
+              + String.join(", ", users)
+              + ": destroy them first (sandbox4j rm)");
+    }
+    images.remove(name);
+    return true;
+  }
+
+  /**
+   * Runs an interactive login shell ({@code /bin/bash -l}) as the sandbox user in {@code ref}'s
+   * sandbox, on this process's terminal, and returns its exit status when it exits.
+   *
+   * <p>The shell gets a terminal of its own: {@code crun exec -t} allocates it and relays this
+   * process's stdin and stdout, which must be a terminal (check before calling). It starts in the
+   * working directory with the sandbox's environment plus this process's {@code TERM}, in a cgroup
+   * of its own under the sandbox's limits, like any command. Processes it leaves in the background
+   * keep running, as they do after a command.
+   *
+   * @throws dev.sandbox4j.workspace.WorkspaceUnavailableException if the sandbox is gone
+   * @throws java.util.concurrent.CancellationException if this thread is interrupted; the shell and
+   *     everything it started are killed
+   */
+  public int shell(WorkspaceRef ref) {
+    WorkspaceBackend backend =
+        backend(ref)
+            .orElseThrow(() -> new IllegalArgumentException("not a local sandbox ref: " + ref));
+    backend.workingDirectory(); // attaches: unavailable if gone, and checks the directory
+    Map<String, String> shellEnv = new LinkedHashMap<>(Engine.BASE_ENV);
+    shellEnv.putAll(env);
+    String term = System.getenv("TERM");
+    if (term != null && !term.isBlank() && !env.containsKey("TERM")) {
+      shellEnv.put("TERM", term);
+    }
+    return Exec.interactive(
+        engine(), ref.id(), Engine.USER, workingDirectory, shellEnv, List.of("/bin/bash", "-l"));
+  }
+
   String workingDirectory() {
     return workingDirectory;
   }
@@ -165,7 +244,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     return e;
   }
 
-  private Engine openEngine() {
+  private static void requireLinuxAndRoot() {
     if (!System.getProperty("os.name").equals("Linux")) {
       throw new WorkspaceException(
           "local sandboxes need Linux (this is " + System.getProperty("os.name") + ")");
@@ -175,6 +254,10 @@ public final class LocalSandbox implements WorkspaceProvider {
       throw new WorkspaceException(
           "local sandboxes need root (mounts, cgroups, user namespaces): run as root");
     }
+  }
+
+  private Engine openEngine() {
+    requireLinuxAndRoot();
     Path binary =
         OciRuntime.find(runtimeName)
             .orElseThrow(
@@ -187,9 +270,9 @@ public final class LocalSandbox implements WorkspaceProvider {
                             + ")"));
     return new Engine(
         home,
-        new ImageStore(home.resolve("images")),
-        new OciRuntime(binary, home.resolve("run").resolve(runtimeName)),
-        Cgroups.detect());
+        images,
+        new OciRuntime(binary, home.resolve("run").resolve(binary.getFileName().toString())),
+        Cgroups.detect(Cgroups.parentFor(home)));
   }
 
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */

@@ -4,16 +4,26 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * The OCI runtime spec ({@code config.json}) of one sandbox. PID 1 is {@code catatonit -P}, an init
  * that only reaps zombies; commands come in through {@code exec}.
+ *
+ * <p>The init is the host's own statically linked {@code catatonit}, bind-mounted read-only at
+ * {@value #INIT} (inside the sandbox's private {@code /dev} tmpfs, so nothing is added to its root
+ * filesystem), so that an image needs no init of its own: imported images rarely have one. Where
+ * the host has none (or only a dynamically linked one), the image's {@code /usr/bin/catatonit} is
+ * used, which the default image has.
  */
 final class OciConfig {
   private static final ObjectMapper JSON =
@@ -37,16 +47,23 @@ final class OciConfig {
           "CAP_KILL",
           "CAP_AUDIT_WRITE");
 
+  /** Where the host's init appears in a sandbox. */
+  static final String INIT = "/dev/catatonit";
+
+  /** The host's static catatonit, if it has one. */
+  private static final Optional<Path> HOST_INIT = findHostInit();
+
   private OciConfig() {}
 
   /** Limits of one sandbox. */
   record Limits(long memoryBytes, int cpus, int pids) {}
 
-  static byte[] build(String id, Path rootfs, Map<String, String> env, Limits limits) {
+  static byte[] build(
+      String id, Path rootfs, String cgroupsPath, Map<String, String> env, Limits limits) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
     process.put("user", Map.of("uid", 0, "gid", 0));
-    process.put("args", List.of("/usr/bin/catatonit", "-P"));
+    process.put("args", List.of(HOST_INIT.isPresent() ? INIT : "/usr/bin/catatonit", "-P"));
     process.put("env", env.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList());
     process.put("cwd", "/");
     process.put(
@@ -76,7 +93,7 @@ final class OciConfig {
         List.of(Map.of("containerID", 0, "hostID", Image.UID_SHIFT, "size", Image.ID_RANGE));
     linux.put("uidMappings", mapping);
     linux.put("gidMappings", mapping);
-    linux.put("cgroupsPath", Cgroups.pathOf(id));
+    linux.put("cgroupsPath", cgroupsPath);
     Map<String, Object> resources = new LinkedHashMap<>();
     resources.put("memory", Map.of("limit", limits.memoryBytes(), "swap", limits.memoryBytes()));
     resources.put("cpu", Map.of("quota", 100_000L * limits.cpus(), "period", 100_000L));
@@ -142,6 +159,10 @@ final class OciConfig {
             "cgroup",
             "cgroup",
             List.of("nosuid", "noexec", "nodev", "relatime", "ro")));
+    HOST_INIT.ifPresent(
+        init ->
+            mounts.add(
+                mount(INIT, "bind", init.toString(), List.of("bind", "ro", "nosuid", "nodev"))));
     return mounts;
   }
 
@@ -153,6 +174,58 @@ final class OciConfig {
     m.put("source", source);
     m.put("options", options);
     return m;
+  }
+
+  /**
+   * The first {@code catatonit} on the usual paths and PATH that is a statically linked ELF
+   * executable (one that runs in any image, whatever its libc).
+   */
+  private static Optional<Path> findHostInit() {
+    List<String> dirs =
+        new ArrayList<>(List.of("/usr/bin", "/usr/libexec/podman", "/usr/local/bin"));
+    dirs.addAll(List.of(System.getenv().getOrDefault("PATH", "").split(":")));
+    for (String dir : dirs) {
+      if (dir.isEmpty()) {
+        continue;
+      }
+      Path p = Path.of(dir, "catatonit");
+      if (Files.isRegularFile(p) && Files.isExecutable(p) && isStaticElf(p)) {
+        return Optional.of(p.toAbsolutePath());
+      }
+    }
+    return Optional.empty();
+  }
+
+  /** A 64-bit little-endian ELF file without a PT_INTERP program header (no dynamic loader). */
+  static boolean isStaticElf(Path file) {
+    try (FileChannel ch = FileChannel.open(file)) {
+      ByteBuffer header = ByteBuffer.allocate(64).order(ByteOrder.LITTLE_ENDIAN);
+      if (ch.read(header, 0) < 64
+          || header.getInt(0) != 0x464c457f // \x7fELF
+          || header.get(4) != 2 // 64-bit
+          || header.get(5) != 1) { // little-endian
+        return false;
+      }
+      long phoff = header.getLong(0x20);
+      int phentsize = Short.toUnsignedInt(header.getShort(0x36));
+      int phnum = Short.toUnsignedInt(header.getShort(0x38));
+      if (phentsize < 4 || phnum > 1024) {
+        return false;
+      }
+      ByteBuffer ph = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
+      for (int i = 0; i < phnum; i++) {
+        ph.clear();
+        if (ch.read(ph, phoff + (long) i * phentsize) < 4) {
+          return false;
+        }
+        if (ph.getInt(0) == 3) { // PT_INTERP
+          return false;
+        }
+      }
+      return true;
+    } catch (IOException e) {
+      return false;
+    }
   }
 
   static void write(Path bundle, byte[] config) throws IOException {

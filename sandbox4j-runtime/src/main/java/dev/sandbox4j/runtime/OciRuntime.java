@@ -20,6 +20,7 @@ import java.util.Optional;
  */
 record OciRuntime(Path binary, Path stateRoot) {
   private static final ObjectMapper JSON = new ObjectMapper();
+  private static final java.time.Duration INIT_WAIT = java.time.Duration.ofSeconds(10);
 
   OciRuntime {
     Objects.requireNonNull(binary, "binary");
@@ -52,8 +53,37 @@ record OciRuntime(Path binary, Path stateRoot) {
    * stdout, so that goes to {@code bundle/runtime.log}, not to a pipe nobody drains.
    */
   void run(String id, Path bundle) {
+    Path pidFile = bundle.resolve("init.pid");
     HostCommand.checkLogged(
-        base("run", "-d", "--bundle", bundle.toString(), id), bundle.resolve("runtime.log"));
+        base("run", "-d", "--pid-file", pidFile.toString(), "--bundle", bundle.toString(), id),
+        bundle.resolve("runtime.log"));
+    awaitInit(id, pidFile);
+  }
+
+  /**
+   * Waits until the container's init has become {@code catatonit}. The runtime returns as soon as
+   * it has let the init go, possibly while the init is still in execve; a {@code crun exec} whose
+   * setns(2) lands in that window fails with EPERM ("fail startup"), as seen under load.
+   */
+  private static void awaitInit(String id, Path pidFile) {
+    long end = System.nanoTime() + INIT_WAIT.toNanos();
+    try {
+      Path comm = Path.of("/proc", Files.readString(pidFile).strip(), "comm");
+      while (System.nanoTime() < end) {
+        if (Files.readString(comm).strip().equals("catatonit")) {
+          return;
+        }
+        Thread.sleep(1);
+      }
+    } catch (java.io.IOException e) {
+      // no pid file or no such process: the first exec will say what is wrong
+      return;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException("interrupted while starting " + id);
+    }
+    throw new dev.sandbox4j.workspace.WorkspaceException(
+        "the init of container " + id + " did not start within " + INIT_WAIT.toSeconds() + " s");
   }
 
   /**
@@ -104,7 +134,8 @@ record OciRuntime(Path binary, Path stateRoot) {
 
   /**
    * The argv of {@code exec}: the process runs as {@code user} in {@code cwd} with exactly {@code
-   * env} (crun's {@code -e} replaces the environment), inside the command cgroup {@code group}.
+   * env} (crun's {@code -e} replaces the environment), inside the command cgroup {@code group};
+   * with {@code tty}, on a terminal crun allocates and relays from its own stdin/stdout.
    */
   List<String> execArgv(
       String id,
@@ -112,8 +143,12 @@ record OciRuntime(Path binary, Path stateRoot) {
       String user,
       String cwd,
       Map<String, String> env,
-      List<String> argv) {
+      List<String> argv,
+      boolean tty) {
     List<String> out = base("exec", "--cgroup", group, "--user", user, "--cwd", cwd);
+    if (tty) {
+      out.add("-t");
+    }
     env.forEach((k, v) -> out.add("--env=" + k + "=" + v));
     out.add(id);
     out.addAll(argv);

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
@@ -12,6 +13,11 @@ import java.util.Objects;
  * What {@code state.json} of a sandbox holds. Written atomically; a sandbox whose record says
  * {@code CREATING} or {@code DESTROYING} while nobody holds its lock was interrupted by a crash,
  * and {@code gc} removes it.
+ *
+ * <p>{@code layers} are the ids of the image layers the sandbox was created on, bottom first: it
+ * keeps them however its image is rebuilt or removed (the image store deletes no layer a record
+ * names). Null in records written before layers existed: their sandbox runs on the one layer that
+ * the image's old root filesystem became ({@link ImageStore#legacyLayerId}).
  */
 record SandboxRecord(
     int formatVersion,
@@ -22,7 +28,8 @@ record SandboxRecord(
     Map<String, String> labels,
     int cpus,
     long memoryBytes,
-    int pids) {
+    int pids,
+    List<String> layers) {
 
   static final int FORMAT_VERSION = 1;
 
@@ -42,11 +49,26 @@ record SandboxRecord(
     Objects.requireNonNull(id, "id");
     Objects.requireNonNull(status, "status");
     labels = labels == null ? Map.of() : Map.copyOf(labels);
+    layers = layers == null ? null : List.copyOf(layers);
+  }
+
+  /** A record that names no layers (as records written before layers existed). */
+  SandboxRecord(
+      int formatVersion,
+      String id,
+      Status status,
+      String image,
+      String created,
+      Map<String, String> labels,
+      int cpus,
+      long memoryBytes,
+      int pids) {
+    this(formatVersion, id, status, image, created, labels, cpus, memoryBytes, pids, null);
   }
 
   SandboxRecord withStatus(Status next) {
     return new SandboxRecord(
-        formatVersion, id, next, image, created, labels, cpus, memoryBytes, pids);
+        formatVersion, id, next, image, created, labels, cpus, memoryBytes, pids, layers);
   }
 
   void write(Path file) throws IOException {

@@ -53,7 +53,8 @@ class ImageStoreTest {
   @Test
   void defaultImageHasTheSandboxUserAndTools() throws IOException {
     Image image = sharedDefault();
-    Path root = image.rootfs();
+    assertThat(image.layers()).hasSize(1);
+    Path root = image.layers().getFirst();
 
     assertThat(image.name()).isEqualTo("default");
     assertThat(image.sizeBytes()).isGreaterThan(100L * 1024 * 1024);
@@ -115,19 +116,26 @@ class ImageStoreTest {
     assertThat(store.list())
         .extracting(Image::name)
         .containsExactly("a.image", "b-image", "c_image");
+    // Format 1 (a rootfs per image) becomes a one-layer image on first use, moved, not copied.
     Image a = store.find("a.image").orElseThrow();
-    assertThat(a.rootfs()).isEqualTo(images.resolve("a.image/rootfs"));
+    assertThat(a.layerIds()).containsExactly(ImageStore.legacyLayerId("a.image"));
+    assertThat(a.layers().getFirst())
+        .isEqualTo(images.resolve("layers").resolve(ImageStore.legacyLayerId("a.image")));
+    assertThat(a.layers().getFirst().resolve("etc/hostname")).hasContent("a.image\n");
+    assertThat(images.resolve("a.image/rootfs")).doesNotExist();
     assertThat(a.created()).isEqualTo(created);
     assertThat(a.sizeBytes()).isEqualTo(1234);
     assertThat(a.description()).isEqualTo("first");
     assertThat(store.find("missing")).isEmpty();
 
+    Path bLayer = store.find("b-image").orElseThrow().layers().getFirst();
     store.remove("b-image");
     store.remove("b-image"); // idempotent
     store.remove("never-existed");
 
     assertThat(store.find("b-image")).isEmpty();
     assertThat(images.resolve("b-image")).doesNotExist();
+    assertThat(bLayer).as("a layer nothing uses").doesNotExist();
     assertThat(store.list()).extracting(Image::name).containsExactly("a.image", "c_image");
     assertThat(leftovers(images)).containsExactly(".build-a.image-0123abcd");
   }
@@ -307,16 +315,20 @@ class ImageStoreTest {
 
     Image image = store.buildDefault(progress::add);
 
-    Path bin = image.rootfs().resolve("usr/bin");
+    assertThat(image.layers()).hasSize(1);
+    Path layer = image.layers().getFirst();
+    assertThat(layer.getParent()).isEqualTo(images.resolve("layers"));
+    assertThat(unix(images.resolve("layers"), "mode") & 0777).isEqualTo(0700);
+    Path bin = layer.resolve("usr/bin");
     assertThat(unix(bin.resolve("sudo"), "uid")).isEqualTo(100_000);
     assertThat(unix(bin.resolve("sudo"), "mode") & 07777).isEqualTo(04755);
     assertThat(unix(bin.resolve("wall"), "gid")).isEqualTo(100_005);
     assertThat(unix(bin.resolve("wall"), "mode") & 07777).isEqualTo(02755);
     assertThat(unix(bin.resolve("sudoedit"), "uid")).as("the link itself").isEqualTo(100_000);
-    assertThat(unix(image.rootfs().resolve("home/sandbox"), "uid")).isEqualTo(101_000);
-    assertThat(unix(image.rootfs().resolve("home/sandbox/.profile"), "uid")).isEqualTo(101_000);
-    assertThat(unix(image.rootfs().resolve("home/sandbox/.profile"), "gid")).isEqualTo(100_000);
-    assertThat(unix(image.rootfs(), "uid")).isEqualTo(100_000);
+    assertThat(unix(layer.resolve("home/sandbox"), "uid")).isEqualTo(101_000);
+    assertThat(unix(layer.resolve("home/sandbox/.profile"), "uid")).isEqualTo(101_000);
+    assertThat(unix(layer.resolve("home/sandbox/.profile"), "gid")).isEqualTo(100_000);
+    assertThat(unix(layer, "uid")).isEqualTo(100_000);
     assertThat(image.sizeBytes()).isEqualTo(1000 + 24 + 5);
     assertThat(progress).first().isEqualTo("building fake rootfs");
     assertThat(progress).last().asString().startsWith("image default ready");
@@ -325,7 +337,8 @@ class ImageStoreTest {
         new ObjectMapper()
             .readValue(images.resolve("default/image.json").toFile(), new TypeReference<>() {});
     assertThat(manifest)
-        .containsEntry("formatVersion", 1)
+        .containsEntry("formatVersion", 2)
+        .containsEntry("layers", image.layerIds())
         .containsEntry("name", "default")
         .containsEntry("created", image.created().toString())
         .containsEntry("sizeBytes", 1029)
@@ -341,19 +354,78 @@ class ImageStoreTest {
     FakeBuilder builder = new FakeBuilder(() -> {});
     ImageStore store = new ImageStore(images, builder);
     Image first = store.ensureDefault(l -> {});
-    Files.writeString(first.rootfs().resolve("etc/left-by-a-user"), "x");
+    Files.writeString(first.layers().getFirst().resolve("etc/left-by-a-user"), "x");
 
     Image second = store.buildDefault(l -> {});
 
     assertThat(builder.builds).hasValue(2);
     assertThat(second.created()).isAfter(first.created());
-    assertThat(second.rootfs()).isEqualTo(first.rootfs());
-    assertThat(second.rootfs().resolve("usr/bin/marker")).hasContent("build 2");
-    assertThat(second.rootfs().resolve("etc/left-by-a-user")).doesNotExist();
+    assertThat(second.layerIds()).doesNotContainAnyElementsOf(first.layerIds());
+    assertThat(second.layers().getFirst().resolve("usr/bin/marker")).hasContent("build 2");
+    assertThat(second.layers().getFirst().resolve("etc/left-by-a-user")).doesNotExist();
+    assertThat(first.layers().getFirst()).as("the old layer, used by nothing").doesNotExist();
     try (Stream<Path> entries = Files.list(images)) {
       assertThat(entries.map(p -> p.getFileName().toString()))
-          .containsExactlyInAnyOrder("default", ".lock-default");
+          .containsExactlyInAnyOrder("default", "layers", ".lock-default", ".lock");
     }
+    try (Stream<Path> entries = Files.list(images.resolve("layers"))) {
+      assertThat(entries.map(p -> p.getFileName().toString()))
+          .containsExactlyElementsOf(second.layerIds());
+    }
+  }
+
+  @Test
+  void rebuildingOrRemovingKeepsTheLayersSandboxesUseUntilGc() throws IOException {
+    requireRoot();
+    Path images = temp.resolve("images");
+    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}));
+    Image first = store.ensureDefault(l -> {});
+    writeSandboxRecord(temp.resolve("sandboxes/sb1"), "default", first.layerIds());
+    // A sandbox from before layers existed: its record names no layers, only its image.
+    writeSandboxRecord(temp.resolve("sandboxes/sb0"), "old", null);
+    writeImage(images, "old", Instant.now(), "format 1");
+    Path oldLayer = store.find("old").orElseThrow().layers().getFirst();
+
+    Image second = store.buildDefault(l -> {});
+    store.remove("old");
+    assertThat(store.gc()).isEmpty();
+
+    assertThat(first.layers().getFirst()).as("used by sandbox sb1").isDirectory();
+    assertThat(oldLayer).as("used by sandbox sb0").isDirectory();
+    assertThat(second.layers().getFirst()).isDirectory();
+
+    Engine.deleteTree(temp.resolve("sandboxes"));
+    List<String> removed = store.gc();
+
+    assertThat(removed).hasSize(2).allMatch(l -> l.startsWith("unused image layer "));
+    assertThat(first.layers().getFirst()).doesNotExist();
+    assertThat(oldLayer).doesNotExist();
+    assertThat(store.find("default")).contains(second);
+    assertThat(second.layers().getFirst()).isDirectory();
+  }
+
+  @Test
+  void gcSparesLayersABuildInProgressPinned() throws IOException {
+    requireRoot();
+    Path images = temp.resolve("images");
+    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}));
+    String id = "ab".repeat(32);
+    String[] seenByGc = new String[1];
+
+    store.withNameLock(
+        "pinning",
+        build -> {
+          Path layer = build.newScratchDirectory();
+          Files.writeString(layer.resolve("file"), "x");
+          store.addLayer(build, layer, id);
+          store.gc(); // the build holds the lock of "pinning": its pins count
+          seenByGc[0] = Files.isDirectory(store.layerPath(id)) ? "kept" : "deleted";
+          return null;
+        });
+
+    assertThat(seenByGc[0]).isEqualTo("kept");
+    assertThat(store.gc()).containsExactly("unused image layer " + id.substring(0, 12));
+    assertThat(store.layerPath(id)).doesNotExist();
   }
 
   @Test
@@ -478,7 +550,7 @@ class ImageStoreTest {
                   });
       System.out.printf(
           "default image: %s, %d bytes, %s in %d ms (%d progress lines)%n",
-          sharedDefault.rootfs(),
+          sharedDefault.layers(),
           sharedDefault.sizeBytes(),
           lines.get() == 0 ? "found" : "built",
           (System.nanoTime() - start) / 1_000_000,
@@ -549,6 +621,23 @@ class ImageStoreTest {
          "description": "%s", "packages": ["coreutils"]}
         """
             .formatted(name, created, description));
+  }
+
+  private static void writeSandboxRecord(Path dir, String image, List<String> layers)
+      throws IOException {
+    Files.createDirectories(dir);
+    new SandboxRecord(
+            SandboxRecord.FORMAT_VERSION,
+            dir.getFileName().toString(),
+            SandboxRecord.Status.RUNNING,
+            image,
+            Instant.now().toString(),
+            Map.of(),
+            1,
+            1L << 30,
+            100,
+            layers)
+        .write(dir.resolve("state.json"));
   }
 
   private static List<String> leftovers(Path images) throws IOException {

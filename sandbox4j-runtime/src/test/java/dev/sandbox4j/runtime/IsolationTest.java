@@ -935,11 +935,13 @@ class IsolationTest {
 
   /** The sandbox's cgroup v1 pids file, or its cgroup v2 one on a unified host. */
   private static Path hostPidsFile(String id, String file) {
-    Path v1 = Path.of("/sys/fs/cgroup/pids").resolve(Cgroups.pathOf(id).substring(1));
+    // the parent cgroup depends on the state directory (SANDBOX4J_HOME)
+    String parent = Cgroups.parentFor(new LocalSandbox().home());
+    Path v1 = Path.of("/sys/fs/cgroup/pids", parent, id);
     if (Files.isDirectory(v1)) {
       return v1.resolve(file);
     }
-    return Path.of("/sys/fs/cgroup").resolve(Cgroups.pathOf(id).substring(1)).resolve(file);
+    return Path.of("/sys/fs/cgroup", parent, id).resolve(file);
   }
 
   private static Map<String, String> status(String procStatus) {

@@ -1,0 +1,32 @@
+package dev.sandbox4j.cli;
+
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ParentCommand;
+
+/** {@code sandbox4j gc}: removes what crashes left behind. */
+@Command(
+    name = "gc",
+    mixinStandardHelpOptions = true,
+    description = {
+      "Removes what crashes left behind in the local engine: sandboxes interrupted while being"
+          + " created or destroyed, and containers, mounts, cgroups and image builds that belong to"
+          + " nothing. Running sandboxes are never touched.",
+      "Prints a line per thing removed, or 'nothing to clean'."
+    })
+final class GcCommand implements Callable<Integer> {
+
+  @ParentCommand SandboxCommand root;
+
+  @Override
+  public Integer call() {
+    List<String> removed = root.providers().local().gc();
+    if (removed.isEmpty()) {
+      root.context().out().println("nothing to clean");
+    } else {
+      removed.forEach(line -> root.context().out().println("removed " + line));
+    }
+    return ExitCodes.OK;
+  }
+}

@@ -1,0 +1,321 @@
+package dev.sandbox4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Random;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The CLI over real local sandboxes (root, crun, a prepared host), in-process. Uses the engine's
+ * shared state directory, so the default image is built once per machine; every sandbox a test
+ * creates is destroyed after it.
+ */
+class LocalCliTest {
+
+  private static final Path HOME =
+      Path.of(Optional.ofNullable(System.getenv("SANDBOX4J_HOME")).orElse("/var/lib/sandbox4j"));
+  private static final Pattern CREATED = Pattern.compile("Created local sandbox (local:[a-z0-9]+)");
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final List<String> created = new ArrayList<>();
+
+  @TempDir Path temp;
+
+  record Run(int exitCode, String out, byte[] outBytes, String err) {}
+
+  @BeforeAll
+  static void requireTheLocalEngine() {
+    require(System.getProperty("os.name").equals("Linux"), "Linux");
+    require("root".equals(System.getProperty("user.name")), "root");
+    require(
+        Files.isExecutable(Path.of("/usr/bin/crun"))
+            || Files.isExecutable(Path.of("/usr/local/bin/crun")),
+        "crun (sandbox4j setup)");
+    Run build = run(new byte[0], "--quiet", "image", "build");
+    assertThat(build.exitCode()).as(build.err()).isZero();
+    assertThat(build.out()).isEqualTo("default\n");
+  }
+
+  /** Continues if {@code ok}; otherwise fails under {@code CI=true} and skips elsewhere. */
+  private static void require(boolean ok, String what) {
+    if (ok) {
+      return;
+    }
+    if ("true".equalsIgnoreCase(System.getenv("CI"))) {
+      fail("missing prerequisite (CI=true, so this fails instead of skipping): " + what);
+    }
+    Assumptions.abort("missing prerequisite: " + what);
+  }
+
+  @AfterEach
+  void destroyWhatTheTestCreated() {
+    if (!created.isEmpty()) {
+      List<String> args = new ArrayList<>(List.of("rm"));
+      args.addAll(created);
+      Run rm = run(args.toArray(String[]::new));
+      assertThat(rm.exitCode()).as(rm.err()).isZero();
+    }
+  }
+
+  private static Run run(byte[] stdin, String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code;
+    InputStream in = new ByteArrayInputStream(stdin);
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      code = Cli.run(new CliContext(HOME, in, o, e), args);
+    }
+    return new Run(
+        code,
+        out.toString(StandardCharsets.UTF_8),
+        out.toByteArray(),
+        err.toString(StandardCharsets.UTF_8));
+  }
+
+  private static Run run(String... args) {
+    return run(new byte[0], args);
+  }
+
+  private String create(String... options) {
+    List<String> args = new ArrayList<>(List.of("create"));
+    args.addAll(List.of(options));
+    Run r = run(args.toArray(String[]::new));
+    assertThat(r.exitCode()).as(r.err()).isZero();
+    String ref = r.out().strip();
+    assertThat(ref).matches("local:[a-z0-9]+");
+    created.add(ref);
+    return ref;
+  }
+
+  @Test
+  void execNewRunsInAFreshIsolatedSandboxAndExitsWithTheCommandsCode() {
+    Run r = run("exec", "new", "--", "sh", "-c", "echo \"hello from $(hostname)\"; id -u; exit 3");
+
+    Matcher m = CREATED.matcher(r.err());
+    assertThat(m.find()).as(r.err()).isTrue();
+    created.add(m.group(1));
+    String id = m.group(1).substring("local:".length());
+    assertThat(r.exitCode()).as(r.err()).isEqualTo(3);
+    assertThat(r.out()).isEqualTo("hello from " + id + "\n1000\n");
+    assertThat(r.err()).as("local sandboxes isolate: no warning").doesNotContain("warning");
+  }
+
+  @Test
+  void aBareIdAndTheFullRefReachTheSameSandbox() {
+    String ref = create();
+    String id = ref.substring("local:".length());
+
+    Run write = run("exec", id, "--", "sh", "-c", "echo kept > note.txt");
+    assertThat(write.exitCode()).as(write.err()).isZero();
+    Run read = run("exec", ref, "--", "cat", "/home/sandbox/note.txt");
+    assertThat(read.exitCode()).as(read.err()).isZero();
+    assertThat(read.out()).isEqualTo("kept\n");
+  }
+
+  @Test
+  void createWithLabelsAndLimitsShowsThemInLs() throws Exception {
+    String ref = create("--label", "purpose=cli-test", "--label", "team=x", "--cpus", "2");
+    String id = ref.substring("local:".length());
+
+    Run ls = run("ls", "--json");
+    assertThat(ls.exitCode()).as(ls.err()).isZero();
+    JsonNode mine = null;
+    for (JsonNode node : JSON.readTree(ls.out())) {
+      if (node.path("id").asText().equals(id)) {
+        mine = node;
+      }
+    }
+    assertThat(mine).as(ls.out()).isNotNull();
+    assertThat(mine.path("provider").asText()).isEqualTo("local");
+    assertThat(mine.path("state").asText()).isEqualTo("running");
+    assertThat(mine.path("image").asText()).isEqualTo("default");
+    assertThat(mine.path("created").asText()).matches("\\d{4}-\\d\\d-\\d\\dT.*Z");
+    assertThat(mine.path("labels").path("purpose").asText()).isEqualTo("cli-test");
+    assertThat(mine.path("labels").path("team").asText()).isEqualTo("x");
+    assertThat(mine.path("cpus").asInt()).isEqualTo(2);
+
+    Run table = run("ls", "--provider", "local");
+    assertThat(table.out().lines().toList())
+        .first()
+        .asString()
+        .matches("REF +STATE +IMAGE +CREATED +LABELS");
+    assertThat(table.out())
+        .containsPattern(ref + " +running +default +\\S+Z +purpose=cli-test,team=x");
+  }
+
+  @Test
+  void createWithAWorkdirCreatesItAndExecStartsThereWhenAskedTo() {
+    Run create = run("create", "--workdir", "/work/project", "--json");
+    assertThat(create.exitCode()).as(create.err()).isZero();
+    Matcher m =
+        Pattern.compile(
+                "\\{\"provider\":\"local\",\"id\":\"([a-z0-9]+)\","
+                    + "\"workingDirectory\":\"/work/project\"}\n")
+            .matcher(create.out());
+    assertThat(m.matches()).as(create.out()).isTrue();
+    created.add("local:" + m.group(1));
+
+    Run pwd =
+        run("exec", "--workdir", "/work/project", m.group(1), "--", "sh", "-c", "pwd; id -un");
+    assertThat(pwd.exitCode()).as(pwd.err()).isZero();
+    assertThat(pwd.out()).isEqualTo("/work/project\nsandbox\n");
+
+    Run missing = run("exec", "--workdir", "/no/such/dir", m.group(1), "--", "true");
+    assertThat(missing.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(missing.err()).contains("/no/such/dir").contains("does not exist");
+  }
+
+  @Test
+  void rmThenExecIsUnavailable() {
+    String ref = create();
+
+    Run rm = run("rm", ref);
+    assertThat(rm.exitCode()).as(rm.err()).isZero();
+    assertThat(rm.out()).isEqualTo(ref + "\n");
+    created.remove(ref);
+
+    Run exec = run("exec", ref, "--", "true");
+    assertThat(exec.exitCode()).isEqualTo(ExitCodes.UNAVAILABLE).isEqualTo(69);
+    assertThat(exec.out()).isEmpty();
+    assertThat(exec.err().lines().toList())
+        .singleElement()
+        .asString()
+        .startsWith("sandbox4j: ")
+        .contains(ref);
+
+    Run again = run("rm", ref.substring("local:".length()));
+    assertThat(again.exitCode()).as("rm is idempotent: " + again.err()).isZero();
+  }
+
+  @Test
+  void cpCopiesBinaryFilesBothWays() throws Exception {
+    String ref = create();
+    String id = ref.substring("local:".length());
+    byte[] bytes = new byte[300_000];
+    new Random(42).nextBytes(bytes);
+    Path source = Files.write(temp.resolve("blob.bin"), bytes);
+
+    Run in = run("cp", source.toString(), id + ":/home/sandbox/data.bin");
+    assertThat(in.exitCode()).as(in.err()).isZero();
+    Run sum = run("exec", ref, "--", "sh", "-c", "stat -c '%s %U' data.bin");
+    assertThat(sum.out()).isEqualTo(bytes.length + " sandbox\n");
+
+    Path back = temp.resolve("back.bin");
+    Run out = run("cp", ref + ":/home/sandbox/data.bin", back.toString());
+    assertThat(out.exitCode()).as(out.err()).isZero();
+    assertThat(Files.readAllBytes(back)).isEqualTo(bytes);
+
+    Run toDirectory = run("cp", ref + ":data.bin", temp.toString() + "/");
+    assertThat(toDirectory.exitCode()).as(toDirectory.err()).isZero();
+    assertThat(Files.readAllBytes(temp.resolve("data.bin"))).isEqualTo(bytes);
+
+    Run stdin = run(bytes, "cp", "-", ref + ":piped.bin");
+    assertThat(stdin.exitCode()).as(stdin.err()).isZero();
+    Run stdout = run("cp", ref + ":piped.bin", "-");
+    assertThat(stdout.exitCode()).as(stdout.err()).isZero();
+    assertThat(stdout.outBytes()).isEqualTo(bytes);
+  }
+
+  @Test
+  void cpOfADirectoryOrAMissingFileSaysSo() {
+    String ref = create();
+
+    Run dir = run("cp", ref + ":/etc", temp.resolve("etc").toString());
+    assertThat(dir.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(dir.err()).contains("is a directory").contains("tar");
+
+    Run hostDir = run("cp", temp.toString(), ref + ":/tmp/x");
+    assertThat(hostDir.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(hostDir.err()).contains("is a directory");
+
+    Run missing = run("cp", ref + ":/no/such/file", temp.resolve("x").toString());
+    assertThat(missing.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(missing.err()).contains("/no/such/file");
+  }
+
+  @Test
+  void shellWithoutATerminalSaysToUseExec() {
+    String ref = create();
+
+    Run r = run("shell", ref);
+
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.err()).contains("shell needs a terminal; use exec");
+  }
+
+  @Test
+  void doctorJsonParsesAndItsExitCodeMatchesTheChecks() throws Exception {
+    Run r = run("doctor", "--json");
+
+    JsonNode checks = JSON.readTree(r.out());
+    assertThat(checks.isArray()).isTrue();
+    List<String> names = new ArrayList<>();
+    boolean allOk = true;
+    for (JsonNode c : checks) {
+      names.add(c.path("name").asText());
+      assertThat(c.has("ok") && c.has("detail") && c.has("fix")).as(c.toString()).isTrue();
+      allOk &= c.path("ok").asBoolean();
+    }
+    assertThat(names).contains("crun", "hugetlb cgroup", "state directory", "default image");
+    assertThat(r.exitCode()).as(r.err()).isEqualTo(allOk ? 0 : ExitCodes.FAILURE);
+
+    Run text = run("doctor");
+    assertThat(text.out()).containsPattern("(?m)^ok +crun: ");
+  }
+
+  @Test
+  void imageLsListsTheDefaultImage() throws Exception {
+    Run table = run("image", "ls");
+    assertThat(table.exitCode()).as(table.err()).isZero();
+    assertThat(table.out()).containsPattern("(?m)^NAME +CREATED +SIZE +DESCRIPTION$");
+    assertThat(table.out()).containsPattern("(?m)^default +\\S+ +\\d+ MiB +Debian bookworm");
+
+    Run json = run("image", "ls", "--json");
+    JsonNode images = JSON.readTree(json.out());
+    assertThat(images.findValuesAsText("name")).contains("default");
+
+    Run rm = run("image", "rm", "no-such-image");
+    assertThat(rm.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(rm.err()).contains("no image 'no-such-image'");
+  }
+
+  @Test
+  void imageRmRefusesAnImageASandboxUses() {
+    String ref = create();
+
+    Run rm = run("image", "rm", "default");
+
+    assertThat(rm.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(rm.err()).contains("in use by").contains(ref);
+    assertThat(run("image", "ls").out()).contains("default");
+  }
+
+  @Test
+  void gcSaysWhatItRemovedOrThatThereWasNothing() {
+    Run r = run("gc");
+
+    assertThat(r.exitCode()).as(r.err()).isZero();
+    assertThat(r.out().lines().toList())
+        .allSatisfy(l -> assertThat(l).matches("nothing to clean|removed .+"));
+  }
+}

@@ -1,0 +1,562 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.function.Consumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * What the local engine needs from this machine ({@code sandbox4j doctor}), and the fixes it can
+ * make itself ({@code sandbox4j setup}).
+ *
+ * <p>{@link #check} only reads: files under {@code /proc} and {@code /sys}, and the versions of
+ * {@code crun} and {@code mmdebstrap}. {@link #setup} changes the host: it installs Debian packages
+ * and mounts a cgroup controller, so it needs root.
+ */
+public final class HostSetup {
+
+  /** What {@link #setup} installs when missing: crun runs sandboxes, mmdebstrap builds images. */
+  static final List<String> PACKAGES = List.of("crun", "mmdebstrap", "catatonit");
+
+  private static final Path FILESYSTEMS = Path.of("/proc/filesystems");
+  private static final Path MAX_USER_NAMESPACES = Path.of("/proc/sys/user/max_user_namespaces");
+  private static final Path MOUNTINFO = Path.of("/proc/self/mountinfo");
+  private static final Path HYBRID_UNIFIED = Path.of("/sys/fs/cgroup/unified");
+  private static final Path PURE_V2 = Path.of("/sys/fs/cgroup");
+  private static final Path HUGETLB = Path.of("/sys/fs/cgroup/hugetlb");
+  private static final String HUGETLB_FIX =
+      "mkdir -p " + HUGETLB + " && mount -t cgroup -o hugetlb cgroup " + HUGETLB;
+  private static final Pattern KERNEL = Pattern.compile("(\\d+)\\.(\\d+).*");
+
+  /** Characters overlayfs mount options cannot carry in a path (they separate options). */
+  private static final Pattern BAD_PATH_CHAR = Pattern.compile("[,:\\\\\\s]");
+
+  private HostSetup() {}
+
+  /**
+   * Checks every prerequisite of the local engine with state directory {@code home}, in the order a
+   * reader fixes them. Does not change anything; works as any user and on any OS (on one that is
+   * not Linux, most checks simply fail).
+   */
+  public static List<HostCheck> check(Path home) {
+    Objects.requireNonNull(home, "home");
+    List<Mount> mounts = mounts();
+    List<HostCheck> checks = new ArrayList<>();
+    checks.add(linux());
+    checks.add(root());
+    checks.add(cgroupKill(mounts));
+    checks.add(overlay());
+    checks.add(userNamespaces());
+    checks.add(crun());
+    checks.add(mmdebstrap());
+    checks.add(hugetlb(mounts));
+    checks.add(openFiles());
+    checks.add(stateDirectory(home));
+    checks.add(defaultImage(home));
+    return List.copyOf(checks);
+  }
+
+  /**
+   * Performs every fix it can, telling {@code progress} what it does as it goes, then checks again:
+   * installs what is missing of {@code crun}, {@code mmdebstrap} and {@code catatonit} with {@code
+   * apt-get} ({@code apt-get update} first), loads overlayfs, enables user namespaces, mounts the
+   * cgroup v2 hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, and
+   * creates {@code home}. Idempotent: on a prepared host it changes nothing. Mounts do not survive
+   * a reboot; run it again after one.
+   *
+   * @return the checks after the fixes, as {@link #check} reports them
+   * @throws WorkspaceException if this is not Linux or not root, before changing anything
+   */
+  public static List<HostCheck> setup(Path home, Consumer<String> progress) {
+    Objects.requireNonNull(home, "home");
+    Objects.requireNonNull(progress, "progress");
+    requireLinuxAndRoot(System.getProperty("os.name"), isRoot());
+
+    installPackages(progress);
+
+    if (!listsOverlay()) {
+      progress.accept("loading the overlay file system module: modprobe overlay");
+      runAndReport(List.of("modprobe", "overlay"), progress);
+    }
+
+    if (maxUserNamespaces().orElse(1L) <= 0) {
+      progress.accept("enabling user namespaces: sysctl -w user.max_user_namespaces=15000");
+      runAndReport(List.of("sysctl", "-w", "user.max_user_namespaces=15000"), progress);
+    }
+
+    List<Mount> mounts = mounts();
+    if (unified(mounts).isEmpty()) {
+      Path at = hasCgroupV1(mounts) ? HYBRID_UNIFIED : PURE_V2;
+      progress.accept("mounting the cgroup v2 hierarchy at " + at);
+      runAndReport(
+          List.of("sh", "-c", "mkdir -p \"$1\" && mount -t cgroup2 cgroup2 \"$1\"", "sh", "" + at),
+          progress);
+      mounts = mounts();
+    }
+
+    if (isHybrid(mounts) && !hasHugetlb(mounts)) {
+      progress.accept("mounting the hugetlb cgroup controller (crun needs it): " + HUGETLB_FIX);
+      runAndReport(List.of("sh", "-c", HUGETLB_FIX), progress);
+    }
+
+    Path dir = home.toAbsolutePath().normalize();
+    if (!Files.isDirectory(dir)) {
+      progress.accept("creating the state directory " + dir);
+      try {
+        Files.createDirectories(dir);
+      } catch (IOException e) {
+        progress.accept("  failed: " + e);
+      }
+    }
+    return check(home);
+  }
+
+  /** The error setup gives before changing anything, or none. */
+  static void requireLinuxAndRoot(String osName, boolean root) {
+    if (!"Linux".equals(osName)) {
+      throw new WorkspaceException(
+          "setup needs Linux: local sandboxes are Linux containers (this is " + osName + ")");
+    }
+    if (!root) {
+      throw new WorkspaceException(
+          "setup needs root (it installs packages and mounts a cgroup controller): run it with"
+              + " sudo, as root");
+    }
+  }
+
+  // ---- the checks -------------------------------------------------------------------------
+
+  private static HostCheck linux() {
+    String os = System.getProperty("os.name");
+    return "Linux".equals(os)
+        ? HostCheck.ok("linux", "Linux " + System.getProperty("os.version"))
+        : HostCheck.missing(
+            "linux",
+            "this is " + os + "; local sandboxes are Linux containers",
+            "run sandbox4j on a Linux machine or VM");
+  }
+
+  private static HostCheck root() {
+    return isRoot()
+        ? HostCheck.ok("root", "running as root")
+        : HostCheck.missing(
+            "root",
+            "running as " + System.getProperty("user.name") + "; sandboxes need mounts and cgroups",
+            "run as root (e.g. with sudo)");
+  }
+
+  private static HostCheck cgroupKill(List<Mount> mounts) {
+    String name = "cgroup v2 (cgroup.kill)";
+    Optional<Path> unified = unified(mounts);
+    String kernel = System.getProperty("os.version");
+    int[] version = kernelVersion(kernel);
+    boolean newEnough = version[0] > 5 || (version[0] == 5 && version[1] >= 14);
+    if (!newEnough) {
+      return HostCheck.missing(
+          name,
+          "kernel "
+              + kernel
+              + " has no cgroup.kill (5.14 or newer has): a timeout could miss processes",
+          "upgrade to a Linux kernel 5.14 or newer");
+    }
+    if (unified.isEmpty()) {
+      Path at = hasCgroupV1(mounts) ? HYBRID_UNIFIED : PURE_V2;
+      return HostCheck.missing(
+          name,
+          "no cgroup2 file system is mounted; commands are killed through cgroup.kill",
+          "mkdir -p " + at + " && mount -t cgroup2 cgroup2 " + at);
+    }
+    return HostCheck.ok(
+        name,
+        "kernel "
+            + kernel
+            + ", cgroup2 at "
+            + unified.get()
+            + (hasCgroupV1(mounts) ? " (hybrid with cgroup v1)" : ""));
+  }
+
+  private static HostCheck overlay() {
+    return listsOverlay()
+        ? HostCheck.ok("overlayfs", "listed in " + FILESYSTEMS)
+        : HostCheck.missing(
+            "overlayfs",
+            FILESYSTEMS + " does not list overlay; a sandbox's root is an overlay mount",
+            "modprobe overlay");
+  }
+
+  private static HostCheck userNamespaces() {
+    String name = "user namespaces";
+    Optional<Long> max = maxUserNamespaces();
+    if (max.isEmpty()) {
+      return HostCheck.missing(
+          name,
+          "cannot read " + MAX_USER_NAMESPACES + ": the kernel lacks user namespaces",
+          "use a kernel built with CONFIG_USER_NS");
+    }
+    return max.get() > 0
+        ? HostCheck.ok(name, "user.max_user_namespaces = " + max.get())
+        : HostCheck.missing(
+            name,
+            "user.max_user_namespaces is 0; root in a sandbox must not be root outside",
+            "sysctl -w user.max_user_namespaces=15000");
+  }
+
+  private static HostCheck crun() {
+    Optional<Path> crun = OciRuntime.find("crun");
+    if (crun.isEmpty()) {
+      return HostCheck.missing(
+          "crun",
+          "not installed; it is the OCI runtime that runs sandboxes",
+          "apt-get install -y --no-install-recommends crun");
+    }
+    return HostCheck.ok("crun", crun.get() + version(crun.get()));
+  }
+
+  private static HostCheck mmdebstrap() {
+    Optional<Path> mmdebstrap = executable("mmdebstrap");
+    if (mmdebstrap.isEmpty()) {
+      return HostCheck.missing(
+          "mmdebstrap",
+          "not installed; it builds the default image from Debian's archive",
+          "apt-get install -y --no-install-recommends mmdebstrap");
+    }
+    return HostCheck.ok("mmdebstrap", mmdebstrap.get() + version(mmdebstrap.get()));
+  }
+
+  private static HostCheck hugetlb(List<Mount> mounts) {
+    String name = "hugetlb cgroup";
+    if (!isHybrid(mounts)) {
+      return HostCheck.ok(name, "not needed: no cgroup v1 memory hierarchy is mounted");
+    }
+    if (hasHugetlb(mounts)) {
+      return HostCheck.ok(name, "mounted at " + HUGETLB + " (hybrid cgroup v1 host)");
+    }
+    return HostCheck.missing(
+        name,
+        "this host mixes cgroup v1 and v2, and crun 1.8 refuses to start (\"cgroups in hybrid"
+            + " mode not supported\") until the hugetlb controller is mounted at "
+            + HUGETLB
+            + "; the mount does not survive a reboot",
+        HUGETLB_FIX);
+  }
+
+  private static HostCheck openFiles() {
+    long hard = HostLimits.openFilesHardLimit();
+    boolean canRaise = hasCapability(CAP_SYS_RESOURCE);
+    return HostCheck.ok(
+        "open files limit",
+        "hard RLIMIT_NOFILE is "
+            + hard
+            + ": a sandbox's processes get at most that"
+            + (canRaise ? "" : " (root here lacks CAP_SYS_RESOURCE, so it cannot be raised)"));
+  }
+
+  /** The state directory check: writable (or creatable), and a path overlayfs can take. */
+  static HostCheck stateDirectory(Path home) {
+    String name = "state directory";
+    Path dir = home.toAbsolutePath().normalize();
+    List<String> paths = new ArrayList<>(List.of(dir.toString()));
+    try {
+      if (Files.exists(dir)) {
+        paths.add(dir.toRealPath().toString());
+      }
+    } catch (IOException e) {
+      // reported below as not writable
+    }
+    for (String p : paths) {
+      Matcher bad = BAD_PATH_CHAR.matcher(p);
+      if (bad.find()) {
+        return HostCheck.missing(
+            name,
+            p
+                + " contains "
+                + describe(bad.group().charAt(0))
+                + ", which overlayfs mount options cannot carry (they separate options and"
+                + " layers)",
+            "set SANDBOX4J_HOME to a path without ',', ':', '\\' or whitespace, e.g. "
+                + LocalSandbox.DEFAULT_HOME);
+      }
+    }
+    if (Files.isDirectory(dir)) {
+      return Files.isWritable(dir)
+          ? HostCheck.ok(name, dir + " is writable")
+          : HostCheck.missing(
+              name, dir + " is not writable", "run as root, or set SANDBOX4J_HOME elsewhere");
+    }
+    if (Files.exists(dir)) {
+      return HostCheck.missing(
+          name, dir + " exists but is not a directory", "remove it, or set SANDBOX4J_HOME");
+    }
+    Path parent = dir.getParent();
+    while (parent != null && !Files.exists(parent)) {
+      parent = parent.getParent();
+    }
+    if (parent != null && Files.isDirectory(parent) && Files.isWritable(parent)) {
+      return HostCheck.ok(name, dir + " does not exist yet; it is created on first use");
+    }
+    return HostCheck.missing(
+        name,
+        dir + " does not exist and cannot be created here",
+        "mkdir -p " + dir + " (as root), or set SANDBOX4J_HOME to a writable directory");
+  }
+
+  private static HostCheck defaultImage(Path home) {
+    String name = "default image";
+    Path dir = home.toAbsolutePath().normalize().resolve("images");
+    try {
+      Optional<Image> image = new ImageStore(dir).find(ImageStore.DEFAULT);
+      if (image.isEmpty()) {
+        return HostCheck.ok(
+            name,
+            "not built yet: the first sandbox builds it (about a minute), or run `sandbox4j image"
+                + " build`");
+      }
+      return HostCheck.ok(
+          name,
+          "built "
+              + image.get().created()
+              + ", "
+              + image.get().sizeBytes() / (1024 * 1024)
+              + " MiB");
+    } catch (WorkspaceException e) {
+      return HostCheck.missing(name, e.getMessage(), "sandbox4j image build --rebuild");
+    }
+  }
+
+  // ---- setup steps --------------------------------------------------------------------------
+
+  private static void installPackages(Consumer<String> progress) {
+    List<String> missing = new ArrayList<>();
+    for (String p : PACKAGES) {
+      if (executable(p).isEmpty()) {
+        missing.add(p);
+      }
+    }
+    if (missing.isEmpty()) {
+      progress.accept("packages: " + String.join(", ", PACKAGES) + " are installed");
+      return;
+    }
+    if (executable("apt-get").isEmpty()) {
+      progress.accept(
+          "cannot install "
+              + String.join(", ", missing)
+              + ": there is no apt-get here; install them with this system's package manager");
+      return;
+    }
+    progress.accept("installing " + String.join(", ", missing) + " (Debian packages)");
+    progress.accept("$ apt-get update");
+    if (stream(List.of("apt-get", "update", "-q"), progress) != 0) {
+      progress.accept("  apt-get update failed; trying to install from the current package lists");
+    }
+    List<String> install =
+        new ArrayList<>(
+            List.of(
+                "apt-get",
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "-o",
+                "DPkg::Lock::Timeout=120"));
+    install.addAll(missing);
+    progress.accept("$ apt-get install -y --no-install-recommends " + String.join(" ", missing));
+    int exit = stream(install, progress);
+    if (exit != 0) {
+      progress.accept("  apt-get install failed (exit " + exit + ")");
+    }
+  }
+
+  /** Runs a fix; says so if it failed (the checks afterwards report what is still missing). */
+  private static void runAndReport(List<String> argv, Consumer<String> progress) {
+    int exit = stream(argv, progress);
+    if (exit != 0) {
+      progress.accept("  failed (exit " + exit + ")");
+    }
+  }
+
+  /** Runs {@code argv} with stdin at EOF, each output line to {@code progress}; the exit code. */
+  private static int stream(List<String> argv, Consumer<String> progress) {
+    ProcessBuilder builder =
+        new ProcessBuilder(argv)
+            .redirectErrorStream(true)
+            .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
+    builder.environment().put("DEBIAN_FRONTEND", "noninteractive");
+    builder.environment().putIfAbsent("LC_ALL", "C.UTF-8");
+    try {
+      Process process = builder.start();
+      try (BufferedReader out = process.inputReader(StandardCharsets.UTF_8)) {
+        String line;
+        while ((line = out.readLine()) != null) {
+          progress.accept("  " + line);
+        }
+      }
+      return process.waitFor();
+    } catch (IOException e) {
+      progress.accept("  cannot run " + argv.getFirst() + ": " + e.getMessage());
+      return 127;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
+    }
+  }
+
+  // ---- facts about the host -----------------------------------------------------------------
+
+  /** One line of {@code /proc/self/mountinfo}: where, what type, with which super options. */
+  record Mount(Path mountPoint, String fsType, List<String> options) {}
+
+  static List<Mount> mounts() {
+    List<Mount> mounts = new ArrayList<>();
+    try {
+      for (String line : Files.readAllLines(MOUNTINFO)) {
+        String[] halves = line.split(" - ", 2);
+        String[] before = halves[0].split(" ");
+        if (halves.length < 2 || before.length < 5) {
+          continue;
+        }
+        String[] after = halves[1].split(" ");
+        mounts.add(
+            new Mount(
+                Path.of(unescape(before[4])),
+                after[0],
+                after.length > 2 ? List.of(after[2].split(",")) : List.of()));
+      }
+    } catch (IOException | RuntimeException e) {
+      // not Linux, or no /proc: every mount-based check fails
+    }
+    return mounts;
+  }
+
+  private static String unescape(String field) {
+    Matcher m = Pattern.compile("\\\\([0-7]{3})").matcher(field);
+    StringBuilder out = new StringBuilder();
+    while (m.find()) {
+      m.appendReplacement(
+          out, Matcher.quoteReplacement(String.valueOf((char) Integer.parseInt(m.group(1), 8))));
+    }
+    m.appendTail(out);
+    return out.toString();
+  }
+
+  /** The cgroup2 mount, preferring the standard places. */
+  private static Optional<Path> unified(List<Mount> mounts) {
+    List<Path> v2 =
+        mounts.stream().filter(m -> m.fsType().equals("cgroup2")).map(Mount::mountPoint).toList();
+    for (Path preferred : List.of(HYBRID_UNIFIED, PURE_V2)) {
+      if (v2.contains(preferred)) {
+        return Optional.of(preferred);
+      }
+    }
+    return v2.stream().findFirst();
+  }
+
+  private static boolean hasCgroupV1(List<Mount> mounts) {
+    return mounts.stream().anyMatch(m -> m.fsType().equals("cgroup"));
+  }
+
+  /** Hybrid: a cgroup v1 memory hierarchy is mounted, so crun works in v1 mode. */
+  private static boolean isHybrid(List<Mount> mounts) {
+    return mounts.stream()
+        .anyMatch(m -> m.fsType().equals("cgroup") && m.options().contains("memory"));
+  }
+
+  private static boolean hasHugetlb(List<Mount> mounts) {
+    return mounts.stream()
+        .anyMatch(
+            m ->
+                m.fsType().equals("cgroup")
+                    && m.mountPoint().equals(HUGETLB)
+                    && m.options().contains("hugetlb"));
+  }
+
+  private static boolean listsOverlay() {
+    try {
+      return Files.readAllLines(FILESYSTEMS).stream()
+          .map(String::strip)
+          .anyMatch(l -> l.equals("overlay") || l.endsWith("\toverlay") || l.endsWith(" overlay"));
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  private static Optional<Long> maxUserNamespaces() {
+    try {
+      // Not Files.readString: with a file size of 0 it reads one byte first, and a sysctl file
+      // answers any read past offset 0 with end-of-file ("96365" would read as "9").
+      return Optional.of(
+          Long.parseLong(Files.readAllLines(MAX_USER_NAMESPACES).getFirst().strip()));
+    } catch (IOException | RuntimeException e) {
+      return Optional.empty();
+    }
+  }
+
+  static int[] kernelVersion(String osVersion) {
+    Matcher m = KERNEL.matcher(osVersion == null ? "" : osVersion);
+    if (!m.matches()) {
+      return new int[] {0, 0};
+    }
+    return new int[] {Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2))};
+  }
+
+  /** Whether this process's effective uid is 0. */
+  static boolean isRoot() {
+    try {
+      Object uid = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+      return Integer.valueOf(0).equals(uid);
+    } catch (IOException | RuntimeException e) {
+      return "root".equals(System.getProperty("user.name"));
+    }
+  }
+
+  private static final int CAP_SYS_RESOURCE = 24;
+
+  private static boolean hasCapability(int capability) {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+        if (line.startsWith("CapBnd:")) {
+          long mask = Long.parseUnsignedLong(line.substring("CapBnd:".length()).strip(), 16);
+          return (mask & (1L << capability)) != 0;
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      // unknown: assume the usual
+    }
+    return true;
+  }
+
+  /** An executable called {@code name} on PATH or in the usual system directories. */
+  private static Optional<Path> executable(String name) {
+    return OciRuntime.find(name).filter(Files::isRegularFile);
+  }
+
+  /** ", version X" from {@code program --version}'s first line, or nothing. */
+  private static String version(Path program) {
+    try {
+      HostCommand.Result r = HostCommand.run(List.of(program.toString(), "--version"));
+      String first = r.output().lines().findFirst().orElse("").strip();
+      return r.ok() && !first.isEmpty() ? " (" + first + ")" : "";
+    } catch (RuntimeException e) {
+      return "";
+    }
+  }
+
+  private static String describe(char c) {
+    return switch (c) {
+      case ',' -> "a comma";
+      case ':' -> "a colon";
+      case '\\' -> "a backslash";
+      default -> String.format(Locale.ROOT, "whitespace (U+%04X)", (int) c);
+    };
+  }
+}

@@ -1,0 +1,188 @@
+package dev.sandbox4j.runtime;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Optional;
+
+/** Small images for tests: a busybox root filesystem, archives made of it, a seeded default. */
+final class TestImages {
+  static final Path BUSYBOX = Path.of("/bin/busybox");
+
+  /** The engine's shared state directory, where other tests build the default image once. */
+  static final Path SHARED_HOME =
+      Path.of(Optional.ofNullable(System.getenv("SANDBOX4J_HOME")).orElse("/var/lib/sandbox4j"));
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private TestImages() {}
+
+  static void requireBusybox() {
+    Prerequisites.require(
+        Files.isExecutable(BUSYBOX) && OciConfig.isStaticElf(BUSYBOX),
+        "a static busybox at /bin/busybox (apt-get install busybox-static)");
+  }
+
+  /**
+   * A root filesystem of a few MB in {@code dir}: static busybox with every applet linked into
+   * /bin, root and a {@code sandbox} user (1000) with its home, /tmp, and the mount points.
+   */
+  static Path busyboxRootfs(Path dir) throws IOException, InterruptedException {
+    Path bin = Files.createDirectories(dir.resolve("bin"));
+    Files.copy(BUSYBOX, bin.resolve("busybox"));
+    Files.setAttribute(bin.resolve("busybox"), "unix:mode", 0755);
+    for (String applet : run(List.of(BUSYBOX.toString(), "--list")).split("\n")) {
+      if (!applet.isBlank() && !applet.equals("busybox")) {
+        Files.createSymbolicLink(bin.resolve(applet.strip()), Path.of("busybox"));
+      }
+    }
+    Files.createDirectories(dir.resolve("usr"));
+    Files.createSymbolicLink(dir.resolve("usr/bin"), Path.of("../bin"));
+    Path etc = Files.createDirectories(dir.resolve("etc"));
+    Files.writeString(
+        etc.resolve("passwd"),
+        "root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n");
+    Files.writeString(etc.resolve("group"), "root:x:0:\nsandbox:x:1000:\n");
+    Path home = Files.createDirectories(dir.resolve("home/sandbox"));
+    Files.setAttribute(home, "unix:uid", 1000);
+    Files.setAttribute(home, "unix:gid", 1000);
+    Files.setAttribute(Files.createDirectories(dir.resolve("root")), "unix:mode", 0700);
+    Files.setAttribute(Files.createDirectories(dir.resolve("tmp")), "unix:mode", 01777);
+    for (String mountPoint : List.of("proc", "sys", "dev")) {
+      Files.createDirectories(dir.resolve(mountPoint));
+    }
+    return dir;
+  }
+
+  /** Tars the contents of {@code dir} into {@code out} with numeric ids; {@code extra} options. */
+  static Path tar(Path dir, Path out, String... extra) throws IOException, InterruptedException {
+    List<String> argv =
+        new ArrayList<>(List.of("tar", "-c", "-f", out.toString(), "--numeric-owner"));
+    argv.addAll(List.of(extra));
+    argv.addAll(List.of("-C", dir.toString(), "."));
+    run(argv);
+    return out;
+  }
+
+  /** {@code file} compressed with {@code gzip} or {@code zstd}, next to it. */
+  static Path compress(Path file, String tool) throws IOException, InterruptedException {
+    Path out = file.resolveSibling(file.getFileName() + (tool.equals("gzip") ? ".gz" : ".zst"));
+    Process p =
+        new ProcessBuilder(tool, "-c", file.toString())
+            .redirectOutput(out.toFile())
+            .redirectError(ProcessBuilder.Redirect.INHERIT)
+            .start();
+    if (p.waitFor() != 0) {
+      throw new IOException(tool + " failed");
+    }
+    return out;
+  }
+
+  /** Stores {@code content} as an OCI blob; returns its sha256 hex. */
+  static String addBlob(Path blobs, byte[] content) throws IOException {
+    String hex = ImageStore.sha256Hex(content);
+    Files.write(blobs.resolve(hex), content);
+    return hex;
+  }
+
+  static void mknod(Path path, String type, int major, int minor)
+      throws IOException, InterruptedException {
+    run(List.of("mknod", path.toString(), type, Integer.toString(major), Integer.toString(minor)));
+  }
+
+  /**
+   * An archive whose members try to write outside where it is extracted: an absolute path, a {@code
+   * ../} path, and a file through a symlink to {@code outside} (absolute and relative). The
+   * extraction directory is assumed 4 levels below {@code outside}'s parent.
+   */
+  static Path evilArchive(Path src, Path outside, Path out)
+      throws IOException, InterruptedException {
+    Files.createDirectories(src);
+    Files.writeString(src.resolve("evil.txt"), "evil\n");
+    Files.writeString(src.resolve("fine.txt"), "fine\n");
+    Files.createSymbolicLink(src.resolve("link"), outside);
+    Files.createSymbolicLink(src.resolve("rel"), Path.of("../../../../" + outside.getFileName()));
+    String up = "../../../../" + outside.getFileName();
+    run(List.of("tar", "-c", "-P", "-f", out.toString(), "-C", src.toString(), "fine.txt"));
+    append(src, out, "s," + "^evil.txt," + outside + "/abs.txt,", "evil.txt");
+    append(src, out, "s,^evil.txt," + up + "/dotdot.txt,", "evil.txt");
+    run(List.of("tar", "-r", "-P", "-f", out.toString(), "-C", src.toString(), "link", "rel"));
+    append(src, out, "s,^evil.txt,link/through-absolute-link.txt,", "evil.txt");
+    append(src, out, "s,^evil.txt,rel/through-relative-link.txt,", "evil.txt");
+    return out;
+  }
+
+  private static void append(Path src, Path out, String transform, String member)
+      throws IOException, InterruptedException {
+    run(
+        List.of(
+            "tar",
+            "-r",
+            "-P",
+            "-f",
+            out.toString(),
+            "-C",
+            src.toString(),
+            "--transform=" + transform,
+            member));
+  }
+
+  /**
+   * A store in {@code home} whose {@code default} image is the shared one, hard-linked (layers
+   * never change, so sharing their inodes is safe): seconds instead of the minute a build takes.
+   * Builds the shared default first if it has none.
+   */
+  static void seedDefault(Path home) throws IOException, InterruptedException {
+    Path shared = SHARED_HOME.resolve("images");
+    Path manifest = shared.resolve("default/image.json");
+    if (!Files.exists(manifest)) {
+      new ImageStore(shared).ensureDefault(line -> System.out.println("[image build] " + line));
+    }
+    JsonNode m = JSON.readTree(Files.readAllBytes(manifest));
+    Path images = Files.createDirectories(home.resolve("images"));
+    Files.createDirectories(images.resolve("default"));
+    if (m.path("formatVersion").asInt() == 1) {
+      run(
+          List.of(
+              "cp",
+              "-al",
+              shared.resolve("default/rootfs").toString(),
+              images.resolve("default/rootfs").toString()));
+    } else {
+      Path layers = Files.createDirectories(images.resolve("layers"));
+      for (JsonNode id : m.path("layers")) {
+        run(
+            List.of(
+                "cp",
+                "-al",
+                shared.resolve("layers").resolve(id.asText()).toString(),
+                layers.resolve(id.asText()).toString()));
+      }
+    }
+    Files.write(images.resolve("default/image.json"), Files.readAllBytes(manifest));
+  }
+
+  static boolean exists(Path p) {
+    return Files.exists(p, LinkOption.NOFOLLOW_LINKS);
+  }
+
+  static String run(List<String> argv) throws IOException, InterruptedException {
+    Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (p.waitFor() != 0) {
+      throw new IOException(String.join(" ", argv) + " failed: " + out);
+    }
+    return out;
+  }
+
+  static String hex(byte[] b) {
+    return HexFormat.of().formatHex(b);
+  }
+}
