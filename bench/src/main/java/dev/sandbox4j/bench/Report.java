@@ -24,10 +24,13 @@ final class Report {
       Double loadAtStart,
       WorkspaceBench.Options options,
       Command firstCommand,
-      Map<String, Stats> results)
+      Map<String, Object> providerDetails,
+      Map<String, Stats> results,
+      IdleMemory.Result idleMemory)
       throws IOException {
     Map<String, Object> report = new LinkedHashMap<>();
     report.put("provider", options.provider());
+    report.put("provider_details", providerDetails);
     report.put("date", date.toString());
     report.put("iterations", options.iterations());
     report.put("warmup_iterations", options.warmup());
@@ -38,6 +41,9 @@ final class Report {
     Map<String, Object> scenarios = new LinkedHashMap<>();
     results.forEach((name, stats) -> scenarios.put(name, scenario(stats)));
     report.put("scenarios", scenarios);
+    if (idleMemory != null) {
+      report.put(IdleMemory.NAME, idleMemory.toJson());
+    }
 
     Path parent = file.toAbsolutePath().getParent();
     if (parent != null) {

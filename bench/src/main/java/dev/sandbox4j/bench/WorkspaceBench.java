@@ -5,8 +5,6 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
-import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
-import java.io.File;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -28,14 +26,16 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 import java.util.stream.Stream;
 
 /**
  * Latency benchmark of a workspace provider: creating a workspace and running its first command,
- * running a command, writing and reading 1 MiB, destroying, and 20 creations at once. Prints
- * p50/p95/p99/max per scenario and writes every sample to a JSON report. Run it with {@code
- * bench/run}; see {@code bench/README.md}.
+ * running a command, writing and reading 1 MiB, destroying, and 20 creations at once; for sandbox
+ * providers also the host memory an idle sandbox holds ({@link IdleMemory}). Prints p50/p95/p99/max
+ * per scenario and writes every sample to a JSON report. Run it with {@code bench/run}; see {@code
+ * bench/README.md}.
  */
 public final class WorkspaceBench implements AutoCloseable {
 
@@ -43,14 +43,22 @@ public final class WorkspaceBench implements AutoCloseable {
    * The providers the bench knows, by name, each built over a fresh scratch directory that is
    * deleted when the bench ends. Add a provider here (and nowhere else).
    */
-  static final Map<String, Function<Path, WorkspaceProvider>> PROVIDERS =
-      Map.of("host", HostWorkspaceProvider::create);
+  static final Map<String, Function<Path, Target>> PROVIDERS =
+      Map.of("host", Target::host, "local", scratch -> LocalTarget.create());
 
   static final int DEFAULT_ITERATIONS = 200;
   static final int MIN_ITERATIONS = 100;
   static final int DEFAULT_WARMUP = 20;
   static final int CONCURRENCY = 20;
   static final int BLOB_BYTES = 1024 * 1024;
+
+  /**
+   * The engine logs a line per sandbox created at INFO; the bench keeps its stderr to progress and
+   * problems (and keeps console logging out of the timings). A strong reference: JUL loggers are
+   * otherwise collected, and their level with them.
+   */
+  private static final java.util.logging.Logger ENGINE_LOG =
+      java.util.logging.Logger.getLogger("dev.sandbox4j.runtime");
 
   static final String USAGE =
       """
@@ -63,6 +71,9 @@ public final class WorkspaceBench implements AutoCloseable {
           .formatted(knownProviders(), MIN_ITERATIONS, DEFAULT_ITERATIONS, DEFAULT_WARMUP);
 
   private static final Command TRUE = Command.argv("true");
+
+  /** Set by the shutdown hook: a failure from then on is the cleanup's doing, not a finding. */
+  private static volatile boolean stopping;
 
   /** Parsed command line. */
   record Options(String provider, int iterations, int warmup, Path out) {}
@@ -89,6 +100,7 @@ public final class WorkspaceBench implements AutoCloseable {
   }
 
   public static void main(String[] args) {
+    ENGINE_LOG.setLevel(java.util.logging.Level.WARNING);
     if (Arrays.asList(args).contains("--help") || Arrays.asList(args).contains("-h")) {
       System.out.print(USAGE);
       return;
@@ -105,6 +117,11 @@ public final class WorkspaceBench implements AutoCloseable {
     try {
       run(options);
     } catch (Exception e) {
+      if (stopping) {
+        // Ctrl-C/SIGTERM: the shutdown hook refused new workspaces or destroyed one in use
+        System.err.println("bench: stopped by a signal (" + e.getMessage() + ")");
+        return;
+      }
       System.err.println("bench: failed: " + e);
       e.printStackTrace();
       System.exit(1);
@@ -113,11 +130,19 @@ public final class WorkspaceBench implements AutoCloseable {
 
   static void run(Options options) throws Exception {
     Path scratch = Files.createTempDirectory("sandbox4j-bench-");
-    Thread cleanupOnSignal = new Thread(() -> deleteTreeQuietly(scratch));
+    AtomicReference<Target> created = new AtomicReference<>();
+    Thread cleanupOnSignal =
+        new Thread(
+            () -> {
+              stopping = true;
+              cleanUp(created.get(), scratch);
+            });
     Runtime.getRuntime().addShutdownHook(cleanupOnSignal);
     try {
-      WorkspaceProvider provider = provider(options.provider(), scratch);
-      Command first = firstCommand();
+      Target target = target(options.provider(), scratch);
+      created.set(target);
+      WorkspaceProvider provider = target.provider();
+      Command first = target.firstCommand();
       Instant date = Instant.now();
       Double loadAtStart = Report.loadAverage();
       PrintStream out = System.out;
@@ -137,17 +162,39 @@ public final class WorkspaceBench implements AutoCloseable {
           out.println(row(scenario.name(), stats));
         }
       }
+      IdleMemory.Result memory = null;
+      if (target.sandboxed()) {
+        memory = IdleMemory.measure(provider, IdleMemory.SANDBOXES);
+        out.println();
+        memory.tableRows().forEach(out::println);
+      } else {
+        System.err.printf(
+            "  skipping %s: %s workspaces are not sandboxes%n", IdleMemory.NAME, provider.name());
+      }
 
-      Report.write(options.out(), date, loadAtStart, options, first, results);
+      Report.write(
+          options.out(), date, loadAtStart, options, first, target.details(), results, memory);
       out.println("wrote " + options.out());
     } finally {
       try {
         Runtime.getRuntime().removeShutdownHook(cleanupOnSignal);
       } catch (IllegalStateException shuttingDown) {
-        // the hook is running or about to: it deletes the scratch directory
+        // the hook is running or about to: it cleans up
       }
-      deleteTreeQuietly(scratch);
+      cleanUp(created.get(), scratch);
     }
+  }
+
+  /** Destroys what the target left, then deletes the scratch directory. */
+  private static void cleanUp(Target target, Path scratch) {
+    if (target != null) {
+      try {
+        target.close();
+      } catch (RuntimeException e) {
+        System.err.println("bench: cleanup failed: " + e);
+      }
+    }
+    deleteTreeQuietly(scratch);
   }
 
   // ---- command line ----
@@ -213,8 +260,8 @@ public final class WorkspaceBench implements AutoCloseable {
   // ---- providers ----
 
   /** The provider called {@code name}, over {@code scratch}. */
-  static WorkspaceProvider provider(String name, Path scratch) {
-    Function<Path, WorkspaceProvider> factory = PROVIDERS.get(name);
+  static Target target(String name, Path scratch) {
+    Function<Path, Target> factory = PROVIDERS.get(name);
     if (factory == null) {
       throw new IllegalArgumentException(
           "unknown provider '" + name + "'; known providers: " + knownProviders());
@@ -224,19 +271,6 @@ public final class WorkspaceBench implements AutoCloseable {
 
   static String knownProviders() {
     return String.join(", ", PROVIDERS.keySet().stream().sorted().toList());
-  }
-
-  /**
-   * {@code node -v} if node is on the host's PATH (a realistic first command), else {@code true}.
-   */
-  static Command firstCommand() {
-    String path = System.getenv().getOrDefault("PATH", "");
-    boolean hasNode =
-        Stream.of(path.split(File.pathSeparator))
-            .filter(dir -> !dir.isEmpty())
-            .map(dir -> Path.of(dir, "node"))
-            .anyMatch(p -> Files.isRegularFile(p) && Files.isExecutable(p));
-    return hasNode ? Command.argv("node", "-v") : TRUE;
   }
 
   // ---- scenarios ----
