@@ -470,7 +470,7 @@ class CrashSafetyTest {
     }
     try (Stream<Path> hierarchies = Files.list(Path.of("/sys/fs/cgroup"))) {
       for (Path h : hierarchies.toList()) {
-        Path cgroup = h.resolve(Cgroups.PARENT).resolve(id);
+        Path cgroup = h.resolve(Cgroups.parentFor(home)).resolve(id);
         if (Files.isDirectory(cgroup)) {
           left.add("cgroup " + cgroup);
         }
@@ -513,7 +513,7 @@ class CrashSafetyTest {
     Set<String> populated = new TreeSet<>(processesInSandboxCgroups().values());
     try (Stream<Path> hierarchies = Files.list(Path.of("/sys/fs/cgroup"))) {
       for (Path h : hierarchies.toList()) {
-        Path parent = h.resolve(Cgroups.PARENT);
+        Path parent = h.resolve(Cgroups.parentFor(home));
         if (Files.isDirectory(parent)) {
           try (Stream<Path> children = Files.list(parent)) {
             children
@@ -571,7 +571,7 @@ class CrashSafetyTest {
   /** pid → sandbox id, for every process in some hierarchy's {@code /sandbox4j/<id>} cgroup. */
   private static Map<Long, String> processesInSandboxCgroups() throws IOException {
     Map<Long, String> found = new LinkedHashMap<>();
-    String marker = "/" + Cgroups.PARENT + "/";
+    String marker = "/" + Cgroups.parentFor(home) + "/";
     try (Stream<Path> procs = Files.list(Path.of("/proc"))) {
       for (Path proc : procs.toList()) {
         String name = proc.getFileName().toString();
@@ -779,7 +779,7 @@ class CrashSafetyTest {
     private static boolean inSandboxCgroup(long pid) {
       try {
         return Files.readString(Path.of("/proc/" + pid + "/cgroup"))
-            .contains("/" + Cgroups.PARENT + "/");
+            .contains("/" + Cgroups.parentFor(home) + "/");
       } catch (IOException e) {
         return false;
       }
