@@ -155,30 +155,15 @@ public final class LocalSandbox implements WorkspaceProvider {
   }
 
   /**
-   * Removes the image called {@code name}. Refuses while a sandbox of this state directory was
-   * created from it (its root filesystem is that image's files); a sandbox being created from it at
-   * the same moment is not seen.
+   * Removes the image called {@code name}. Sandboxes created from it keep running: they hold on to
+   * its layers, which are deleted only once nothing uses them (see {@link #gc()}).
    *
    * @return whether there was such an image
-   * @throws WorkspaceException if a sandbox uses it, naming the sandboxes
    */
   public boolean removeImage(String name) {
     requireLinuxAndRoot();
     if (images.find(name).isEmpty()) {
       return false;
-    }
-    List<String> users =
-        engine().list().stream()
-            .filter(r -> r.image().equals(name))
-            .map(r -> NAME + ":" + r.id())
-            .toList();
-    if (!users.isEmpty()) {
-      throw new WorkspaceException(
-          "image "
-              + name
-              + " is in use by "
-              + String.join(", ", users)
-              + ": destroy them first (sandbox4j rm)");
     }
     images.remove(name);
     return true;
