@@ -4,13 +4,10 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
 import java.nio.file.FileAlreadyExistsException;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardCopyOption;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.security.SecureRandom;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -198,7 +195,7 @@ final class Engine {
           continue;
         } catch (IOException | RuntimeException e) {
           lock.close();
-          deleteTree(staging);
+          Trees.delete(staging);
           throw e;
         }
       }
@@ -361,7 +358,7 @@ final class Engine {
     // Renamed away first: from here on no one can read a record, so the id is simply gone.
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
     Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
-    deleteTree(trash);
+    Trees.delete(trash);
   }
 
   // ---- list and gc ------------------------------------------------------------------------
@@ -405,14 +402,14 @@ final class Engine {
               Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
               if (lock.isPresent()) { // its creator died before naming it: nothing else exists yet
                 try (FileLock held = lock.get()) { // held while deleting: see removeIfInterrupted
-                  deleteTree(dir);
+                  Trees.delete(dir);
                 }
                 removed.add("half-reserved sandbox directory " + name);
               }
             } else if (name.startsWith(".destroyed-")) {
               String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
               Overlay.unmount(dir.resolve("rootfs"));
-              deleteTree(dir);
+              Trees.delete(dir);
               removed.add("leftover files of destroyed sandbox " + id);
             } else if (ID.matcher(name).matches() && removeIfInterrupted(name, dir)) {
               removed.add("interrupted sandbox local:" + name);
@@ -467,36 +464,5 @@ final class Engine {
   private static void chown(Path p, int id) throws IOException {
     Files.setAttribute(p, "unix:uid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
     Files.setAttribute(p, "unix:gid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
-  }
-
-  /** Deletes {@code dir} and everything in it; parts someone else deletes meanwhile are fine. */
-  static void deleteTree(Path dir) throws IOException {
-    Files.walkFileTree(
-        dir,
-        new SimpleFileVisitor<>() {
-          @Override
-          public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
-              throws IOException {
-            Files.deleteIfExists(file);
-            return FileVisitResult.CONTINUE;
-          }
-
-          @Override
-          public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
-            if (e instanceof NoSuchFileException) {
-              return FileVisitResult.CONTINUE;
-            }
-            throw e;
-          }
-
-          @Override
-          public FileVisitResult postVisitDirectory(Path d, IOException e) throws IOException {
-            if (e != null && !(e instanceof NoSuchFileException)) {
-              throw e;
-            }
-            Files.deleteIfExists(d);
-            return FileVisitResult.CONTINUE;
-          }
-        });
   }
 }

@@ -43,59 +43,57 @@ final class FileLock implements AutoCloseable {
 
   /** Waits for the lock on {@code file}, creating the file if needed. */
   static FileLock acquire(Path file) throws IOException {
-    FileChannel channel = open(file);
-    Object key;
-    Shared shared;
+    Opened o = Opened.of(file);
+    o.shared.lock.lock();
     try {
-      key = identity(file);
-      shared = use(key);
+      return new FileLock(o.key, o.shared, o.channel, o.channel.lock());
     } catch (IOException | RuntimeException e) {
-      channel.close();
-      throw e;
-    }
-    shared.lock.lock();
-    try {
-      return new FileLock(key, shared, channel, channel.lock());
-    } catch (IOException | RuntimeException e) {
-      shared.lock.unlock();
-      release(key);
-      channel.close();
+      o.shared.lock.unlock();
+      o.close();
       throw e;
     }
   }
 
   /** The lock on {@code file} if nobody holds it now; empty otherwise. */
   static Optional<FileLock> tryAcquire(Path file) throws IOException {
-    FileChannel channel = open(file);
-    Object key;
-    Shared shared;
-    try {
-      key = identity(file);
-      shared = use(key);
-    } catch (IOException | RuntimeException e) {
-      channel.close();
-      throw e;
-    }
-    if (!shared.lock.tryLock()) {
-      release(key);
-      channel.close();
+    Opened o = Opened.of(file);
+    if (!o.shared.lock.tryLock()) {
+      o.close();
       return Optional.empty();
     }
     try {
-      java.nio.channels.FileLock os = channel.tryLock();
+      java.nio.channels.FileLock os = o.channel.tryLock();
       if (os != null) {
-        return Optional.of(new FileLock(key, shared, channel, os));
+        return Optional.of(new FileLock(o.key, o.shared, o.channel, os));
       }
     } catch (IOException | RuntimeException e) {
-      shared.lock.unlock();
-      release(key);
-      channel.close();
+      o.shared.lock.unlock();
+      o.close();
       throw e;
     }
-    shared.lock.unlock();
-    release(key);
-    channel.close();
+    o.shared.lock.unlock();
+    o.close();
     return Optional.empty();
+  }
+
+  /** The open lock file and this JVM's lock for it, not yet locked. */
+  private record Opened(Object key, Shared shared, FileChannel channel) {
+    static Opened of(Path file) throws IOException {
+      FileChannel channel = open(file);
+      try {
+        Object key = identity(file);
+        return new Opened(key, use(key), channel);
+      } catch (IOException | RuntimeException e) {
+        channel.close();
+        throw e;
+      }
+    }
+
+    /** Gives up this JVM's claim and closes the file. */
+    void close() throws IOException {
+      release(key);
+      channel.close();
+    }
   }
 
   private static FileChannel open(Path file) throws IOException {

@@ -155,7 +155,7 @@ final class ImageArchive {
       size += importLayer(store, build, blob, id, true, what, progress);
       ids.add(id);
     }
-    ImageStore.deleteTree(outer);
+    Trees.delete(outer);
     return new Imported(
         ids,
         size,
@@ -402,7 +402,7 @@ final class ImageArchive {
     for (Path marker : markers) {
       String name = marker.getFileName().toString();
       Path dir = marker.getParent();
-      ImageStore.deleteTree(marker);
+      Trees.delete(marker);
       if (name.equals(OPAQUE_MARKER)) {
         NativeFiles.setOpaque(dir);
       } else if (name.startsWith(WHITEOUT_META)) {

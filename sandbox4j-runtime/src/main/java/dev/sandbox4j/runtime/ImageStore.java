@@ -7,15 +7,12 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -385,7 +382,7 @@ final class ImageStore {
                     return unused;
                   });
           for (Path p : trash) {
-            deleteTree(p);
+            Trees.delete(p);
           }
           return null;
         });
@@ -552,7 +549,7 @@ final class ImageStore {
     // We hold the name's lock: any leftover of this name is from a build or removal that died.
     for (Path leftover : leftovers()) {
       if (ownerOf(leftover).filter(name::equals).isPresent()) {
-        deleteTree(leftover);
+        Trees.delete(leftover);
       }
     }
     Files.createDirectories(imagesDir);
@@ -565,13 +562,13 @@ final class ImageStore {
       result = action.run(new Build(staging));
     } catch (IOException | RuntimeException | Error e) {
       try {
-        deleteTree(staging);
+        Trees.delete(staging);
       } catch (IOException | RuntimeException cleanup) {
         e.addSuppressed(cleanup);
       }
       throw e;
     }
-    deleteTree(staging);
+    Trees.delete(staging);
     return result;
   }
 
@@ -638,7 +635,7 @@ final class ImageStore {
               return false;
             });
     if (duplicate) {
-      deleteTree(dir);
+      Trees.delete(dir);
     }
   }
 
@@ -700,7 +697,7 @@ final class ImageStore {
               return unused;
             });
     for (Path p : trash) {
-      deleteTree(p);
+      Trees.delete(p);
     }
     return new Image(
         name,
@@ -774,7 +771,7 @@ final class ImageStore {
       tryWithLock(
           owner.get(),
           () -> {
-            deleteTree(leftover);
+            Trees.delete(leftover);
             removed.add("leftover of an interrupted image build of " + owner.get());
             return null;
           });
@@ -1013,51 +1010,10 @@ final class ImageStore {
 
   private static void uncheckedDelete(Path tree) {
     try {
-      deleteTree(tree);
+      Trees.delete(tree);
     } catch (IOException e) {
       throw new WorkspaceException("cannot delete " + tree, e);
     }
-  }
-
-  /**
-   * Deletes a tree without following symlinks, and refuses to cross into another file system: if a
-   * dying mmdebstrap left /proc or /dev mounted inside a build, deleting through the mount would
-   * reach the host's.
-   */
-  static void deleteTree(Path root) throws IOException {
-    if (!Files.exists(root, NOFOLLOW)) {
-      return;
-    }
-    Object rootDevice = Files.getAttribute(root, "unix:dev", NOFOLLOW);
-    Files.walkFileTree(
-        root,
-        new SimpleFileVisitor<>() {
-          @Override
-          public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs)
-              throws IOException {
-            if (!rootDevice.equals(Files.getAttribute(dir, "unix:dev", NOFOLLOW))) {
-              throw new IOException(
-                  "a file system is mounted at " + dir + ": unmount it, then run gc again");
-            }
-            return FileVisitResult.CONTINUE;
-          }
-
-          @Override
-          public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
-              throws IOException {
-            Files.delete(file);
-            return FileVisitResult.CONTINUE;
-          }
-
-          @Override
-          public FileVisitResult postVisitDirectory(Path dir, IOException e) throws IOException {
-            if (e != null) {
-              throw e;
-            }
-            Files.delete(dir);
-            return FileVisitResult.CONTINUE;
-          }
-        });
   }
 
   static String sha256Hex(byte[] bytes) {

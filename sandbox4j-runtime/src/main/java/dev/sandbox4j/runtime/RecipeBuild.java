@@ -388,7 +388,7 @@ final class RecipeBuild {
     } catch (AtomicMoveNotSupportedException e) {
       HostCommand.check(
           List.of("cp", "-a", "--reflink=auto", "--", from.toString(), to.toString()));
-      ImageStore.deleteTree(from);
+      Trees.delete(from);
     }
   }
 

@@ -58,7 +58,7 @@ class ImageImportTest {
     for (SandboxInfo s : sandboxes.list()) {
       sandboxes.destroy(s.ref());
     }
-    ImageStore.deleteTree(home);
+    Trees.delete(home);
   }
 
   @Test

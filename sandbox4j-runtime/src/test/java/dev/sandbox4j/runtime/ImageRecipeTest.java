@@ -51,7 +51,7 @@ class ImageRecipeTest {
     for (SandboxInfo s : sandboxes.list()) {
       sandboxes.destroy(s.ref());
     }
-    ImageStore.deleteTree(home);
+    Trees.delete(home);
   }
 
   @Test

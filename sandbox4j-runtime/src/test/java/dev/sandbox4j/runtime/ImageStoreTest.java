@@ -394,7 +394,7 @@ class ImageStoreTest {
     assertThat(oldLayer).as("used by sandbox sb0").isDirectory();
     assertThat(second.layers().getFirst()).isDirectory();
 
-    Engine.deleteTree(temp.resolve("sandboxes"));
+    Trees.delete(temp.resolve("sandboxes"));
     List<String> removed = store.gc();
 
     assertThat(removed).hasSize(2).allMatch(l -> l.startsWith("unused image layer "));
