@@ -2,12 +2,17 @@ package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.DirectoryEntry;
+import dev.sandbox4j.workspace.FileStat;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.SupportsCommands;
+import dev.sandbox4j.workspace.SupportsFileSystem;
+import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.io.InputStream;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,18 +20,22 @@ import java.util.Optional;
 import java.util.concurrent.CancellationException;
 
 /**
- * One sandbox as a workspace backend. Files are read and written by commands run in the sandbox as
- * its user (through the file system {@link dev.sandbox4j.workspace.Workspace} builds from
- * commands), so permissions are the sandbox user's and no path can leave the sandbox's root.
+ * One sandbox as a workspace backend. Files are read and written from the host by {@link
+ * SandboxFiles} (system calls confined to the sandbox's root, with the sandbox user's permissions);
+ * where that is not possible, by commands run in the sandbox as its user (the file system {@link
+ * Workspace} builds from commands). Either way permissions are the sandbox user's and no path can
+ * leave the sandbox's root.
  *
  * <p>State: {@code id} is null until the first operation creates the sandbox (new backend) or is
- * set from the ref (attached backend); {@code ready} becomes true once it is known to run. Both are
- * guarded by {@code this}; commands run outside the lock.
+ * set from the ref (attached backend); {@code ready} becomes true once it is known to run; {@code
+ * files} is made on first use after that. All are guarded by {@code this}; commands and file
+ * operations run outside the lock.
  */
-final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands {
+final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, SupportsFileSystem {
   private final LocalSandbox settings;
   private String id;
   private boolean ready;
+  private SupportsFileSystem files;
 
   LocalSandboxBackend(LocalSandbox settings, String attachId) {
     this.settings = settings;
@@ -108,6 +117,65 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands {
           "sandbox local:" + sandbox + " was destroyed while the command ran");
     }
     return result;
+  }
+
+  // ---- files ------------------------------------------------------------------------------
+
+  /** The sandbox's file system: native if this JVM can, else made of commands. */
+  private SupportsFileSystem files() {
+    String sandbox = open();
+    synchronized (this) {
+      if (files == null) {
+        // running a script never comes back to the file system, so this backend serves as both
+        SupportsFileSystem commands = SupportsFileSystem.fromCommands(this, this);
+        files =
+            SandboxFiles.usable()
+                ? new SandboxFiles(
+                    settings.engine(), sandbox, settings.workingDirectory(), commands)
+                : commands;
+      }
+      return files;
+    }
+  }
+
+  @Override
+  public InputStream openRead(String path) {
+    return files().openRead(path);
+  }
+
+  @Override
+  public void write(String path, InputStream content) {
+    files().write(path, content);
+  }
+
+  @Override
+  public FileStat stat(String path) {
+    return files().stat(path);
+  }
+
+  @Override
+  public boolean exists(String path) {
+    return files().exists(path);
+  }
+
+  @Override
+  public List<DirectoryEntry> list(String path) {
+    return files().list(path);
+  }
+
+  @Override
+  public void createDirectories(String path) {
+    files().createDirectories(path);
+  }
+
+  @Override
+  public void remove(String path, boolean recursive) {
+    files().remove(path, recursive);
+  }
+
+  @Override
+  public void rename(String from, String to) {
+    files().rename(from, to);
   }
 
   /** The sandbox's own env, then the configured env, then the command's. */

@@ -17,6 +17,16 @@ import java.util.List;
 public interface SupportsFileSystem {
 
   /**
+   * The file system built from commands that {@link Workspace} uses for a backend without its own:
+   * for backends that have a native path but fall back to commands for some operations or hosts.
+   * {@code backend} gives the working directory, {@code commands} runs the scripts (POSIX {@code
+   * sh}, GNU coreutils and findutils in the workspace); both are usually the same object.
+   */
+  static SupportsFileSystem fromCommands(WorkspaceBackend backend, SupportsCommands commands) {
+    return new CommandFileSystem(backend, commands);
+  }
+
+  /**
    * Opens a regular file for reading, following symlinks. A FIFO, socket or device is refused at
    * once with {@link WorkspaceFileException}, never waited on.
    *

@@ -1,0 +1,669 @@
+package dev.sandbox4j.runtime;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
+import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The Linux file system calls {@link SandboxFiles} needs, through {@code java.lang.foreign}: {@code
+ * openat2(2)} (to resolve a path inside a root, atomically), the {@code *at} calls that act on one
+ * name in an open directory, and the per-thread credential calls ({@code setfsuid}, {@code
+ * setfsgid}, and the <em>raw</em> {@code setgroups} system call: glibc's wrapper changes every
+ * thread of the process, the system call only the calling one).
+ *
+ * <p>Every call returns its result or throws {@link Errno}. Paths and names are passed as their
+ * UTF-8 bytes. Only Linux on x86-64 and AArch64 is supported ({@link #AVAILABLE} is false
+ * elsewhere, or if the native calls cannot be linked).
+ */
+final class NativeFs {
+
+  /** A failed system call, with its errno. */
+  static final class Errno extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    final int errno;
+
+    Errno(String call, int errno) {
+      super(call + ": " + strerror(errno), null, false, false);
+      this.errno = errno;
+    }
+  }
+
+  // errno values (the same on x86-64 and AArch64)
+  static final int EPERM = 1;
+  static final int ENOENT = 2;
+  static final int EINTR = 4;
+  static final int EAGAIN = 11;
+  static final int EACCES = 13;
+  static final int EBUSY = 16;
+  static final int EEXIST = 17;
+  static final int EXDEV = 18;
+  static final int ENOTDIR = 20;
+  static final int EISDIR = 21;
+  static final int EINVAL = 22;
+  static final int ENAMETOOLONG = 36;
+  static final int ENOSYS = 38;
+  static final int ENOTEMPTY = 39;
+  static final int ELOOP = 40;
+
+  private static final boolean AARCH64 = "aarch64".equals(System.getProperty("os.arch"));
+
+  static final int O_RDONLY = 0;
+  static final int O_WRONLY = 1;
+  static final int O_CREAT = 0100;
+  static final int O_EXCL = 0200;
+  static final int O_NONBLOCK = 04000;
+  static final int O_DIRECTORY = AARCH64 ? 040000 : 0200000;
+  static final int O_NOFOLLOW = AARCH64 ? 0100000 : 0400000;
+  static final int O_CLOEXEC = 02000000;
+  static final int O_PATH = 010000000;
+
+  static final int AT_FDCWD = -100;
+  static final int AT_SYMLINK_NOFOLLOW = 0x100;
+  static final int AT_REMOVEDIR = 0x200;
+  static final int AT_EACCESS = 0x200;
+  static final int AT_EMPTY_PATH = 0x1000;
+
+  static final long RESOLVE_NO_XDEV = 0x01;
+  static final long RESOLVE_NO_MAGICLINKS = 0x02;
+  static final long RESOLVE_IN_ROOT = 0x10;
+
+  static final int W_OK = 2;
+
+  static final int S_IFMT = 0170000;
+  static final int S_IFDIR = 0040000;
+  static final int S_IFREG = 0100000;
+  static final int S_IFLNK = 0120000;
+
+  private static final long OVERLAYFS_SUPER_MAGIC = 0x794c7630L;
+  private static final int PR_GET_DUMPABLE = 3;
+  private static final int PR_SET_DUMPABLE = 4;
+
+  private static final long SYS_OPENAT2 = 437;
+  private static final long SYS_FACCESSAT2 = 439;
+  private static final long SYS_SETGROUPS = AARCH64 ? 159 : 116;
+  private static final long SYS_GETDENTS64 = AARCH64 ? 61 : 217;
+  private static final long SYS_GETGROUPS = AARCH64 ? 158 : 115;
+
+  /** statx mask: type, mode, uid, gid, ino, size, mtime. */
+  private static final int STATX_BASIC = 0x1 | 0x2 | 0x8 | 0x10 | 0x40 | 0x100 | 0x200;
+
+  private static final int STATX_SIZE_BYTES = 256;
+  private static final int PATH_BUFFER = 4096;
+
+  private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
+  private static final VarHandle ERRNO =
+      CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
+
+  static final boolean AVAILABLE;
+
+  /** Whether the process was dumpable when this class was loaded. */
+  private static final boolean DUMPABLE;
+
+  private static final MethodHandle SYSCALL_4; // openat2
+  private static final MethodHandle SYSCALL_3; // getdents64
+  private static final MethodHandle SYSCALL_2; // setgroups
+  private static final MethodHandle OPENAT;
+  private static final MethodHandle STATX;
+  private static final MethodHandle FSTATFS;
+  private static final MethodHandle FCHMOD;
+  private static final MethodHandle RENAMEAT;
+  private static final MethodHandle UNLINKAT;
+  private static final MethodHandle MKDIRAT;
+  private static final MethodHandle READLINKAT;
+  private static final MethodHandle CLOSE;
+  private static final MethodHandle SETFSUID;
+  private static final MethodHandle SETFSGID;
+  private static final MethodHandle PRCTL;
+  private static final MethodHandle STRERROR;
+  private static final MethodHandle SYSCALL_FACCESS; // faccessat2(long, ptr, long, long)
+
+  static {
+    boolean available = false;
+    MethodHandle[] h = new MethodHandle[19];
+    String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+    String arch = System.getProperty("os.arch", "");
+    if (os.equals("linux") && (arch.equals("amd64") || arch.equals("aarch64"))) {
+      try {
+        Linker linker = Linker.nativeLinker();
+        SymbolLookup libc = linker.defaultLookup();
+        Linker.Option errno = Linker.Option.captureCallState("errno");
+        ValueLayout i = ValueLayout.JAVA_INT;
+        ValueLayout l = ValueLayout.JAVA_LONG;
+        ValueLayout a = ValueLayout.ADDRESS;
+        MemorySegment syscall = libc.find("syscall").orElseThrow();
+        // syscall(2) is variadic and reads every argument as a long: pass longs only.
+        h[0] =
+            linker.downcallHandle(
+                syscall,
+                FunctionDescriptor.of(l, l, l, a, a, l),
+                errno,
+                Linker.Option.firstVariadicArg(1));
+        h[1] =
+            linker.downcallHandle(
+                syscall,
+                FunctionDescriptor.of(l, l, l, a, l),
+                errno,
+                Linker.Option.firstVariadicArg(1));
+        h[2] =
+            linker.downcallHandle(
+                syscall,
+                FunctionDescriptor.of(l, l, l, a),
+                errno,
+                Linker.Option.firstVariadicArg(1));
+        h[3] =
+            linker.downcallHandle(
+                libc.find("openat").orElseThrow(),
+                FunctionDescriptor.of(i, i, a, i, i),
+                errno,
+                Linker.Option.firstVariadicArg(3));
+        h[4] =
+            linker.downcallHandle(
+                libc.find("statx").orElseThrow(), FunctionDescriptor.of(i, i, a, i, i, a), errno);
+        h[5] =
+            linker.downcallHandle(
+                libc.find("fstatfs").orElseThrow(), FunctionDescriptor.of(i, i, a), errno);
+        h[6] =
+            linker.downcallHandle(
+                libc.find("fchmod").orElseThrow(), FunctionDescriptor.of(i, i, i), errno);
+        h[7] =
+            linker.downcallHandle(
+                libc.find("renameat").orElseThrow(), FunctionDescriptor.of(i, i, a, i, a), errno);
+        h[8] =
+            linker.downcallHandle(
+                libc.find("unlinkat").orElseThrow(), FunctionDescriptor.of(i, i, a, i), errno);
+        h[9] =
+            linker.downcallHandle(
+                libc.find("mkdirat").orElseThrow(), FunctionDescriptor.of(i, i, a, i), errno);
+        h[10] =
+            linker.downcallHandle(
+                libc.find("readlinkat").orElseThrow(), FunctionDescriptor.of(l, i, a, a, l), errno);
+        h[11] =
+            linker.downcallHandle(libc.find("close").orElseThrow(), FunctionDescriptor.of(i, i));
+        h[12] =
+            linker.downcallHandle(
+                libc.find("setfsuid").orElseThrow(), FunctionDescriptor.of(i, i), errno);
+        h[13] =
+            linker.downcallHandle(
+                libc.find("setfsgid").orElseThrow(), FunctionDescriptor.of(i, i), errno);
+        h[16] =
+            linker.downcallHandle(
+                libc.find("prctl").orElseThrow(),
+                FunctionDescriptor.of(i, i, l),
+                errno,
+                Linker.Option.firstVariadicArg(1));
+        h[17] =
+            linker.downcallHandle(libc.find("strerror").orElseThrow(), FunctionDescriptor.of(a, i));
+        h[18] =
+            linker.downcallHandle(
+                syscall,
+                FunctionDescriptor.of(l, l, l, a, l, l),
+                errno,
+                Linker.Option.firstVariadicArg(1));
+        available = true;
+      } catch (RuntimeException | Error unavailable) {
+        available = false; // no native access or no libc: SandboxFiles is not used
+      }
+    }
+    AVAILABLE = available;
+    SYSCALL_4 = h[0];
+    SYSCALL_3 = h[1];
+    SYSCALL_2 = h[2];
+    OPENAT = h[3];
+    STATX = h[4];
+    FSTATFS = h[5];
+    FCHMOD = h[6];
+    RENAMEAT = h[7];
+    UNLINKAT = h[8];
+    MKDIRAT = h[9];
+    READLINKAT = h[10];
+    CLOSE = h[11];
+    SETFSUID = h[12];
+    SETFSGID = h[13];
+    PRCTL = h[16];
+    STRERROR = h[17];
+    SYSCALL_FACCESS = h[18];
+    DUMPABLE = dumpable();
+  }
+
+  private NativeFs() {}
+
+  /** What {@link #statx} reports. {@code mode} holds the type bits and the permission bits. */
+  record Stat(
+      int mode,
+      int uid,
+      int gid,
+      long ino,
+      int devMajor,
+      int devMinor,
+      long size,
+      Instant modified) {
+    int type() {
+      return mode & S_IFMT;
+    }
+
+    boolean isDirectory() {
+      return type() == S_IFDIR;
+    }
+
+    boolean isRegular() {
+      return type() == S_IFREG;
+    }
+
+    boolean isSymlink() {
+      return type() == S_IFLNK;
+    }
+
+    boolean sameFile(Stat other) {
+      return ino == other.ino && devMajor == other.devMajor && devMinor == other.devMinor;
+    }
+  }
+
+  // ---- path resolution ----------------------------------------------------------------------
+
+  /**
+   * {@code openat2(root, path, flags, mode, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+   * RESOLVE_NO_XDEV)}: {@code path} resolved as if {@code root} were {@code /}, whatever its
+   * symlinks and {@code ..} say, never through a {@code /proc} magic link nor onto another mount.
+   * Retries while the kernel reports a concurrent rename (EAGAIN).
+   */
+  static int openInRoot(int root, byte[] path, int flags, int mode) throws Errno {
+    long resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment how = arena.allocate(24, 8);
+      how.set(ValueLayout.JAVA_LONG, 0, (long) (flags | O_CLOEXEC) & 0xffffffffL);
+      how.set(ValueLayout.JAVA_LONG, 8, (long) mode);
+      how.set(ValueLayout.JAVA_LONG, 16, resolve);
+      MemorySegment p = cString(arena, path);
+      for (int attempt = 0; ; attempt++) {
+        long r = (long) SYSCALL_4.invokeExact(state, SYS_OPENAT2, (long) root, p, how, 24L);
+        if (r >= 0) {
+          return (int) r;
+        }
+        int errno = errno(state);
+        if ((errno != EAGAIN && errno != EINTR) || attempt >= 100) {
+          throw new Errno("openat2", errno);
+        }
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** {@code openat(dir, name, flags, mode)} with O_CLOEXEC; for one name in a directory. */
+  static int openat(int dir, byte[] name, int flags, int mode) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment p = cString(arena, name);
+      while (true) {
+        int r = (int) OPENAT.invokeExact(state, dir, p, flags | O_CLOEXEC, mode);
+        if (r >= 0) {
+          return r;
+        }
+        int errno = errno(state);
+        if (errno != EINTR) {
+          throw new Errno("openat", errno);
+        }
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Opens a host path (no root) as {@code O_PATH | O_DIRECTORY | O_NOFOLLOW}. */
+  static int openHostDirectory(String path) throws Errno {
+    return openat(
+        AT_FDCWD, path.getBytes(StandardCharsets.UTF_8), O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+  }
+
+  // ---- metadata -----------------------------------------------------------------------------
+
+  /** statx of the open file {@code fd} itself. */
+  static Stat fstat(int fd) throws Errno {
+    return statx(fd, new byte[0], AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+  }
+
+  /** statx of {@code name} in directory {@code dir}, not following a symlink. */
+  static Stat lstatAt(int dir, byte[] name) throws Errno {
+    return statx(dir, name, AT_SYMLINK_NOFOLLOW);
+  }
+
+  private static Stat statx(int dir, byte[] name, int flags) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment buf = arena.allocate(STATX_SIZE_BYTES, 8);
+      int r = (int) STATX.invokeExact(state, dir, cString(arena, name), flags, STATX_BASIC, buf);
+      if (r != 0) {
+        throw new Errno("statx", errno(state));
+      }
+      int uid = buf.get(ValueLayout.JAVA_INT, 20);
+      int gid = buf.get(ValueLayout.JAVA_INT, 24);
+      int mode = Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, 28));
+      long ino = buf.get(ValueLayout.JAVA_LONG, 32);
+      long size = buf.get(ValueLayout.JAVA_LONG, 40);
+      long mtimeSec = buf.get(ValueLayout.JAVA_LONG, 112);
+      int mtimeNsec = buf.get(ValueLayout.JAVA_INT, 120);
+      int devMajor = buf.get(ValueLayout.JAVA_INT, 136);
+      int devMinor = buf.get(ValueLayout.JAVA_INT, 140);
+      return new Stat(
+          mode,
+          uid,
+          gid,
+          ino,
+          devMajor,
+          devMinor,
+          size,
+          Instant.ofEpochSecond(mtimeSec, Integer.toUnsignedLong(mtimeNsec)));
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Whether the open file {@code fd} is on an overlayfs mount. */
+  static boolean isOverlay(int fd) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment buf = arena.allocate(256, 8); // struct statfs is 120 bytes on both
+      int r = (int) FSTATFS.invokeExact(state, fd, buf);
+      if (r != 0) {
+        throw new Errno("fstatfs", errno(state));
+      }
+      return buf.get(ValueLayout.JAVA_LONG, 0) == OVERLAYFS_SUPER_MAGIC;
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * {@code faccessat2(AT_FDCWD, "/proc/self/fd/<fd>", mode, AT_EACCESS)}: whether this thread's
+   * credentials (its fsuid, fsgid and groups) may access the open file, by the kernel's rules.
+   */
+  static void checkAccess(int fd, int mode) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment p = arena.allocateFrom("/proc/self/fd/" + fd);
+      long r =
+          (long)
+              SYSCALL_FACCESS.invokeExact(
+                  state, SYS_FACCESSAT2, (long) AT_FDCWD, p, (long) mode, (long) AT_EACCESS);
+      if (r != 0) {
+        throw new Errno("faccessat2", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  // ---- changes ------------------------------------------------------------------------------
+
+  static void fchmod(int fd, int mode) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if ((int) FCHMOD.invokeExact(state, fd, mode) != 0) {
+        throw new Errno("fchmod", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  static void renameat(int fromDir, byte[] from, int toDir, byte[] to) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r =
+          (int)
+              RENAMEAT.invokeExact(state, fromDir, cString(arena, from), toDir, cString(arena, to));
+      if (r != 0) {
+        throw new Errno("renameat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  static void unlinkat(int dir, byte[] name, int flags) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if ((int) UNLINKAT.invokeExact(state, dir, cString(arena, name), flags) != 0) {
+        throw new Errno("unlinkat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  static void mkdirat(int dir, byte[] name, int mode) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if ((int) MKDIRAT.invokeExact(state, dir, cString(arena, name), mode) != 0) {
+        throw new Errno("mkdirat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** The text of symlink {@code name} in {@code dir}, as bytes. */
+  static byte[] readlinkat(int dir, byte[] name) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment buf = arena.allocate(PATH_BUFFER);
+      long n =
+          (long) READLINKAT.invokeExact(state, dir, cString(arena, name), buf, (long) PATH_BUFFER);
+      if (n < 0) {
+        throw new Errno("readlinkat", errno(state));
+      }
+      if (n >= PATH_BUFFER) {
+        throw new Errno("readlinkat", ENAMETOOLONG);
+      }
+      return buf.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE);
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * The names in the open directory {@code fd} (read from its current offset), without . and ...
+   */
+  static List<byte[]> readDirectory(int fd) throws Errno {
+    List<byte[]> names = new ArrayList<>();
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int size = 64 * 1024;
+      MemorySegment buf = arena.allocate(size, 8);
+      while (true) {
+        long n = (long) SYSCALL_3.invokeExact(state, SYS_GETDENTS64, (long) fd, buf, (long) size);
+        if (n < 0) {
+          int errno = errno(state);
+          if (errno == EINTR) {
+            continue;
+          }
+          throw new Errno("getdents64", errno);
+        }
+        if (n == 0) {
+          return names;
+        }
+        // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        long offset = 0;
+        while (offset < n) {
+          int reclen = Short.toUnsignedInt(buf.get(ValueLayout.JAVA_SHORT, offset + 16));
+          long nameStart = offset + 19;
+          long nameEnd = nameStart;
+          long limit = offset + reclen;
+          while (nameEnd < limit && buf.get(ValueLayout.JAVA_BYTE, nameEnd) != 0) {
+            nameEnd++;
+          }
+          byte[] name = buf.asSlice(nameStart, nameEnd - nameStart).toArray(ValueLayout.JAVA_BYTE);
+          if (!isDotOrDotDot(name)) {
+            names.add(name);
+          }
+          offset += reclen;
+        }
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  static boolean isDotOrDotDot(byte[] name) {
+    return (name.length == 1 && name[0] == '.')
+        || (name.length == 2 && name[0] == '.' && name[1] == '.');
+  }
+
+  static void close(int fd) {
+    if (fd < 0) {
+      return;
+    }
+    try {
+      int ignored = (int) CLOSE.invokeExact(fd);
+    } catch (Throwable t) {
+      // nothing more to do for a descriptor we cannot close
+    }
+  }
+
+  // ---- credentials of the calling thread ----------------------------------------------------
+
+  /** A thread's file system identity: fsuid, fsgid and supplementary groups. */
+  record Identity(int fsuid, int fsgid, int[] groups) {}
+
+  /**
+   * Gives the calling thread, and only it, the file system identity of {@code uid}/{@code gid},
+   * with {@code gid} as its only supplementary group; returns the identity it had, for {@link
+   * #restore}. The thread must start as root (fsuid 0). If the new identity does not read back as
+   * asked, the old one is restored and this fails.
+   */
+  static Identity assume(int uid, int gid) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment groups = arena.allocate(ValueLayout.JAVA_INT, 1024);
+      long n = (long) SYSCALL_2.invokeExact(state, SYS_GETGROUPS, 1024L, groups);
+      if (n < 0) {
+        throw new Errno("getgroups", errno(state));
+      }
+      int[] saved = groups.asSlice(0, n * 4).toArray(ValueLayout.JAVA_INT);
+      int fsuid = (int) SETFSUID.invokeExact(state, -1); // -1 is invalid: only reads
+      int fsgid = (int) SETFSGID.invokeExact(state, -1);
+      if (fsuid != 0) {
+        throw new Errno("assume the sandbox user's identity (not root)", EPERM);
+      }
+      Identity old = new Identity(fsuid, fsgid, saved);
+      MemorySegment one = arena.allocate(ValueLayout.JAVA_INT, 1);
+      one.set(ValueLayout.JAVA_INT, 0, gid);
+      long r = (long) SYSCALL_2.invokeExact(state, SYS_SETGROUPS, 1L, one);
+      if (r != 0) {
+        throw new Errno("setgroups", errno(state));
+      }
+      int ignoredGid = (int) SETFSGID.invokeExact(state, gid);
+      int ignoredUid = (int) SETFSUID.invokeExact(state, uid);
+      if ((int) SETFSUID.invokeExact(state, -1) != uid
+          || (int) SETFSGID.invokeExact(state, -1) != gid) {
+        restore(old);
+        throw new Errno("assume the sandbox user's identity", EPERM);
+      }
+      return old;
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * Gives the calling thread back {@code old}. A change of fsuid makes the process non-dumpable:
+   * that is undone too if the process was dumpable (its real and effective ids stay root
+   * throughout, so this exposes nothing to the sandbox's user).
+   */
+  static void restore(Identity old) {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int ignoredUid = (int) SETFSUID.invokeExact(state, old.fsuid());
+      int ignoredGid = (int) SETFSGID.invokeExact(state, old.fsgid());
+      MemorySegment groups = arena.allocate(ValueLayout.JAVA_INT, Math.max(1, old.groups().length));
+      MemorySegment.copy(old.groups(), 0, groups, ValueLayout.JAVA_INT, 0, old.groups().length);
+      long r =
+          (long) SYSCALL_2.invokeExact(state, SYS_SETGROUPS, (long) old.groups().length, groups);
+      if (r != 0 || (int) SETFSUID.invokeExact(state, -1) != old.fsuid()) {
+        throw new IllegalStateException(
+            "cannot restore a file thread's identity: " + strerror(errno(state)));
+      }
+      if (DUMPABLE) {
+        int ignored = (int) PRCTL.invokeExact(state, PR_SET_DUMPABLE, 1L);
+      }
+    } catch (RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  private static boolean dumpable() {
+    if (PRCTL == null) {
+      return false;
+    }
+    try (Arena arena = Arena.ofConfined()) {
+      return (int) PRCTL.invokeExact(arena.allocate(CAPTURE), PR_GET_DUMPABLE, 0L) == 1;
+    } catch (Throwable t) {
+      return false;
+    }
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------
+
+  private static int errno(MemorySegment state) {
+    return (int) ERRNO.get(state, 0L);
+  }
+
+  private static MemorySegment cString(Arena arena, byte[] bytes) {
+    MemorySegment s = arena.allocate(bytes.length + 1L);
+    MemorySegment.copy(bytes, 0, s, ValueLayout.JAVA_BYTE, 0, bytes.length);
+    s.set(ValueLayout.JAVA_BYTE, bytes.length, (byte) 0);
+    return s;
+  }
+
+  static String strerror(int errno) {
+    if (STRERROR == null) {
+      return "errno " + errno;
+    }
+    try {
+      MemorySegment s = (MemorySegment) STRERROR.invokeExact(errno);
+      return s.reinterpret(256).getString(0);
+    } catch (Throwable t) {
+      return "errno " + errno;
+    }
+  }
+}
