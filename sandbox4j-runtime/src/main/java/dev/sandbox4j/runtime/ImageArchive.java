@@ -404,7 +404,7 @@ final class ImageArchive {
       Path dir = marker.getParent();
       Trees.delete(marker);
       if (name.equals(OPAQUE_MARKER)) {
-        NativeFiles.setOpaque(dir);
+        NativeFs.setOpaque(dir);
       } else if (name.startsWith(WHITEOUT_META)) {
         continue; // other aufs metadata: meaningless to overlayfs
       } else {
@@ -414,9 +414,9 @@ final class ImageArchive {
         }
         Path target = dir.resolve(hidden);
         if (Files.isDirectory(target, NOFOLLOW)) {
-          NativeFiles.setOpaque(target);
+          NativeFs.setOpaque(target);
         } else if (!Files.exists(target, NOFOLLOW)) {
-          NativeFiles.mknodWhiteout(target);
+          NativeFs.mknodWhiteout(target);
         }
       }
     }

@@ -1,5 +1,6 @@
 package dev.sandbox4j.runtime;
 
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -11,10 +12,12 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.VarHandle;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 
 /**
  * The Linux file system calls {@link SandboxFiles} needs, through {@code java.lang.foreign}: {@code
@@ -129,10 +132,13 @@ final class NativeFs {
   private static final MethodHandle PRCTL;
   private static final MethodHandle STRERROR;
   private static final MethodHandle SYSCALL_FACCESS; // faccessat2(long, ptr, long, long)
+  private static final MethodHandle MKNOD;
+  private static final MethodHandle LSETXATTR;
+  private static final MethodHandle LGETXATTR;
 
   static {
     boolean available = false;
-    MethodHandle[] h = new MethodHandle[19];
+    MethodHandle[] h = new MethodHandle[22];
     String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
     String arch = System.getProperty("os.arch", "");
     if (os.equals("linux") && (arch.equals("amd64") || arch.equals("aarch64"))) {
@@ -212,6 +218,17 @@ final class NativeFs {
                 FunctionDescriptor.of(l, l, l, a, l, l),
                 errno,
                 Linker.Option.firstVariadicArg(1));
+        h[19] =
+            linker.downcallHandle(
+                libc.find("mknod").orElseThrow(), FunctionDescriptor.of(i, a, i, l), errno);
+        h[20] =
+            linker.downcallHandle(
+                libc.find("lsetxattr").orElseThrow(),
+                FunctionDescriptor.of(i, a, a, a, l, i),
+                errno);
+        h[21] =
+            linker.downcallHandle(
+                libc.find("lgetxattr").orElseThrow(), FunctionDescriptor.of(l, a, a, a, l), errno);
         available = true;
       } catch (RuntimeException | Error unavailable) {
         available = false; // no native access or no libc: SandboxFiles is not used
@@ -235,6 +252,9 @@ final class NativeFs {
     PRCTL = h[16];
     STRERROR = h[17];
     SYSCALL_FACCESS = h[18];
+    MKNOD = h[19];
+    LSETXATTR = h[20];
+    LGETXATTR = h[21];
     DUMPABLE = dumpable();
   }
 
@@ -640,6 +660,116 @@ final class NativeFs {
     } catch (Throwable t) {
       return false;
     }
+  }
+
+  // ---- overlay layer files ------------------------------------------------------------------
+  // What the JDK lacks and image layers need: whiteouts (character devices 0/0, made with mknod)
+  // and opaque directories (the trusted.overlay.opaque xattr; the JDK's attribute view only
+  // reaches user.*). By host path, never following a symlink at the last component.
+
+  /** The xattr that makes a directory of an overlay layer hide the layers below it. */
+  static final String OPAQUE = "trusted.overlay.opaque";
+
+  private static final int S_IFCHR = 0020000;
+  private static final int ENODATA = 61;
+  private static final int ERANGE = 34;
+
+  /** Creates an overlayfs whiteout at {@code path}: a character device 0/0, mode 0. */
+  static void mknodWhiteout(Path path) throws IOException {
+    requireAvailable();
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r = (int) MKNOD.invokeExact(state, cString(arena, utf8(path)), S_IFCHR, 0L);
+      if (r != 0) {
+        throw layerFailure("mknod", path, errno(state));
+      }
+    } catch (IOException | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Sets extended attribute {@code name} of {@code path} itself (not a symlink's target). */
+  static void setXattr(Path path, String name, byte[] value) throws IOException {
+    requireAvailable();
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment data = arena.allocate(Math.max(1, value.length));
+      MemorySegment.copy(value, 0, data, ValueLayout.JAVA_BYTE, 0, value.length);
+      int r =
+          (int)
+              LSETXATTR.invokeExact(
+                  state,
+                  cString(arena, utf8(path)),
+                  arena.allocateFrom(name),
+                  data,
+                  (long) value.length,
+                  0);
+      if (r != 0) {
+        throw layerFailure("setxattr " + name, path, errno(state));
+      }
+    } catch (IOException | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Extended attribute {@code name} of {@code path} itself, or empty if it has none. */
+  static Optional<byte[]> getXattr(Path path, String name) throws IOException {
+    requireAvailable();
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment file = cString(arena, utf8(path));
+      MemorySegment attr = arena.allocateFrom(name);
+      for (long size = 256; ; size *= 16) {
+        MemorySegment buffer = arena.allocate(size);
+        long n = (long) LGETXATTR.invokeExact(state, file, attr, buffer, size);
+        if (n >= 0) {
+          return Optional.of(buffer.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE));
+        }
+        int errno = errno(state);
+        if (errno == ENODATA) {
+          return Optional.empty();
+        }
+        if (errno != ERANGE || size > (1 << 20)) {
+          throw layerFailure("getxattr " + name, path, errno);
+        }
+      }
+    } catch (IOException | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Whether {@code path} is an opaque directory of an overlay layer. */
+  static boolean isOpaque(Path path) throws IOException {
+    return getXattr(path, OPAQUE)
+        .map(v -> new String(v, StandardCharsets.UTF_8).equals("y"))
+        .orElse(false);
+  }
+
+  /** Marks directory {@code dir} opaque: in a stack of layers it hides what lower layers hold. */
+  static void setOpaque(Path dir) throws IOException {
+    setXattr(dir, OPAQUE, "y".getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static void requireAvailable() throws IOException {
+    if (!AVAILABLE) {
+      throw new IOException(
+          "native file operations are unavailable: Linux on amd64/aarch64 with"
+              + " --enable-native-access=ALL-UNNAMED is needed");
+    }
+  }
+
+  private static byte[] utf8(Path path) {
+    return path.toString().getBytes(StandardCharsets.UTF_8);
+  }
+
+  private static IOException layerFailure(String call, Path path, int errno) {
+    return new IOException(call + " " + path + ": " + strerror(errno));
   }
 
   // ---- helpers ------------------------------------------------------------------------------

@@ -375,7 +375,7 @@ final class RecipeBuild {
     Files.deleteIfExists(etc.resolve("hostname"));
     Files.deleteIfExists(etc.resolve("hosts"));
     try (Stream<Path> left = Files.list(etc)) {
-      if (left.findAny().isEmpty() && !NativeFiles.isOpaque(etc)) {
+      if (left.findAny().isEmpty() && !NativeFs.isOpaque(etc)) {
         Files.delete(etc);
       }
     }

@@ -286,7 +286,7 @@ class ImageImportTest {
       Files.writeString(layer.resolve("only-" + i), "x");
       bottomFirst.add(layer);
     }
-    NativeFiles.mknodWhiteout(bottomFirst.getLast().resolve("only-0"));
+    NativeFs.mknodWhiteout(bottomFirst.getLast().resolve("only-0"));
     Path upper = Files.createDirectories(temp.resolve("many/upper"));
     Path work = Files.createDirectories(temp.resolve("many/work"));
     Path root = Files.createDirectories(temp.resolve("many/root"));
@@ -340,10 +340,10 @@ class ImageImportTest {
     assertThat(unix(whiteout, "mode") & 0170000).as("a character device").isEqualTo(0020000);
     assertThat((Long) Files.getAttribute(whiteout, "unix:rdev", NOFOLLOW)).isZero();
     assertThat(upperLayer.resolve("data/.wh.gone.txt")).doesNotExist();
-    assertThat(NativeFiles.isOpaque(upperLayer.resolve("opq"))).isTrue();
+    assertThat(NativeFs.isOpaque(upperLayer.resolve("opq"))).isTrue();
     assertThat(upperLayer.resolve("opq/.wh..wh..opq")).doesNotExist();
-    assertThat(NativeFiles.isOpaque(upperLayer.resolve("replaced"))).isTrue();
-    assertThat(NativeFiles.isOpaque(upperLayer.resolve("data"))).isFalse();
+    assertThat(NativeFs.isOpaque(upperLayer.resolve("replaced"))).isTrue();
+    assertThat(NativeFs.isOpaque(upperLayer.resolve("data"))).isFalse();
   }
 
   private void assertWhiteoutsTookEffect(String image) {
