@@ -52,20 +52,6 @@ record SandboxRecord(
     layers = layers == null ? null : List.copyOf(layers);
   }
 
-  /** A record that names no layers (as records written before layers existed). */
-  SandboxRecord(
-      int formatVersion,
-      String id,
-      Status status,
-      String image,
-      String created,
-      Map<String, String> labels,
-      int cpus,
-      long memoryBytes,
-      int pids) {
-    this(formatVersion, id, status, image, created, labels, cpus, memoryBytes, pids, null);
-  }
-
   SandboxRecord withStatus(Status next) {
     return new SandboxRecord(
         formatVersion, id, next, image, created, labels, cpus, memoryBytes, pids, layers);

@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -94,7 +95,8 @@ public final class CrashChild {
                 Map.of(),
                 1,
                 1L << 30,
-                16);
+                16,
+                List.of());
         record.write(temp);
         SandboxRecord.read(temp);
       } finally {

@@ -13,7 +13,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -42,9 +41,7 @@ class ImageImportTest {
   void setUp() throws IOException {
     Prerequisites.requireLocalEngine();
     TestImages.requireBusybox();
-    // A sandbox's processes (host uid 100000+) must be able to reach its root: JUnit's 0700 no.
-    Files.setPosixFilePermissions(temp, PosixFilePermissions.fromString("rwxr-xr-x"));
-    home = Files.createDirectories(temp.resolve("home"));
+    home = TestImages.privateHome(temp);
     sandboxes = LocalSandbox.builder().home(home).progress(progress::add).build();
     store = sandboxes.engine().images();
   }
@@ -52,13 +49,7 @@ class ImageImportTest {
   /** Destroys what a failed test left and deletes the store here (its absolute links too). */
   @AfterEach
   void tearDown() throws IOException {
-    if (sandboxes == null) {
-      return;
-    }
-    for (SandboxInfo s : sandboxes.list()) {
-      sandboxes.destroy(s.ref());
-    }
-    Trees.delete(home);
+    TestImages.destroyAllAndDelete(sandboxes, home);
   }
 
   @Test

@@ -10,7 +10,6 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.AfterEach;
@@ -35,8 +34,7 @@ class ImageRecipeTest {
   @BeforeEach
   void setUp() throws Exception {
     Prerequisites.requireLocalEngine();
-    Files.setPosixFilePermissions(temp, PosixFilePermissions.fromString("rwxr-xr-x"));
-    home = Files.createDirectories(temp.resolve("home"));
+    home = TestImages.privateHome(temp);
     TestImages.seedDefault(home);
     sandboxes = LocalSandbox.builder().home(home).progress(progress::add).build();
     store = sandboxes.engine().images();
@@ -45,13 +43,7 @@ class ImageRecipeTest {
   /** Destroys what a failed test left and deletes the store here (its absolute links too). */
   @AfterEach
   void tearDown() throws IOException {
-    if (sandboxes == null) {
-      return;
-    }
-    for (SandboxInfo s : sandboxes.list()) {
-      sandboxes.destroy(s.ref());
-    }
-    Trees.delete(home);
+    TestImages.destroyAllAndDelete(sandboxes, home);
   }
 
   @Test

@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -23,6 +24,26 @@ final class TestImages {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private TestImages() {}
+
+  /**
+   * A private state directory under {@code temp}. A sandbox's processes (host uid 100000+) must be
+   * able to reach its root, so {@code temp} (JUnit makes it 0700) is opened to 0755.
+   */
+  static Path privateHome(Path temp) throws IOException {
+    Files.setPosixFilePermissions(temp, PosixFilePermissions.fromString("rwxr-xr-x"));
+    return Files.createDirectories(temp.resolve("home"));
+  }
+
+  /** Destroys what a test left in {@code sandboxes} and deletes its state directory. */
+  static void destroyAllAndDelete(LocalSandbox sandboxes, Path home) throws IOException {
+    if (sandboxes == null) {
+      return;
+    }
+    for (SandboxInfo s : sandboxes.list()) {
+      sandboxes.destroy(s.ref());
+    }
+    Trees.delete(home);
+  }
 
   static void requireBusybox() {
     Prerequisites.require(
