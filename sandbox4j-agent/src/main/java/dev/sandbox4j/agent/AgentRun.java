@@ -206,15 +206,13 @@ final class AgentRun implements RunContext {
       for (Capability capability : capabilities) {
         output = capability.afterToolCall(this, call, output);
       }
-      emit(
-          new AgentEvent.ToolCallFinished(
-              call.id(), call.toolName(), output, AgentEvent.Outcome.RETURNED));
+      finish(call, output, AgentEvent.Outcome.RETURNED);
       return new RequestPart.ToolReturn(call.id(), call.toolName(), output, false);
     } catch (ModelRetryException e) {
       return retry(call, e.getMessage(), tool.maxRetries());
-    } catch (WorkspaceUnavailableException
-        | CancellationException
-        | UsageLimitExceededException e) {
+    } catch (WorkspaceUnavailableException | CancellationException | AgentException e) {
+      // the machine is gone, the run was cancelled, or the agent itself is misconfigured (no
+      // workspace to use): nothing the model could fix by reading an error result
       throw e;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -224,9 +222,7 @@ final class AgentRun implements RunContext {
         throw cancelled();
       }
       String message = "Error: " + describe(e);
-      emit(
-          new AgentEvent.ToolCallFinished(
-              call.id(), call.toolName(), message, AgentEvent.Outcome.FAILED));
+      finish(call, message, AgentEvent.Outcome.FAILED);
       return new RequestPart.ToolReturn(call.id(), call.toolName(), message, true);
     } finally {
       session.announceIfCreated();
@@ -244,10 +240,13 @@ final class AgentRun implements RunContext {
               + " retries in this run; the last problem: "
               + message);
     }
-    emit(
-        new AgentEvent.ToolCallFinished(
-            call.id(), call.toolName(), message, AgentEvent.Outcome.RETRY));
+    finish(call, message, AgentEvent.Outcome.RETRY);
     return new RequestPart.RetryPrompt(call.id(), call.toolName(), message);
+  }
+
+  private void finish(ResponsePart.ToolCall call, String result, AgentEvent.Outcome outcome) {
+    session.announceIfCreated(); // a workspace the call created is reported before its result
+    emit(new AgentEvent.ToolCallFinished(call.id(), call.toolName(), result, outcome));
   }
 
   private static String describe(Exception e) {

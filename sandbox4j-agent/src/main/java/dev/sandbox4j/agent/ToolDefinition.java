@@ -1,5 +1,7 @@
 package dev.sandbox4j.agent;
 
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
 import java.util.regex.Pattern;
@@ -24,6 +26,7 @@ public record ToolDefinition(
           "a tool name is 1 to 64 letters, digits, '_' or '-', was '" + name + "'");
     }
     description = description == null ? "" : description;
-    parametersSchema = Map.copyOf(parametersSchema);
+    // ordered as given: the model reads the properties in that order
+    parametersSchema = Collections.unmodifiableMap(new LinkedHashMap<>(parametersSchema));
   }
 }

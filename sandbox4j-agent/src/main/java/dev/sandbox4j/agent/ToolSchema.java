@@ -59,7 +59,7 @@ final class ToolSchema {
   private static Map<String, Object> of(Type type, Class<?> owner) {
     if (type instanceof Class<?> c) {
       if (c == String.class || c == char.class || c == Character.class) {
-        return Map.of("type", "string");
+        return ordered("type", "string");
       }
       if (c == int.class
           || c == Integer.class
@@ -67,23 +67,23 @@ final class ToolSchema {
           || c == Long.class
           || c == short.class
           || c == Short.class) {
-        return Map.of("type", "integer");
+        return ordered("type", "integer");
       }
       if (c == double.class || c == Double.class || c == float.class || c == Float.class) {
-        return Map.of("type", "number");
+        return ordered("type", "number");
       }
       if (c == boolean.class || c == Boolean.class) {
-        return Map.of("type", "boolean");
+        return ordered("type", "boolean");
       }
       if (c.isEnum()) {
         List<String> names = new ArrayList<>();
         for (Object constant : c.getEnumConstants()) {
           names.add(((Enum<?>) constant).name());
         }
-        return Map.of("type", "string", "enum", names);
+        return ordered("type", "string", "enum", names);
       }
       if (c.isArray()) {
-        return Map.of("type", "array", "items", of(c.getComponentType(), owner));
+        return ordered("type", "array", "items", of(c.getComponentType(), owner));
       }
       if (c.isRecord()) {
         return ofRecord(c);
@@ -91,10 +91,10 @@ final class ToolSchema {
     }
     if (type instanceof ParameterizedType p && p.getRawType() instanceof Class<?> raw) {
       if (List.class.isAssignableFrom(raw) || Set.class.isAssignableFrom(raw)) {
-        return Map.of("type", "array", "items", of(p.getActualTypeArguments()[0], owner));
+        return ordered("type", "array", "items", of(p.getActualTypeArguments()[0], owner));
       }
       if (Map.class.isAssignableFrom(raw) && p.getActualTypeArguments()[0] == String.class) {
-        return Map.of(
+        return ordered(
             "type", "object", "additionalProperties", of(p.getActualTypeArguments()[1], owner));
       }
     }
@@ -127,7 +127,7 @@ final class ToolSchema {
           return;
         }
         Map<String, Object> properties =
-            (Map<String, Object>) schema.getOrDefault("properties", Map.of());
+            (Map<String, Object>) schema.getOrDefault("properties", ordered());
         List<String> required = (List<String>) schema.getOrDefault("required", List.of());
         for (String name : required) {
           JsonNode field = value.get(name);
@@ -190,6 +190,15 @@ final class ToolSchema {
       }
       default -> throw new IllegalStateException("schema type " + type);
     }
+  }
+
+  /** A map keeping the order given: the model reads the schema in that order. */
+  private static Map<String, Object> ordered(Object... keysAndValues) {
+    Map<String, Object> map = new LinkedHashMap<>();
+    for (int i = 0; i < keysAndValues.length; i += 2) {
+      map.put((String) keysAndValues[i], keysAndValues[i + 1]);
+    }
+    return java.util.Collections.unmodifiableMap(map);
   }
 
   private static String join(String path, String name) {

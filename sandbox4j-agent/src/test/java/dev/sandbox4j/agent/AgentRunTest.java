@@ -1,0 +1,380 @@
+package dev.sandbox4j.agent;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The run loop on host-directory workspaces: fast, and the same code path as any backend. */
+class AgentRunTest {
+
+  @TempDir Path root;
+
+  private WorkspaceCapability hostWorkspaces() {
+    return WorkspaceCapability.of(HostWorkspaceProvider.create(root));
+  }
+
+  private Agent.Builder agent(Model model) {
+    return Agent.builder()
+        .model(model)
+        .capability(hostWorkspaces())
+        .tool(TestTools.WRITE)
+        .tool(TestTools.READ)
+        .tool(TestTools.SH);
+  }
+
+  @Test
+  void toolCallsRunInTheWorkspaceAndTheirResultsGoBackToTheModel() {
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Model model =
+        TestTools.function(
+            request -> {
+              seen.add(request);
+              return switch (seen.size()) {
+                case 1 ->
+                    ResponseMessage.toolCall("c1", "put", "{\"path\":\"a.txt\",\"text\":\"hi\"}");
+                case 2 -> ResponseMessage.toolCall("c2", "get", "{\"path\":\"a.txt\"}");
+                default -> ResponseMessage.text("the file says hi");
+              };
+            });
+    RunResult result = agent(model).instructions("Be brief.").build().runSync("write and read");
+
+    assertThat(result.output()).isEqualTo("the file says hi");
+    assertThat(seen.getFirst().instructions()).isEqualTo("Be brief.");
+    assertThat(seen.getFirst().tools())
+        .extracting(ToolDefinition::name)
+        .containsExactlyInAnyOrder("put", "get", "sh");
+    assertThat(TestTools.lastParts(seen.get(2)))
+        .containsExactly(new RequestPart.ToolReturn("c2", "get", "hi", false));
+    assertThat(result.usage()).isEqualTo(new Usage(3, 0, 0, 2));
+    assertThat(result.newMessages()).hasSize(6);
+    WorkspaceRef ref = result.workspace().orElseThrow();
+    assertThat(ref.provider()).isEqualTo(HostWorkspaceProvider.NAME);
+    // the response whose tool created the workspace records it, and every later one does
+    List<ResponseMessage> responses =
+        result.newMessages().stream()
+            .filter(ResponseMessage.class::isInstance)
+            .map(ResponseMessage.class::cast)
+            .toList();
+    assertThat(responses).allSatisfy(r -> assertThat(r.workspace()).isEqualTo(ref));
+    assertThat(responses).allSatisfy(r -> assertThat(r.modelName()).isEqualTo("function"));
+  }
+
+  @Test
+  void aRunWithoutToolCallsCreatesNoWorkspace() {
+    RunResult result = agent(TestTools.scripted()).build().runSync("hello");
+    assertThat(result.output()).isEqualTo("done");
+    assertThat(result.workspace()).isEmpty();
+  }
+
+  @Test
+  void invalidArgumentsGoBackAsARetryPromptNamingEachProblem() {
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Model model =
+        TestTools.function(
+            request -> {
+              seen.add(request);
+              return seen.size() == 1
+                  ? ResponseMessage.toolCall("c1", "put", "{\"path\": 3, \"extra\": true}")
+                  : ResponseMessage.text("ok");
+            });
+    agent(model).build().runSync("go");
+
+    RequestPart part = TestTools.lastParts(seen.get(1)).getFirst();
+    assertThat(part).isInstanceOf(RequestPart.RetryPrompt.class);
+    String message = ((RequestPart.RetryPrompt) part).content();
+    assertThat(message)
+        .contains("`path`: expected a string, got a number (3)")
+        .contains("`text`: required, missing")
+        .contains("`extra`: unknown argument (known: path, text)");
+  }
+
+  @Test
+  void anUnknownToolIsARetryListingTheTools() {
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Model model =
+        TestTools.function(
+            request -> {
+              seen.add(request);
+              return seen.size() == 1
+                  ? ResponseMessage.toolCall("c1", "delete_everything", "{}")
+                  : ResponseMessage.text("ok");
+            });
+    agent(model).build().runSync("go");
+    assertThat(((RequestPart.RetryPrompt) TestTools.lastParts(seen.get(1)).getFirst()).content())
+        .isEqualTo("There is no tool named `delete_everything`. The tools are: get, put, sh.");
+  }
+
+  @Test
+  void retriesAreBoundedPerTool() {
+    Model model = TestTools.function(request -> ResponseMessage.toolCall("c", "put", "{}"));
+    assertThatThrownBy(() -> agent(model).build().runSync("go"))
+        .isInstanceOf(UnexpectedModelBehaviorException.class)
+        .hasMessageContaining("tool `put` exceeded its 3 retries in this run")
+        .hasMessageContaining("`path`: required, missing");
+  }
+
+  @Test
+  void aFailingToolBecomesAnErrorResultTheModelReads() {
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Model model =
+        TestTools.function(
+            request -> {
+              seen.add(request);
+              return seen.size() == 1
+                  ? ResponseMessage.toolCall("c1", "get", "{\"path\":\"missing.txt\"}")
+                  : ResponseMessage.text("ok");
+            });
+    agent(model).build().runSync("go");
+    RequestPart.ToolReturn result =
+        (RequestPart.ToolReturn) TestTools.lastParts(seen.get(1)).getFirst();
+    assertThat(result.error()).isTrue();
+    assertThat(result.content()).startsWith("Error: ").contains("missing.txt");
+  }
+
+  @Test
+  void limitsOnRequestsAndToolCallsStopTheRun() {
+    Model loop =
+        TestTools.function(
+            request -> ResponseMessage.toolCall("c", "sh", "{\"command\":\"true\"}"));
+    assertThatThrownBy(() -> agent(loop).maxRequests(3).build().runSync("go"))
+        .isInstanceOf(UsageLimitExceededException.class)
+        .hasMessage("the run reached its limit of 3 model requests");
+    assertThatThrownBy(
+            () -> agent(loop).build().runSync("go", RunConfig.builder().maxToolCalls(2).build()))
+        .isInstanceOf(UsageLimitExceededException.class)
+        .hasMessage("the run reached its limit of 2 tool calls");
+  }
+
+  @Test
+  void hooksRunInOrderAndAfterRunIsSkippedWhenTheRunFails() {
+    List<String> calls = new CopyOnWriteArrayList<>();
+    Hooks hooks =
+        Hooks.builder()
+            .beforeRun(run -> calls.add("beforeRun"))
+            .beforeToolCall((run, call) -> calls.add("beforeTool " + call.toolName()))
+            .afterToolCall(
+                (run, call, output) -> {
+                  calls.add("afterTool " + output);
+                  return output.toUpperCase();
+                })
+            .afterRun((run, result) -> calls.add("afterRun " + result.output()))
+            .onRunError(
+                (run, error) -> {
+                  calls.add("onRunError " + error.getMessage());
+                  throw error;
+                })
+            .build();
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Model model =
+        TestTools.function(
+            request -> {
+              seen.add(request);
+              return seen.size() == 1
+                  ? ResponseMessage.toolCall("c1", "sh", "{\"command\":\"echo hi\"}")
+                  : ResponseMessage.text("ok");
+            });
+    agent(model).capability(hooks).build().runSync("go");
+    assertThat(calls)
+        .containsExactly("beforeRun", "beforeTool sh", "afterTool hi\n[exit 0]", "afterRun ok");
+    assertThat(((RequestPart.ToolReturn) TestTools.lastParts(seen.get(1)).getFirst()).content())
+        .isEqualTo("HI\n[EXIT 0]");
+
+    calls.clear();
+    Model broken =
+        TestTools.function(
+            request -> {
+              throw new ModelException("provider down");
+            });
+    assertThatThrownBy(() -> agent(broken).capability(hooks).build().runSync("go"))
+        .isInstanceOf(ModelException.class)
+        .hasMessage("provider down");
+    assertThat(calls).containsExactly("beforeRun", "onRunError provider down");
+  }
+
+  @Test
+  void onRunErrorCanRecoverWithAResult() {
+    Hooks recover =
+        Hooks.builder()
+            .onRunError(
+                (run, error) ->
+                    new RunResult("recovered", run.messages(), List.of(), run.usage(), null))
+            .build();
+    Model broken =
+        TestTools.function(
+            request -> {
+              throw new ModelException("provider down");
+            });
+    assertThat(agent(broken).capability(recover).build().runSync("go").output())
+        .isEqualTo("recovered");
+  }
+
+  @Test
+  void eventsArriveInOrder() {
+    List<AgentEvent> events = new ArrayList<>();
+    Model model = TestTools.scripted("sh", "{\"command\":\"echo out; echo err >&2\"}");
+    agent(model).build().runStreaming("go", RunConfig.defaults(), events::add);
+    assertThat(events)
+        .extracting(e -> e.getClass().getSimpleName())
+        .containsExactly(
+            "ModelResponded",
+            "ToolCallStarted",
+            "WorkspaceCreated",
+            "ToolCallFinished",
+            "TextDelta",
+            "ModelResponded");
+    assertThat(events.get(3))
+        .isEqualTo(
+            new AgentEvent.ToolCallFinished(
+                "call-0", "sh", "out\nerr\n[exit 0]", AgentEvent.Outcome.RETURNED));
+  }
+
+  @Test
+  void historyContinuesInTheSameWorkspaceAndNewStartsAFreshOne() {
+    Agent writer = agent(TestTools.scripted("put", "{\"path\":\"f\",\"text\":\"one\"}")).build();
+    RunResult first = writer.runSync("write");
+    WorkspaceRef ref = first.workspace().orElseThrow();
+
+    Agent reader = agent(TestTools.scripted("get", "{\"path\":\"f\"}")).build();
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Agent spying =
+        agent(
+                TestTools.function(
+                    request -> {
+                      seen.add(request);
+                      return seen.size() == 1
+                          ? ResponseMessage.toolCall("c", "get", "{\"path\":\"f\"}")
+                          : ResponseMessage.text("read");
+                    }))
+            .build();
+    RunResult second = spying.runSync("read", RunConfig.continuing(first.allMessages()));
+    assertThat(second.workspace()).contains(ref);
+    assertThat(((RequestPart.ToolReturn) TestTools.lastParts(seen.get(1)).getFirst()).content())
+        .isEqualTo("one");
+    assertThat(second.allMessages()).startsWith(first.allMessages().toArray(Message[]::new));
+
+    RunResult fresh =
+        reader.runSync(
+            "read", RunConfig.builder().messageHistory(first.allMessages()).newWorkspace().build());
+    assertThat(fresh.workspace()).isPresent().isNotEqualTo(java.util.Optional.of(ref));
+  }
+
+  @Test
+  void aRefOfAProviderNoCapabilityHandlesIsAClearErrorBeforeAnyModelRequest() {
+    List<ModelRequest> seen = new CopyOnWriteArrayList<>();
+    Agent agent =
+        agent(
+                TestTools.function(
+                    request -> {
+                      seen.add(request);
+                      return ResponseMessage.text("no");
+                    }))
+            .build();
+    assertThatThrownBy(
+            () ->
+                agent.runSync(
+                    "go",
+                    RunConfig.builder().workspace(new WorkspaceRef("modal", "sb-123")).build()))
+        .isInstanceOf(AgentException.class)
+        .hasMessage(
+            "workspace modal:sb-123 belongs to provider 'modal', but no capability of this agent"
+                + " handles it (it handles 'host'); add WorkspaceCapability.of(<a modal"
+                + " provider>)");
+    assertThat(seen).isEmpty();
+  }
+
+  @Test
+  void aRunWithNoWorkspaceToUseSaysHowToGetOne() {
+    Agent agent =
+        Agent.builder()
+            .model(TestTools.scripted("get", "{\"path\":\"f\"}"))
+            .tool(TestTools.READ)
+            .build();
+    assertThatThrownBy(() -> agent.runSync("go"))
+        .isInstanceOf(AgentException.class)
+        .hasMessageContaining("this run has no workspace");
+  }
+
+  @Test
+  void aDestroyedWorkspaceFailsTheRunWithUnavailable() {
+    WorkspaceCapability workspaces = hostWorkspaces();
+    Agent writer = agent(TestTools.scripted("put", "{\"path\":\"f\",\"text\":\"one\"}")).build();
+    RunResult first = writer.runSync("write");
+    workspaces.destroy(first.workspace().orElseThrow());
+
+    Agent reader = agent(TestTools.scripted("get", "{\"path\":\"f\"}")).build();
+    assertThatThrownBy(() -> reader.runSync("read", RunConfig.continuing(first.allMessages())))
+        .isInstanceOf(dev.sandbox4j.workspace.WorkspaceUnavailableException.class);
+  }
+
+  @Test
+  void cancellingARunKillsItsRunningCommand() throws Exception {
+    Path marker = root.resolve("cancel-marker");
+    List<AgentEvent> events = new CopyOnWriteArrayList<>();
+    Agent agent =
+        agent(TestTools.scripted("sh", "{\"command\":\"sleep 3; touch " + marker + "\"}")).build();
+    CompletableFuture<RunResult> run =
+        agent.run("go", RunConfig.builder().onEvent(events::add).build());
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (events.stream().noneMatch(AgentEvent.ToolCallStarted.class::isInstance)) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      Thread.sleep(10);
+    }
+    Thread.sleep(300);
+    assertThat(run.cancel(true)).isTrue();
+    assertThatThrownBy(run::get).isInstanceOf(CancellationException.class);
+    Thread.sleep(Duration.ofSeconds(4));
+    assertThat(marker).doesNotExist();
+  }
+
+  @Test
+  void aRunOnAnotherThreadReturnsItsResult() throws Exception {
+    CompletableFuture<RunResult> run = agent(TestTools.scripted()).build().run("go");
+    assertThat(run.get(10, TimeUnit.SECONDS).output()).isEqualTo("done");
+    CompletableFuture<RunResult> failing =
+        agent(
+                TestTools.function(
+                    request -> {
+                      throw new ModelException("down");
+                    }))
+            .build()
+            .run("go");
+    assertThatThrownBy(() -> failing.get(10, TimeUnit.SECONDS))
+        .isInstanceOf(ExecutionException.class)
+        .hasCauseInstanceOf(ModelException.class);
+  }
+
+  @Test
+  void twoToolsWithOneNameAreRefused() {
+    assertThatThrownBy(() -> agent(TestTools.scripted()).tool(TestTools.READ).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("two tools are named 'get'");
+  }
+
+  @Test
+  void theHostWorkspaceIsWhereFilesLand() throws Exception {
+    RunResult result =
+        agent(TestTools.scripted("put", "{\"path\":\"x/y.txt\",\"text\":\"z\"}"))
+            .build()
+            .runSync("go");
+    String id = result.workspace().orElseThrow().id();
+    try (var files = Files.walk(root)) {
+      assertThat(files.filter(p -> p.endsWith("x/y.txt")).toList())
+          .singleElement()
+          .satisfies(p -> assertThat(p.toString()).contains(id));
+    }
+  }
+}
