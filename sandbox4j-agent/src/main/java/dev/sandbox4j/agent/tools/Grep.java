@@ -91,7 +91,7 @@ final class Grep {
       }
       rg.addAll(List.of("--regexp", pattern, "--", operand));
       run = run(ws, cwd, rg);
-      sorted = true;
+      sorted = !run.missing();
       if (run.missing()) {
         run = null;
       }
@@ -103,10 +103,13 @@ final class Grep {
       if (ignoreCase) {
         grep.add("-i");
       }
+      grep.addAll(List.of("-e", pattern));
       if (directory) {
+        // no operand: grep -r then searches "." itself, which --exclude-dir=.* would skip
         grep.addAll(List.of("--exclude=.*", "--exclude-dir=.*"));
+      } else {
+        grep.addAll(List.of("--", operand));
       }
-      grep.addAll(List.of("-e", pattern, "--", operand));
       run = run(ws, cwd, grep);
       if (run.missing()) {
         throw new ToolError(
