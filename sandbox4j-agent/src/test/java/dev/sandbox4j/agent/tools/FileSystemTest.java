@@ -2,6 +2,7 @@ package dev.sandbox4j.agent.tools;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -340,15 +341,12 @@ class FileSystemTest {
 
   // --- grep -------------------------------------------------------------------------------------
 
-  static void writeGrepTree(Path dir) throws Exception {
-    Files.createDirectories(dir.resolve("src/pkg"));
-    Files.createDirectories(dir.resolve(".git"));
-    Files.writeString(
-        dir.resolve("src/app.py"), "import os\n\ndef main():\n    print('TODO fix')\n");
-    Files.writeString(dir.resolve("src/pkg/util.py"), "# todo: later\nx = 1\n");
-    Files.writeString(dir.resolve("README.md"), "TODO: docs\n");
-    Files.writeString(dir.resolve(".git/notes"), "TODO hidden\n");
-    Files.write(dir.resolve("src/blob.bin"), "TODO\0binary".getBytes(StandardCharsets.UTF_8));
+  static void writeGrepTree(Workspace ws) {
+    ws.writeText("src/app.py", "import os\n\ndef main():\n    print('TODO fix')\n");
+    ws.writeText("src/pkg/util.py", "# todo: later\nx = 1\n");
+    ws.writeText("README.md", "TODO: docs\n");
+    ws.writeText(".git/notes", "TODO hidden\n");
+    ws.writeBytes("src/blob.bin", "TODO\0binary".getBytes(StandardCharsets.UTF_8));
   }
 
   /** The grep formats, whichever engine ran: shared by the host fallback and the rg test. */
@@ -378,13 +376,13 @@ class FileSystemTest {
 
   @Test
   void grepFallsBackToGrepWhenForced() throws Exception {
-    writeGrepTree(dir);
+    writeGrepTree(tools.workspace);
     assertGrepFormats(tools, FileSystem.builder().ripgrep(false).build());
   }
 
   @Test
   void grepFallsBackToGrepWhenTheWorkspaceHasNoRipgrep() throws Exception {
-    writeGrepTree(dir);
+    writeGrepTree(tools.workspace);
     // a workspace whose PATH has grep but no rg
     Path bin = Files.createDirectories(root.resolve("bin-no-rg"));
     for (String tool : List.of("grep", "sh", "cat")) {
@@ -399,7 +397,7 @@ class FileSystemTest {
                 .env("PATH", bin.toString())
                 .build()
                 .newBackend());
-    writeGrepTree(Path.of(noRg.workspace.workingDirectory()));
+    writeGrepTree(noRg.workspace);
     assertGrepFormats(noRg, fs);
   }
 
