@@ -297,8 +297,9 @@ public final class Shell implements Capability {
       live.set(false);
     }
     if (ended) {
-      return ToolOutputs.withFooter(
-          take(job), "(no output)", String.join("\n", ending(started)), maxOutputChars);
+      // as run_command: an exit code of 0 goes without saying
+      String footer = started.exitCode().orElse(-1) == 0 ? "" : String.join("\n", ending(started));
+      return ToolOutputs.withFooter(take(job), "(no output)", footer, maxOutputChars);
     }
     jobs.add(ctx.run(), job);
     String id = started.id();
