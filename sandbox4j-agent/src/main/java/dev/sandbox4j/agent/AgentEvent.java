@@ -4,8 +4,10 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 
 /**
  * What happens during a run, as it happens, for UIs and the CLI ({@link
- * RunConfig.Builder#onEvent}). Events of one run arrive in order, on the run's thread; a listener
- * that throws does not fail the run.
+ * RunConfig.Builder#onEvent}). Events of one run arrive in order, one at a time: on the run's
+ * thread, except {@link ToolOutput}, which comes from the thread reading the command's output
+ * (always between its call's {@link ToolCallStarted} and {@link ToolCallFinished}). A listener that
+ * throws does not fail the run.
  */
 public sealed interface AgentEvent {
 

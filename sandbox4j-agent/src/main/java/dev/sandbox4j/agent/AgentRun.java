@@ -206,6 +206,7 @@ final class AgentRun implements RunContext {
       for (Capability capability : capabilities) {
         output = capability.afterToolCall(this, call, output);
       }
+      retries.remove(call.toolName()); // the budget is for retries in a row, as in the reference
       finish(call, output, AgentEvent.Outcome.RETURNED);
       return new RequestPart.ToolReturn(call.id(), call.toolName(), output, false);
     } catch (ModelRetryException e) {
@@ -237,7 +238,7 @@ final class AgentRun implements RunContext {
               + call.toolName()
               + "` exceeded its "
               + maxRetries
-              + " retries in this run; the last problem: "
+              + " retries in a row; the last problem: "
               + message);
     }
     finish(call, message, AgentEvent.Outcome.RETRY);
@@ -281,6 +282,13 @@ final class AgentRun implements RunContext {
   }
 
   private void emit(AgentEvent event) {
+    // one at a time: a command's stdout and stderr are read on two threads
+    synchronized (listener) {
+      emitLocked(event);
+    }
+  }
+
+  private void emitLocked(AgentEvent event) {
     try {
       listener.accept(event);
     } catch (RuntimeException e) {

@@ -10,9 +10,9 @@ package dev.sandbox4j.agent;
  * arguments go back to the model as a retry prompt naming each problem.
  *
  * <p>What a call's failure does to the run: {@link ModelRetryException} asks the model to try again
- * (at most {@link #maxRetries()} times per run); {@code WorkspaceUnavailableException} fails the
- * run (the machine is gone); any other exception becomes a tool result marked as an error, which
- * the model reads. Implementations are thread-safe.
+ * (at most {@link #maxRetries()} times in a row: a call that returns resets the count); {@code
+ * WorkspaceUnavailableException} fails the run (the machine is gone); any other exception becomes a
+ * tool result marked as an error, which the model reads. Implementations are thread-safe.
  */
 public interface Tool {
 
@@ -28,7 +28,10 @@ public interface Tool {
    */
   String call(ToolContext context, String arguments) throws Exception;
 
-  /** How many retry prompts this tool may cause in one run before the run fails; 3 by default. */
+  /**
+   * How many retry prompts in a row this tool may cause before the run fails; 3 by default. A call
+   * that returns resets the count.
+   */
   default int maxRetries() {
     return 3;
   }

@@ -29,7 +29,11 @@ public final class WorkspaceCapability implements Capability {
           "read_file",
           "write_file",
           "edit_file",
-          "list_directory");
+          "list_directory",
+          "find_files",
+          "grep",
+          "create_directory",
+          "file_info");
 
   private final WorkspaceProvider provider;
   private final boolean warnIfNoTools;

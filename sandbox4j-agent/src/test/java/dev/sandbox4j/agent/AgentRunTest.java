@@ -123,8 +123,18 @@ class AgentRunTest {
     Model model = TestTools.function(request -> ResponseMessage.toolCall("c", "put", "{}"));
     assertThatThrownBy(() -> agent(model).build().runSync("go"))
         .isInstanceOf(UnexpectedModelBehaviorException.class)
-        .hasMessageContaining("tool `put` exceeded its 3 retries in this run")
+        .hasMessageContaining("tool `put` exceeded its 3 retries in a row")
         .hasMessageContaining("`path`: required, missing");
+  }
+
+  @Test
+  void aCallThatReturnsResetsTheRetryCount() {
+    String bad = "{}";
+    String good = "{\"path\":\"f\",\"text\":\"t\"}";
+    Model model =
+        TestTools.scripted(
+            "put", bad, "put", bad, "put", bad, "put", good, "put", bad, "put", bad, "put", bad);
+    assertThat(agent(model).build().runSync("go").output()).isEqualTo("done");
   }
 
   @Test

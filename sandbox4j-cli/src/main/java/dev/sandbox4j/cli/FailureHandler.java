@@ -68,6 +68,15 @@ final class FailureHandler implements IParameterExceptionHandler, IExecutionExce
         report(oneLine(w.getMessage()), e);
         yield ExitCodes.FAILURE;
       }
+      case dev.sandbox4j.agent.AgentException a -> {
+        // the model provider failed, a limit was reached, or the agent cannot get a workspace
+        report("the agent run failed: " + oneLine(a.getMessage()), e);
+        yield ExitCodes.FAILURE;
+      }
+      case IllegalArgumentException bad when command.getCommand() instanceof RunCommand -> {
+        report(oneLine(bad.getMessage()), e);
+        yield ExitCodes.USAGE;
+      }
       default -> {
         report(
             "internal error: "

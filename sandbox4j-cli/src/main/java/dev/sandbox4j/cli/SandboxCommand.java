@@ -47,7 +47,9 @@ import picocli.CommandLine.Spec;
       CopyCommand.class,
       ListCommand.class,
       RemoveCommand.class,
-      GcCommand.class
+      GcCommand.class,
+      RunCommand.class,
+      DemoCommand.class
     })
 final class SandboxCommand implements Runnable {
 
@@ -127,7 +129,8 @@ final class SandboxCommand implements Runnable {
   public void run() {
     throw new ParameterException(
         spec.commandLine(),
-        "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm or gc");
+        "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm, gc, run or"
+            + " demo");
   }
 
   /**

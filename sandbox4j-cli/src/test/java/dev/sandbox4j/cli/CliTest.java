@@ -219,6 +219,26 @@ class CliTest {
   }
 
   @Test
+  void runWithAnUnknownModelProviderIsAUsageError() {
+    Run r = run("run", "--model", "acme:big-1", "--provider", "host", "task");
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.err())
+        .startsWith(
+            "sandbox4j: unknown model provider 'acme' in 'acme:big-1': the providers are anthropic"
+                + " and openai");
+  }
+
+  @Test
+  void runWithABrokenHistoryFileSaysWhatIsWrongAndLeavesItAlone() throws Exception {
+    Path history = Files.writeString(home.resolve("broken.json"), "[{\"kind\":\"teleport\"}]");
+    Run r =
+        run("run", "--model", "test", "--provider", "host", "--history", history.toString(), "x");
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.err()).startsWith("sandbox4j: " + history + ": not a message history: ");
+    assertThat(Files.readString(history)).isEqualTo("[{\"kind\":\"teleport\"}]");
+  }
+
+  @Test
   void anUnknownProviderIsAUsageErrorNamingTheKnownOnes() {
     Run byRef = run("exec", "docker:abc", "--", "true");
     assertThat(byRef.exitCode()).isEqualTo(ExitCodes.USAGE);

@@ -107,6 +107,59 @@ class LocalCliTest {
     return ref;
   }
 
+  private static final Pattern SANDBOX_LINE = Pattern.compile("Sandbox: (local:[a-z0-9]+)");
+
+  private String sandboxOf(Run r) {
+    Matcher m = SANDBOX_LINE.matcher(r.err());
+    assertThat(m.find()).as(r.err()).isTrue();
+    created.add(m.group(1));
+    return m.group(1);
+  }
+
+  @Test
+  void demoFixesTheBugInARealSandboxAndSaysItIsScripted() throws Exception {
+    Path history = temp.resolve("demo.json");
+    Run demo = run("demo", "--history", history.toString());
+    assertThat(demo.exitCode()).as(demo.err()).isZero();
+    String ref = sandboxOf(demo);
+    assertThat(demo.err())
+        .contains("a SCRIPTED model plays the agent (no AI provider is called)")
+        .contains("FAILED (failures=1)")
+        .contains("- return a - b")
+        .contains("+ return a + b")
+        .contains("\n  │ OK\n");
+    assertThat(demo.out())
+        .contains("The test fails (AssertionError: -1 != 5)")
+        .endsWith(
+            "Fixed: add() in calc.py subtracted its arguments; it adds them now, and the"
+                + " test passes.\n");
+    Run cat = run("exec", ref, "--", "cat", "calc.py");
+    assertThat(cat.out()).isEqualTo("def add(a, b):\n    return a + b\n");
+    assertThat(Files.readString(history)).contains(ref.substring("local:".length()));
+  }
+
+  @Test
+  void runWithHistoryContinuesInTheSameSandboxAndWorkspaceNewStartsAnother() {
+    Path history = temp.resolve("h.json");
+    // the test model calls every Coder tool once with placeholder arguments, then reports them
+    Run first = run("run", "--model", "test", "--history", history.toString(), "look around");
+    assertThat(first.exitCode()).as(first.err()).isZero();
+    String ref = sandboxOf(first);
+    assertThat(first.out()).contains("\"write_file\"");
+
+    Run second = run("run", "--model", "test", "--history", history.toString(), "again");
+    assertThat(second.exitCode()).as(second.err()).isZero();
+    assertThat(sandboxOf(second)).isEqualTo(ref);
+    // run 1's write_file wrote "a" into the file "a"; run 2 reads the same machine
+    Run cat = run("exec", ref, "--", "cat", "a");
+    assertThat(cat.out()).isEqualTo("a");
+
+    Run fresh =
+        run("run", "--model", "test", "--history", history.toString(), "--workspace", "new", "x");
+    assertThat(fresh.exitCode()).as(fresh.err()).isZero();
+    assertThat(sandboxOf(fresh)).isNotEqualTo(ref);
+  }
+
   @Test
   void execNewRunsInAFreshIsolatedSandboxAndExitsWithTheCommandsCode() {
     Run r = run("exec", "new", "--", "sh", "-c", "echo \"hello from $(hostname)\"; id -u; exit 3");
