@@ -23,7 +23,7 @@ final class ProviderSupport {
    * API keys as providers write them ({@code sk-ant-api03-…}, {@code sk-proj-…}). Error bodies
    * sometimes echo part of a rejected key; even a masked one is cut out of our messages.
    */
-  private static final Pattern KEY_LIKE = Pattern.compile("sk-[A-Za-z0-9_\\-*.]{4,}");
+  private static final Pattern KEY_LIKE = Pattern.compile("sk-[A-Za-z0-9_\\-*]{4,}");
 
   private ProviderSupport() {}
 
