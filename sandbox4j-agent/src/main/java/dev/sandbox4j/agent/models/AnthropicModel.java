@@ -71,6 +71,7 @@ public final class AnthropicModel implements Model {
 
   static final String PROVIDER = "anthropic";
   static final String API_KEY_VARIABLE = "ANTHROPIC_API_KEY";
+  static final String BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL";
   private static final String AUTH_TOKEN_VARIABLE = "ANTHROPIC_AUTH_TOKEN";
 
   private final AnthropicClient client;
@@ -413,19 +414,22 @@ public final class AnthropicModel implements Model {
                 + API_KEY_VARIABLE
                 + " (or give one to AnthropicModel.builder().apiKey(...))");
       }
-      // fromEnv first, so that what was given explicitly wins over the environment
+      // The SDK's fromEnv reads the rest of its settings (custom headers, organization, log
+      // level); key and base URL are set again from what was given or from `environment`, so that
+      // what was given wins and a test's environment is the one used.
       AnthropicOkHttpClient.Builder client = AnthropicOkHttpClient.builder().fromEnv();
-      if (apiKey != null) {
-        client.apiKey(apiKey);
+      String key = apiKey != null ? apiKey : environment.apply(API_KEY_VARIABLE);
+      if (ProviderSupport.present(key)) {
+        client.apiKey(key);
       }
-      if (baseUrl != null) {
-        client.baseUrl(baseUrl);
+      String url = baseUrl != null ? baseUrl : environment.apply(BASE_URL_VARIABLE);
+      if (ProviderSupport.present(url)) {
+        client.baseUrl(url);
       }
       if (maxRetries != null) {
         client.maxRetries(maxRetries);
       }
       // the key is kept only to cut it out of error messages, should an error body echo it
-      String key = apiKey != null ? apiKey : environment.apply(API_KEY_VARIABLE);
       return new AnthropicModel(client.build(), model, key, stream);
     }
   }

@@ -76,6 +76,7 @@ public final class OpenAIModel implements Model {
 
   static final String PROVIDER = "openai";
   static final String API_KEY_VARIABLE = "OPENAI_API_KEY";
+  static final String BASE_URL_VARIABLE = "OPENAI_BASE_URL";
 
   private final OpenAIClient client;
   private final String model;
@@ -392,19 +393,22 @@ public final class OpenAIModel implements Model {
                 + API_KEY_VARIABLE
                 + " (or give one to OpenAIModel.builder().apiKey(...))");
       }
-      // fromEnv first, so that what was given explicitly wins over the environment
+      // The SDK's fromEnv reads the rest of its settings (custom headers, organization, log
+      // level); key and base URL are set again from what was given or from `environment`, so that
+      // what was given wins and a test's environment is the one used.
       OpenAIOkHttpClient.Builder client = OpenAIOkHttpClient.builder().fromEnv();
-      if (apiKey != null) {
-        client.apiKey(apiKey);
+      String key = apiKey != null ? apiKey : environment.apply(API_KEY_VARIABLE);
+      if (ProviderSupport.present(key)) {
+        client.apiKey(key);
       }
-      if (baseUrl != null) {
-        client.baseUrl(baseUrl);
+      String url = baseUrl != null ? baseUrl : environment.apply(BASE_URL_VARIABLE);
+      if (ProviderSupport.present(url)) {
+        client.baseUrl(url);
       }
       if (maxRetries != null) {
         client.maxRetries(maxRetries);
       }
       // the key is kept only to cut it out of error messages, should an error body echo it
-      String key = apiKey != null ? apiKey : environment.apply(API_KEY_VARIABLE);
       return new OpenAIModel(client.build(), model, key, stream);
     }
   }

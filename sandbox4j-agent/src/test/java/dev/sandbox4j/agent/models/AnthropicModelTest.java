@@ -258,7 +258,6 @@ class AnthropicModelTest {
             .baseUrl(baseUrl)
             .maxRetries(0) // the SDK's backoff would only make the test slow
             .build();
-
     assertThatThrownBy(() -> model.request(WeatherExchange.first(), delta -> {}))
         .isInstanceOf(ModelException.class)
         .hasMessageStartingWith("anthropic: could not reach the API: ")
