@@ -163,7 +163,7 @@ public final class AnthropicModel implements Model {
     return message;
   }
 
-  MessageCreateParams params(ModelRequest request) {
+  private MessageCreateParams params(ModelRequest request) {
     MessageCreateParams.Builder params =
         MessageCreateParams.builder().model(model).maxTokens(request.settings().maxTokens());
     if (!request.instructions().isBlank()) {
@@ -195,7 +195,7 @@ public final class AnthropicModel implements Model {
   }
 
   /** The history as alternating user and assistant messages. */
-  static List<MessageParam> messages(List<Message> history) {
+  private static List<MessageParam> messages(List<Message> history) {
     List<MessageParam> messages = new ArrayList<>();
     List<ContentBlockParam> blocks = new ArrayList<>();
     boolean userSide = true;

@@ -162,7 +162,7 @@ public final class OpenAIModel implements Model {
     return completion;
   }
 
-  ChatCompletionCreateParams params(ModelRequest request) {
+  private ChatCompletionCreateParams params(ModelRequest request) {
     ChatCompletionCreateParams.Builder params =
         ChatCompletionCreateParams.builder()
             .model(model)

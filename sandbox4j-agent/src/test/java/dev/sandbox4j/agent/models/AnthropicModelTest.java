@@ -246,6 +246,16 @@ class AnthropicModelTest {
   }
 
   @Test
+  void aStreamThatEndsBeforeMessageStopFailsTheRequest() {
+    server.enqueue("anthropic/truncated-stream.http"); // the connection closes mid-message
+
+    assertThatThrownBy(() -> model(true).request(WeatherExchange.first(), delta -> {}))
+        .isInstanceOf(ModelException.class)
+        .hasMessage(
+            "anthropic: the stream ended before the message was complete (no message_stop)");
+  }
+
+  @Test
   void anUnreachableApiIsAnIoFailure() throws IOException {
     String baseUrl;
     try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
