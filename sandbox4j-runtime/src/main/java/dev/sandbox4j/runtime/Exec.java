@@ -111,8 +111,11 @@ final class Exec {
     }
   }
 
-  /** The host process: joins the sandbox's v1 cgroups, then execs {@code crun exec}. */
-  private static ProcessBuilder hostProcess(
+  /**
+   * The host process: joins the sandbox's v1 cgroups, then execs {@code crun exec}. (Not private:
+   * the isolation test runs it with stdio on host files.)
+   */
+  static ProcessBuilder hostProcess(
       Engine engine,
       String id,
       String group,
