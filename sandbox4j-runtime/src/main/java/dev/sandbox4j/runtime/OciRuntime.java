@@ -199,7 +199,9 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
   /**
    * The argv of {@code exec}: the process runs as {@code user} in {@code cwd} with exactly {@code
    * env} (crun's {@code -e} replaces the environment), inside the command cgroup {@code group};
-   * with {@code tty}, on a terminal crun allocates and relays from its own stdin/stdout.
+   * with {@code tty}, on a terminal crun allocates and relays from its own stdin/stdout. The
+   * runtime writes the process's pid to {@code pidFile} once the process is set up in the
+   * container, just before it runs the program: no pid file means the command never started.
    */
   List<String> execArgv(
       String id,
@@ -208,8 +210,19 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
       String cwd,
       Map<String, String> env,
       List<String> argv,
-      boolean tty) {
-    List<String> out = base("exec", "--cgroup", group, "--user", user, "--cwd", cwd);
+      boolean tty,
+      Path pidFile) {
+    List<String> out =
+        base(
+            "exec",
+            "--cgroup",
+            group,
+            "--user",
+            user,
+            "--cwd",
+            cwd,
+            "--pid-file",
+            pidFile.toString());
     if (tty) {
       out.add("-t");
     }
