@@ -164,8 +164,11 @@ final class FixedCrun {
     List<String> apt = aptOptions(work);
     progress.accept(
         "crun: fetching Debian " + SUITE + "'s source index (apt-get update, private lists)");
-    int exit = HostSetup.stream(concat(List.of("apt-get", "update", "-q"), apt), work, progress);
-    if (exit != 0) {
+    // --error-on=any: a failed download is otherwise only a warning, and apt-get exits 0
+    int exit =
+        HostSetup.stream(
+            concat(List.of("apt-get", "update", "-q", "--error-on=any"), apt), work, progress);
+    if (exit != 0 || !hasSourceIndex(work)) {
       throw new WorkspaceException(
           "crun: cannot fetch Debian "
               + SUITE
@@ -271,6 +274,15 @@ final class FixedCrun {
         return Optional.empty();
       }
       return Optional.of(new IndexEntry(version, orig.group(2), orig.group(1)));
+    }
+  }
+
+  /** Whether apt-get update left a Sources index in the private lists. */
+  private static boolean hasSourceIndex(Path work) {
+    try (var files = Files.list(work.resolve("apt/lists"))) {
+      return files.anyMatch(f -> f.getFileName().toString().contains("_source_Sources"));
+    } catch (IOException e) {
+      return false;
     }
   }
 
