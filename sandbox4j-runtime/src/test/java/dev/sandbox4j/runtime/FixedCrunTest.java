@@ -75,6 +75,17 @@ class FixedCrunTest {
   }
 
   @Test
+  void anExplicitRuntimeWinsOverTheDefaultCrun() {
+    Prerequisites.requireLocalEngine();
+    Path binary = OciRuntime.find("crun").orElseThrow();
+    assertThat(
+            LocalSandbox.builder().runtime(binary.toString()).build().engine().runtime().binary())
+        .isEqualTo(binary);
+    assertThat(new LocalSandbox().engine().runtime().binary())
+        .isEqualTo(OciRuntime.defaultCrun().orElseThrow());
+  }
+
+  @Test
   void theIndexGivesTheUpstreamTarballAndItsSha256() {
     assertThat(FixedCrun.IndexEntry.parse(TRIXIE_SHOWSRC))
         .contains(
