@@ -14,8 +14,11 @@ import picocli.CommandLine.ParentCommand;
     mixinStandardHelpOptions = true,
     description = {
       "Prepares this machine for local sandboxes, as root: installs crun, mmdebstrap and"
-          + " catatonit with apt-get if missing, mounts what the kernel needs (on a hybrid cgroup"
-          + " v1 host, the hugetlb controller crun 1.8 insists on) and creates the state directory."
+          + " catatonit with apt-get if missing; if that crun is older than 1.9 (unsafe when a"
+          + " sandbox is at its process limit), builds crun from Debian trixie's source package"
+          + " into /usr/local/libexec/sandbox4j/crun (about a minute, needs deb.debian.org);"
+          + " mounts what the kernel needs (on a hybrid cgroup v1 host, the hugetlb controller"
+          + " crun 1.8 insists on) and creates the state directory."
           + " Each step goes to stderr as it happens; then the checks of 'sandbox4j doctor'.",
       "Idempotent: on a prepared machine it changes nothing. Mounts do not survive a reboot: run"
           + " it again after one. Exits 0 when everything needed is there, 70 otherwise."

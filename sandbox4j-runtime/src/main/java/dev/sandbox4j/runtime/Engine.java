@@ -72,6 +72,15 @@ final class Engine {
   }
 
   /**
+   * Where {@code crun exec} writes the pid of command {@code group} of sandbox {@code id} once the
+   * command is set up inside (see {@link Exec}): in the sandbox's directory, which its destroy
+   * removes.
+   */
+  Path commandPidFile(String id, String group) {
+    return sandboxes.resolve(id).resolve(group + ".pid");
+  }
+
+  /**
    * What a new sandbox is made of. {@code layers}, if not null, are the image layer ids (bottom
    * first) to run on instead of {@code image}'s: a recipe step's sandbox, named after the image
    * being built.

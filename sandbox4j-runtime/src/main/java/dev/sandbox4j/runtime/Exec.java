@@ -5,6 +5,7 @@ import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import java.io.IOException;
+import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,6 +20,11 @@ import java.util.concurrent.CancellationException;
  * crun exec --cgroup cmd-…}, which puts the command into its own cgroup v2 child. Inside, {@code sh
  * -c 'exec "$@"'} starts the program, so that a missing program exits 127 and a non-executable one
  * 126, as a shell reports them (crun itself exits 255 for both).
+ *
+ * <p>So code in the sandbox decides whether crun can fork: a sandbox at its process limit makes
+ * {@code crun exec} fail. crun writes a pid file once the command's process is set up inside; a
+ * failed run without one never started the command, and the caller gets an exception saying why
+ * (for a full sandbox: the process limit), not an exit status that looks like the command's.
  */
 final class Exec {
   /** Joins each cgroup.procs file given, then execs the rest of the arguments. */
@@ -26,8 +32,19 @@ final class Exec {
       "n=$1; shift; while [ \"$n\" -gt 0 ]; do echo $$ > \"$1\" || exit 125; shift; n=$((n-1));"
           + " done; exec \"$@\"";
 
-  /** crun needs a few processes of the sandbox's own limit to start one command. */
-  private static final long MIN_PIDS_HEADROOM = 4;
+  /**
+   * How many of the sandbox's pids {@code crun exec} needs to start a command: itself, the child
+   * that joins the namespaces, and the command's process.
+   */
+  static final long PIDS_TO_START = 3;
+
+  /**
+   * With a crun that {@linkplain OciRuntime#unsafeWhenForkFails is unsafe when its fork fails}, the
+   * engine refuses to exec into a sandbox with fewer pids left than this. A mitigation only: the
+   * sandbox can fill up between the check and crun's fork. {@code sandbox4j setup} installs a fixed
+   * crun.
+   */
+  private static final long UNSAFE_CRUN_HEADROOM = PIDS_TO_START + 1;
 
   private static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
 
@@ -43,7 +60,7 @@ final class Exec {
       List<String> argv,
       RunOptions options,
       long clockStart) {
-    checkHeadroom(engine, id);
+    checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     try {
       List<String> inside = new ArrayList<>();
@@ -51,15 +68,20 @@ final class Exec {
         inside.addAll(EXEC_AS_SHELL);
       }
       inside.addAll(argv);
-      return ProcessCommands.run(
-          hostProcess(engine, id, group, user, cwd, env, inside, false),
-          options,
-          clockStart,
-          process -> () -> engine.cgroups().killCommand(id, group));
+      CommandResult result =
+          ProcessCommands.run(
+              hostProcess(engine, id, group, user, cwd, env, inside, false),
+              options,
+              clockStart,
+              process -> () -> engine.cgroups().killCommand(id, group));
+      if (!result.succeeded() && !Files.exists(engine.commandPidFile(id, group))) {
+        throw notStarted(engine, id, result.exitCode(), result.stderrText());
+      }
+      return result;
     } catch (IOException e) {
       throw new WorkspaceException("cannot start crun exec: " + e.getMessage(), e);
     } finally {
-      engine.cgroups().removeCommandGroup(id, group);
+      cleanUp(engine, id, group);
     }
   }
 
@@ -75,44 +97,81 @@ final class Exec {
       String cwd,
       Map<String, String> env,
       List<String> argv) {
-    checkHeadroom(engine, id);
+    checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     try {
       Process process =
           hostProcess(engine, id, group, user, cwd, env, argv, true).inheritIO().start();
+      int exit;
       try {
-        return process.waitFor();
+        exit = process.waitFor();
       } catch (InterruptedException interrupted) {
         engine.cgroups().killCommand(id, group);
         process.destroyForcibly();
         Thread.currentThread().interrupt();
         throw new CancellationException("interrupted: the terminal session was killed");
       }
+      if (exit != 0 && !Files.exists(engine.commandPidFile(id, group))) {
+        throw notStarted(engine, id, exit, ""); // crun's own message went to the terminal
+      }
+      return exit;
     } catch (IOException e) {
       throw new WorkspaceException("cannot start crun exec: " + e.getMessage(), e);
     } finally {
-      engine.cgroups().removeCommandGroup(id, group);
+      cleanUp(engine, id, group);
     }
+  }
+
+  /** The error for a command that crun did not start: the process limit, if that is why. */
+  private static WorkspaceException notStarted(
+      Engine engine, String id, int exit, String runtimeStderr) {
+    String said = runtimeStderr.strip();
+    long headroom = engine.cgroups().pidsHeadroom(id);
+    if (headroom < PIDS_TO_START || said.contains("Resource temporarily unavailable")) {
+      return atProcessLimit(id);
+    }
+    return new WorkspaceException(
+        "the command could not start in sandbox local:"
+            + id
+            + ": "
+            + engine.runtime().binary().getFileName()
+            + " exec exited "
+            + exit
+            + (said.isEmpty() ? "" : ": " + said));
+  }
+
+  private static WorkspaceException atProcessLimit(String id) {
+    return new WorkspaceException(
+        "the command could not start: sandbox local:"
+            + id
+            + " has reached its process limit (starting a command takes "
+            + PIDS_TO_START
+            + " free processes). End some of its processes (a runaway fork loop?), or destroy it");
+  }
+
+  /** The mitigation for a crun older than 1.9, which {@code sandbox4j setup} replaces. */
+  private static void checkHeadroomForUnsafeRuntime(Engine engine, String id) {
+    if (engine.runtime().unsafeWhenForkFails()
+        && engine.cgroups().pidsHeadroom(id) < UNSAFE_CRUN_HEADROOM) {
+      throw atProcessLimit(id);
+    }
+  }
+
+  private static void cleanUp(Engine engine, String id, String group) {
+    try {
+      Files.deleteIfExists(engine.commandPidFile(id, group));
+    } catch (IOException e) {
+      // the sandbox directory is gone with its destroy, pid files and all
+    }
+    engine.cgroups().removeCommandGroup(id, group);
   }
 
   /**
-   * crun 1.8.1 forks after joining the sandbox's pids cgroup; when that fork fails it goes on to
-   * set up the process in the host's namespaces, chowning its stdio (fixed in crun 1.9). Never
-   * start it into a full sandbox. (A race remains with processes started meanwhile.)
+   * The host process: joins the sandbox's v1 cgroups, then execs {@code crun exec}, which writes
+   * {@link Engine#commandPidFile} once the command is set up inside. (Not private: the isolation
+   * test runs it with stdio on host files.)
    */
-  private static void checkHeadroom(Engine engine, String id) {
-    if (engine.cgroups().pidsHeadroom(id) < MIN_PIDS_HEADROOM) {
-      throw new WorkspaceException(
-          "sandbox local:"
-              + id
-              + " has reached its process limit (fewer than "
-              + MIN_PIDS_HEADROOM
-              + " processes left): end some of its processes, or destroy it");
-    }
-  }
-
-  /** The host process: joins the sandbox's v1 cgroups, then execs {@code crun exec}. */
-  private static ProcessBuilder hostProcess(
+  static ProcessBuilder hostProcess(
       Engine engine,
       String id,
       String group,
@@ -125,7 +184,10 @@ final class Exec {
     List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));
     host.add(Integer.toString(procs.size()));
     host.addAll(procs);
-    host.addAll(engine.runtime().execArgv(id, group, user, cwd, env, inside, tty));
+    host.addAll(
+        engine
+            .runtime()
+            .execArgv(id, group, user, cwd, env, inside, tty, engine.commandPidFile(id, group)));
     ProcessBuilder builder = new ProcessBuilder(host);
     builder.environment().clear();
     builder.environment().put("PATH", Engine.BASE_ENV.get("PATH"));

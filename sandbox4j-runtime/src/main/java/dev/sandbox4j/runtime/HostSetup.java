@@ -21,8 +21,9 @@ import java.util.regex.Pattern;
  * make itself ({@code sandbox4j setup}).
  *
  * <p>{@link #check} only reads: files under {@code /proc} and {@code /sys}, and the versions of
- * {@code crun} and {@code mmdebstrap}. {@link #setup} changes the host: it installs Debian packages
- * and mounts a cgroup controller, so it needs root.
+ * {@code crun} and {@code mmdebstrap}. {@link #setup} changes the host: it installs Debian
+ * packages, builds a fixed crun when the installed one is older than 1.9 ({@link FixedCrun}) and
+ * mounts a cgroup controller, so it needs root.
  */
 public final class HostSetup {
 
@@ -58,7 +59,7 @@ public final class HostSetup {
     checks.add(cgroupKill(mounts));
     checks.add(overlay());
     checks.add(userNamespaces());
-    checks.add(crun());
+    checks.add(FixedCrun.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
     checks.add(openFiles());
@@ -70,10 +71,12 @@ public final class HostSetup {
   /**
    * Performs every fix it can, telling {@code progress} what it does as it goes, then checks again:
    * installs what is missing of {@code crun}, {@code mmdebstrap} and {@code catatonit} with {@code
-   * apt-get} ({@code apt-get update} first), loads overlayfs, enables user namespaces, mounts the
-   * cgroup v2 hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, and
-   * creates {@code home}. Idempotent: on a prepared host it changes nothing. Mounts do not survive
-   * a reboot; run it again after one.
+   * apt-get} ({@code apt-get update} first), builds crun from Debian trixie's source into {@code
+   * /usr/local/libexec/sandbox4j/crun} if the installed crun is older than 1.9 (about a minute,
+   * with build dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup
+   * v2 hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, and creates
+   * {@code home}. Idempotent: on a prepared host it changes nothing. Mounts do not survive a
+   * reboot; run it again after one.
    *
    * @return the checks after the fixes, as {@link #check} reports them
    * @throws WorkspaceException if this is not Linux or not root, before changing anything
@@ -84,6 +87,12 @@ public final class HostSetup {
     requireLinuxAndRoot(System.getProperty("os.name"), isRoot());
 
     installPackages(progress);
+
+    try {
+      FixedCrun.install(progress);
+    } catch (WorkspaceException e) {
+      progress.accept("  failed: " + e.getMessage());
+    }
 
     if (!listsOverlay()) {
       progress.accept("loading the overlay file system module: modprobe overlay");
@@ -210,17 +219,6 @@ public final class HostSetup {
             name,
             "user.max_user_namespaces is 0; root in a sandbox must not be root outside",
             "sysctl -w user.max_user_namespaces=15000");
-  }
-
-  private static HostCheck crun() {
-    Optional<Path> crun = OciRuntime.find("crun");
-    if (crun.isEmpty()) {
-      return HostCheck.missing(
-          "crun",
-          "not installed; it is the OCI runtime that runs sandboxes",
-          "apt-get install -y --no-install-recommends crun");
-    }
-    return HostCheck.ok("crun", crun.get() + version(crun.get()));
   }
 
   private static HostCheck mmdebstrap() {
@@ -387,8 +385,14 @@ public final class HostSetup {
 
   /** Runs {@code argv} with stdin at EOF, each output line to {@code progress}; the exit code. */
   private static int stream(List<String> argv, Consumer<String> progress) {
+    return stream(argv, null, progress);
+  }
+
+  /** {@link #stream(List, Consumer)} in directory {@code dir} (null: this process's). */
+  static int stream(List<String> argv, Path dir, Consumer<String> progress) {
     ProcessBuilder builder =
         new ProcessBuilder(argv)
+            .directory(dir == null ? null : dir.toFile())
             .redirectErrorStream(true)
             .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
     builder.environment().put("DEBIAN_FRONTEND", "noninteractive");

@@ -243,15 +243,16 @@ public final class LocalSandbox implements WorkspaceProvider {
 
   private Engine openEngine() {
     requireLinuxAndRoot();
+    String name = runtimeName == null ? "crun" : runtimeName;
     Path binary =
-        OciRuntime.find(runtimeName)
+        (runtimeName == null ? OciRuntime.defaultCrun() : OciRuntime.find(runtimeName))
             .orElseThrow(
                 () ->
                     new WorkspaceException(
                         "the OCI runtime '"
-                            + runtimeName
+                            + name
                             + "' is not installed: run `sandbox4j setup` (or apt-get install "
-                            + runtimeName
+                            + name
                             + ")"));
     return new Engine(
         home,
@@ -263,7 +264,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */
   public static final class Builder {
     private Path home;
-    private String runtime = "crun";
+    private String runtime; // null: the default crun
     private String image = ImageStore.DEFAULT;
     private String workingDirectory = Engine.HOME;
     private final Map<String, String> env = new LinkedHashMap<>();
@@ -282,7 +283,12 @@ public final class LocalSandbox implements WorkspaceProvider {
       return this;
     }
 
-    /** The OCI runtime: {@code crun} (default), {@code runc}, {@code runsc}, or a path to one. */
+    /**
+     * The OCI runtime: {@code crun}, {@code runc}, {@code runsc}, or a path to one; a name is
+     * looked up on PATH. By default, the crun that {@code sandbox4j setup} built into {@code
+     * /usr/local/libexec/sandbox4j/crun} when the system's crun was older than 1.9, else {@code
+     * crun} on PATH.
+     */
     public Builder runtime(String runtime) {
       if (runtime == null || runtime.isBlank()) {
         throw new IllegalArgumentException("runtime must name an OCI runtime, e.g. crun");

@@ -9,22 +9,45 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * An OCI runtime's command line: {@code crun} by default; {@code runc} and {@code runsc} (gVisor)
  * speak the same {@code run -d / exec / state / delete} dialect. Its state lives in the engine's
  * own root directory, so {@code gc} can tell our containers from anyone else's.
  *
+ * <p>The default crun is the one {@code sandbox4j setup} builds into {@link #FIXED_CRUN} when the
+ * system's is older than 1.9 (see {@link #unsafeWhenForkFails}), else {@code crun} on PATH.
+ *
  * @param binary the runtime executable
  * @param stateRoot the runtime's {@code --root} directory
+ * @param version the first line of {@code binary --version}, e.g. {@code crun version 1.21}, or
+ *     empty if it could not be read
  */
-record OciRuntime(Path binary, Path stateRoot) {
+record OciRuntime(Path binary, Path stateRoot, String version) {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final java.time.Duration INIT_WAIT = java.time.Duration.ofSeconds(10);
+  private static final Pattern VERSION = Pattern.compile("(\\d+)\\.(\\d+)");
+
+  /**
+   * Where {@code sandbox4j setup} installs a crun it built, off PATH so that nothing but this
+   * engine picks it up.
+   */
+  static final Path FIXED_CRUN = Path.of("/usr/local/libexec/sandbox4j/crun");
+
+  /** The first crun release whose {@code exec} fails cleanly when it cannot fork. */
+  static final int[] FIRST_SAFE_CRUN = {1, 9};
 
   OciRuntime {
     Objects.requireNonNull(binary, "binary");
     Objects.requireNonNull(stateRoot, "stateRoot");
+    Objects.requireNonNull(version, "version");
+  }
+
+  /** The runtime {@code binary}, its version read from {@code binary --version}. */
+  OciRuntime(Path binary, Path stateRoot) {
+    this(binary, stateRoot, versionLine(binary));
   }
 
   /** The runtime called {@code name} on PATH ({@code crun}, {@code runc}, {@code runsc}, ...). */
@@ -46,6 +69,47 @@ record OciRuntime(Path binary, Path stateRoot) {
       }
     }
     return Optional.empty();
+  }
+
+  /** The engine's default runtime: setup's {@link #FIXED_CRUN} if installed, else crun on PATH. */
+  static Optional<Path> defaultCrun() {
+    if (Files.isRegularFile(FIXED_CRUN) && Files.isExecutable(FIXED_CRUN)) {
+      return Optional.of(FIXED_CRUN);
+    }
+    return find("crun");
+  }
+
+  /** The first line of {@code program --version}, or empty. */
+  static String versionLine(Path program) {
+    try {
+      HostCommand.Result r = HostCommand.run(List.of(program.toString(), "--version"));
+      return r.ok() ? r.stdout().lines().findFirst().orElse("").strip() : "";
+    } catch (RuntimeException e) {
+      return "";
+    }
+  }
+
+  /** Whether a {@code --version} line names a release at least {@code major.minor}. */
+  static boolean atLeast(String versionLine, int[] majorMinor) {
+    Matcher m = VERSION.matcher(versionLine);
+    if (!m.find()) {
+      return false;
+    }
+    int major = Integer.parseInt(m.group(1));
+    int minor = Integer.parseInt(m.group(2));
+    return major > majorMinor[0] || (major == majorMinor[0] && minor >= majorMinor[1]);
+  }
+
+  /**
+   * Whether this is a crun older than 1.9 (or one whose version cannot be read): its {@code exec}
+   * forks after joining the sandbox's pids cgroup, and when that fork fails (code in the sandbox
+   * holds every pid) it carries on in its own process, still in the host's namespaces: it chdirs
+   * and looks the program up on the host's file system, chowns its stdio to the sandbox user's uid
+   * as a host uid and setuids to it, until a write to its sync pipe kills it. crun 1.9 fixed it.
+   */
+  boolean unsafeWhenForkFails() {
+    String name = binary.getFileName().toString();
+    return name.startsWith("crun") && !atLeast(version, FIRST_SAFE_CRUN);
   }
 
   /**
@@ -135,7 +199,9 @@ record OciRuntime(Path binary, Path stateRoot) {
   /**
    * The argv of {@code exec}: the process runs as {@code user} in {@code cwd} with exactly {@code
    * env} (crun's {@code -e} replaces the environment), inside the command cgroup {@code group};
-   * with {@code tty}, on a terminal crun allocates and relays from its own stdin/stdout.
+   * with {@code tty}, on a terminal crun allocates and relays from its own stdin/stdout. The
+   * runtime writes the process's pid to {@code pidFile} once the process is set up in the
+   * container, just before it runs the program: no pid file means the command never started.
    */
   List<String> execArgv(
       String id,
@@ -144,8 +210,19 @@ record OciRuntime(Path binary, Path stateRoot) {
       String cwd,
       Map<String, String> env,
       List<String> argv,
-      boolean tty) {
-    List<String> out = base("exec", "--cgroup", group, "--user", user, "--cwd", cwd);
+      boolean tty,
+      Path pidFile) {
+    List<String> out =
+        base(
+            "exec",
+            "--cgroup",
+            group,
+            "--user",
+            user,
+            "--cwd",
+            cwd,
+            "--pid-file",
+            pidFile.toString());
     if (tty) {
       out.add("-t");
     }

@@ -664,6 +664,121 @@ class IsolationTest {
         .isEqualTo("alive");
   }
 
+  /**
+   * crun 1.8.1 (Debian bookworm) forks after joining the sandbox's pids cgroup; when that fork
+   * fails because code in the sandbox holds every pid, it carries on in its own process, which is
+   * still in the host's namespaces: it chdirs and resolves the program on the host's file system,
+   * chowns its stdio to the sandbox user's uid as a host uid, and setuids to it, before its sync
+   * pipe kills it. Whatever the runtime, a command exec'd into a full sandbox must fail with a
+   * clear error and leave no trace on the host, with 0, 1 or 2 pids left (crun needs 3 to start a
+   * command).
+   */
+  @Test
+  void execIntoASandboxAtItsProcessLimitFailsCleanlyAndNeverTouchesTheHost() throws Exception {
+    LocalSandbox sandboxes = LocalSandbox.builder().pids(64).build();
+    Workspace ws = create(sandboxes);
+    String id = ws.open().id();
+    Path pidsMax = hostPidsFile(id, "pids.max");
+    Path pidsCurrent = hostPidsFile(id, "pids.current");
+    Path hostDir = Files.createTempDirectory("sandbox4j-at-limit-");
+    try {
+      // Hostile code takes every pid, and keeps taking those that its launcher frees on exit.
+      ok(
+          ws,
+          "nohup python3 -c '"
+              + "import os, time\n"
+              + "kids, refused = 0, 0\n"
+              + "while refused < 100:\n"
+              + "    try:\n"
+              + "        pid = os.fork()\n"
+              + "    except OSError:\n"
+              + "        refused += 1\n"
+              + "        time.sleep(0.02)\n"
+              + "        continue\n"
+              + "    if pid == 0:\n"
+              + "        time.sleep(3600)\n"
+              + "        os._exit(0)\n"
+              + "    kids, refused = kids + 1, 0\n"
+              + "open(\"/tmp/full\", \"w\").write(str(kids))\n"
+              + "time.sleep(3600)' >/dev/null 2>&1 &");
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      while (!ws.exists("/tmp/full") && System.nanoTime() < deadline) {
+        Thread.sleep(100);
+      }
+      assertThat(ws.exists("/tmp/full")).as("control: the filler took every pid").isTrue();
+      long full = Long.parseLong(Files.readString(pidsCurrent).strip());
+      assertThat(full).as("control: the sandbox is at its limit of 64").isEqualTo(64);
+
+      for (int left = 0; left <= 2; left++) {
+        Files.writeString(pidsMax, Long.toString(full + left));
+        Path marker = hostDir.resolve("ran-" + left);
+
+        // Through the public API: a clear error, nothing run on the host.
+        Object outcome;
+        try {
+          outcome = ws.run(Command.argv("touch", marker.toString()));
+        } catch (WorkspaceException e) {
+          outcome = e;
+        }
+        assertThat(outcome)
+            .as("with %d pids left, the command fails with an exception: %s", left, outcome)
+            .isInstanceOf(WorkspaceException.class);
+        assertThat(((WorkspaceException) outcome).getMessage())
+            .as("with %d pids left, the error tells the model why the command did not start", left)
+            .contains("process limit");
+        assertThat(marker)
+            .as("with %d pids left, the command did not run on the host", left)
+            .doesNotExist();
+
+        // The engine's own host command with stdio on root-owned host files: crun 1.8.1 chowns
+        // them to uid 1000 of the host while it sets the command up in the host's namespaces.
+        Path out = Files.createFile(hostDir.resolve("stdout-" + left));
+        Path err = Files.createFile(hostDir.resolve("stderr-" + left));
+        String group = sandboxes.engine().cgroups().newCommandGroup(id);
+        try {
+          Process crun =
+              Exec.hostProcess(
+                      sandboxes.engine(),
+                      id,
+                      group,
+                      Engine.USER,
+                      "/",
+                      Engine.BASE_ENV,
+                      List.of("/bin/sh", "-c", "touch \"$1\"", "sh", marker.toString()),
+                      false)
+                  .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
+                  .redirectOutput(out.toFile())
+                  .redirectError(err.toFile())
+                  .start();
+          assertThat(crun.waitFor(30, TimeUnit.SECONDS)).as("crun exec returns").isTrue();
+          assertThat(crun.exitValue())
+              .as("with %d pids left, crun exec fails (stderr: %s)", left, Files.readString(err))
+              .isNotZero();
+        } finally {
+          sandboxes.engine().cgroups().removeCommandGroup(id, group);
+        }
+        for (Path stdio : List.of(out, err)) {
+          assertThat(Files.getAttribute(stdio, "unix:uid"))
+              .as(
+                  "with %d pids left, crun never set the command up in the host's namespaces:"
+                      + " its host-side %s is still root's, not chowned to the sandbox user's uid",
+                  left, stdio.getFileName())
+              .isEqualTo(0);
+        }
+        assertThat(marker)
+            .as("with %d pids left, the command did not run on the host", left)
+            .doesNotExist();
+      }
+
+      Files.writeString(pidsMax, "max");
+      assertThat(ok(ws, "echo alive").strip())
+          .as("below its limit again, the sandbox runs commands")
+          .isEqualTo("alive");
+    } finally {
+      Trees.delete(hostDir);
+    }
+  }
+
   // ---- 7. sandboxes -----------------------------------------------------------------------
 
   @Test

@@ -27,6 +27,6 @@ final class Prerequisites {
   static void requireLocalEngine() {
     require(System.getProperty("os.name").equals("Linux"), "Linux");
     require("root".equals(System.getProperty("user.name")), "root");
-    require(OciRuntime.find("crun").isPresent(), "crun (apt-get install crun)");
+    require(OciRuntime.defaultCrun().isPresent(), "crun (sandbox4j setup)");
   }
 }
