@@ -86,10 +86,16 @@ final class Exec {
                 clockStart,
                 process -> () -> engine.cgroups().killCommand(id, group));
       } catch (WorkspaceException e) {
+        if (watchdog != null) {
+          watchdog.close();
+        }
         if (watchdog != null && watchdog.fired()) {
           throw watchdog.timeout(new byte[0], new byte[0]);
         }
         throw e;
+      }
+      if (watchdog != null) {
+        watchdog.close(); // before asking: a command that ended in time stays a result
       }
       if (watchdog != null && watchdog.fired()) {
         throw watchdog.timeout(result.stdout(), result.stderr());

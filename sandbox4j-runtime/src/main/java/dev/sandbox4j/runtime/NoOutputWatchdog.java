@@ -33,8 +33,9 @@ final class NoOutputWatchdog implements AutoCloseable {
     while (!closed) {
       long silent = System.nanoTime() - lastOutput;
       if (silent >= limitNanos) {
-        fired = true;
-        kill.run();
+        if (fire()) {
+          kill.run();
+        }
         return;
       }
       LockSupport.parkNanos(limitNanos - silent);
@@ -59,6 +60,15 @@ final class NoOutputWatchdog implements AutoCloseable {
         .build();
   }
 
+  /** Fires unless closed first: a command that ended meanwhile is not reported as killed. */
+  private synchronized boolean fire() {
+    if (closed) {
+      return false;
+    }
+    fired = true;
+    return true;
+  }
+
   /** Whether it killed the command. */
   boolean fired() {
     return fired;
@@ -69,8 +79,9 @@ final class NoOutputWatchdog implements AutoCloseable {
     return new NoOutput(limit, stdout, stderr);
   }
 
+  /** Stops watching; once this returns, {@link #fired()} no longer changes. */
   @Override
-  public void close() {
+  public synchronized void close() {
     closed = true;
     LockSupport.unpark(thread);
   }
