@@ -28,9 +28,14 @@ import java.util.regex.Pattern;
  * sandboxes.destroy(ref);                                // sandboxes outlive the JVM
  * }</pre>
  *
- * <p>{@code image}, {@code cpus}, {@code memory}, {@code pids} and labels shape a new sandbox only;
- * {@code workingDirectory} and {@code env} apply to every command, also after attaching. The
- * working directory is created in a new sandbox and must already exist in one attached to.
+ * <p>{@code image} (or {@code snapshot}), {@code cpus}, {@code memory}, {@code pids} and labels
+ * shape a new sandbox only; {@code workingDirectory}, {@code env} and {@code noOutputTimeout} apply
+ * to every command, also after attaching. The working directory is created in a new sandbox and
+ * must already exist in one attached to.
+ *
+ * <p>A sandbox can be suspended, stopped, forked (files only) and saved as a snapshot ({@link
+ * #suspend}, {@link #stop}, {@link #fork}, {@link #snapshot}); any operation on a suspended or
+ * stopped sandbox wakes it.
  *
  * <p>Constructing does no I/O. The first operation needs root, Linux, an OCI runtime and a prepared
  * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
