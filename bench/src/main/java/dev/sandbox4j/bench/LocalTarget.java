@@ -70,6 +70,20 @@ final class LocalTarget implements Target {
   }
 
   @Override
+  public java.util.Optional<LifecycleScenarios> lifecycle() {
+    return java.util.Optional.of(
+        new LifecycleScenarios(
+            sandboxes,
+            snapshot ->
+                LocalSandbox.builder()
+                    .label(RUN_LABEL, runId)
+                    .snapshot(snapshot)
+                    .progress(line -> System.err.println("bench: " + line))
+                    .build(),
+            NODE_VERSION));
+  }
+
+  @Override
   public Map<String, Object> details() {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("home", sandboxes.home().toString());

@@ -28,6 +28,14 @@ interface Target extends AutoCloseable {
    */
   boolean sandboxed();
 
+  /**
+   * Scenarios only this provider has, run after the common ones (the local engine's lifecycle);
+   * closing them cleans up what they made.
+   */
+  default java.util.Optional<LifecycleScenarios> lifecycle() {
+    return java.util.Optional.empty();
+  }
+
   /** The provider's settings, for the report's {@code provider_details}. */
   Map<String, Object> details();
 

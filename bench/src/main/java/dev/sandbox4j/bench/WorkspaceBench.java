@@ -62,11 +62,12 @@ public final class WorkspaceBench implements AutoCloseable {
 
   static final String USAGE =
       """
-      usage: bench/run [--provider NAME] [--iterations N] [--warmup N] [--out FILE]
+      usage: bench/run [--provider NAME] [--iterations N] [--warmup N] [--out FILE] [--only LIST]
         --provider NAME   workspace provider to measure (known: %s; default host)
         --iterations N    measured iterations per scenario, at least %d (default %d)
         --warmup N        uncounted iterations run first (default %d)
         --out FILE        JSON report (default bench/results/<provider>-<UTC timestamp>.json)
+        --only LIST       comma-separated scenarios to run (default: all)
       """
           .formatted(knownProviders(), MIN_ITERATIONS, DEFAULT_ITERATIONS, DEFAULT_WARMUP);
 
@@ -76,7 +77,16 @@ public final class WorkspaceBench implements AutoCloseable {
   private static volatile boolean stopping;
 
   /** Parsed command line. */
-  record Options(String provider, int iterations, int warmup, Path out) {}
+  record Options(String provider, int iterations, int warmup, Path out, List<String> only) {
+    Options(String provider, int iterations, int warmup, Path out) {
+      this(provider, iterations, warmup, out, List.of());
+    }
+
+    /** Whether the scenario called {@code name} is to run. */
+    boolean runs(String name) {
+      return only.isEmpty() || only.contains(name);
+    }
+  }
 
   /** One measured round: does its own untimed setup and cleanup, returns its timings in ns. */
   @FunctionalInterface
@@ -157,13 +167,28 @@ public final class WorkspaceBench implements AutoCloseable {
       out.println(headerRow());
       try (WorkspaceBench bench = new WorkspaceBench(provider, first).open()) {
         for (Scenario scenario : bench.scenarios(options.iterations(), options.warmup())) {
-          Stats stats = Stats.ofNanos(measure(scenario));
-          results.put(scenario.name(), stats);
-          out.println(row(scenario.name(), stats));
+          if (options.runs(scenario.name())) {
+            Stats stats = Stats.ofNanos(measure(scenario));
+            results.put(scenario.name(), stats);
+            out.println(row(scenario.name(), stats));
+          }
+        }
+        if (target.lifecycle().isPresent()) {
+          try (LifecycleScenarios lifecycle = target.lifecycle().get()) {
+            for (Scenario scenario : lifecycle.scenarios(options.iterations(), options.warmup())) {
+              if (options.runs(scenario.name())) {
+                Stats stats = Stats.ofNanos(measure(scenario));
+                results.put(scenario.name(), stats);
+                out.println(row(scenario.name(), stats));
+              }
+            }
+          }
         }
       }
       IdleMemory.Result memory = null;
-      if (target.sandboxed()) {
+      if (!options.runs(IdleMemory.NAME)) {
+        System.err.printf("  skipping %s: not in --only%n", IdleMemory.NAME);
+      } else if (target.sandboxed()) {
         memory = IdleMemory.measure(provider, IdleMemory.SANDBOXES);
         out.println();
         memory.tableRows().forEach(out::println);
@@ -204,9 +229,10 @@ public final class WorkspaceBench implements AutoCloseable {
     int iterations = DEFAULT_ITERATIONS;
     int warmup = DEFAULT_WARMUP;
     Path out = null;
+    List<String> only = List.of();
     for (int i = 0; i < args.length; i++) {
       String option = args[i];
-      if (!List.of("--provider", "--iterations", "--warmup", "--out").contains(option)) {
+      if (!List.of("--provider", "--iterations", "--warmup", "--out", "--only").contains(option)) {
         throw new IllegalArgumentException("unknown argument '" + option + "'");
       }
       if (i + 1 == args.length) {
@@ -217,6 +243,7 @@ public final class WorkspaceBench implements AutoCloseable {
         case "--provider" -> provider = value;
         case "--iterations" -> iterations = intValue(option, value);
         case "--warmup" -> warmup = intValue(option, value);
+        case "--only" -> only = List.of(value.split(","));
         default -> out = Path.of(value);
       }
     }
@@ -237,7 +264,7 @@ public final class WorkspaceBench implements AutoCloseable {
     if (out == null) {
       out = defaultResultsDir().resolve(provider + "-" + timestamp(now) + ".json");
     }
-    return new Options(provider, iterations, warmup, out);
+    return new Options(provider, iterations, warmup, out, only);
   }
 
   private static int intValue(String option, String value) {

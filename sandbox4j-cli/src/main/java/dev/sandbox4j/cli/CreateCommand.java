@@ -3,7 +3,9 @@ package dev.sandbox4j.cli;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -51,6 +53,14 @@ final class CreateCommand implements Callable<Integer> {
   Long memory;
 
   @Option(
+      names = "--snapshot",
+      paramLabel = "NAME",
+      description =
+          "Start from this snapshot ('sandbox4j snapshot ls') with the size it was saved with:"
+              + " not with --image, --cpus or --memory.")
+  String snapshot;
+
+  @Option(
       names = "--workdir",
       paramLabel = "PATH",
       description =
@@ -81,6 +91,25 @@ final class CreateCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     root.provider(spec, provider); // an unknown provider is the error to report first
+    if (snapshot != null) {
+      List<String> conflicting = new ArrayList<>();
+      if (image != null) {
+        conflicting.add("--image");
+      }
+      if (cpus != null) {
+        conflicting.add("--cpus");
+      }
+      if (memory != null) {
+        conflicting.add("--memory");
+      }
+      if (!conflicting.isEmpty()) {
+        throw new ParameterException(
+            spec.commandLine(),
+            "--snapshot cannot be combined with "
+                + String.join(", ", conflicting)
+                + ": a sandbox from a snapshot keeps the image and size it was saved with");
+      }
+    }
     if (env != null && !env.isEmpty() && !root.providers().keepsEnv(provider)) {
       throw new ParameterException(
           spec.commandLine(),
@@ -90,7 +119,9 @@ final class CreateCommand implements Callable<Integer> {
     }
     WorkspaceProvider workspaces =
         root.provider(
-            spec, provider, new Providers.Settings(env, workdir, image, cpus, memory, labels));
+            spec,
+            provider,
+            new Providers.Settings(env, workdir, image, cpus, memory, labels, snapshot));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref = workspace.open();

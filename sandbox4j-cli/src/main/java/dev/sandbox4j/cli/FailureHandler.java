@@ -48,7 +48,11 @@ final class FailureHandler implements IParameterExceptionHandler, IExecutionExce
   public int handleExecutionException(Exception e, CommandLine command, ParseResult parseResult) {
     return switch (e) {
       case WorkspaceTimeoutException t -> {
-        report("command timed out after " + DurationConverter.describe(t.timeout()), e);
+        report(
+            t.getClass() == WorkspaceTimeoutException.class
+                ? "command timed out after " + DurationConverter.describe(t.timeout())
+                : oneLine(t.getMessage()), // the no-output limit says so
+            e);
         yield ExitCodes.TIMEOUT;
       }
       case WorkspaceOutputLimitException o -> {

@@ -37,6 +37,7 @@ final class Providers {
    * @param cpus the CPU quota of a new sandbox, or null for the default
    * @param memoryBytes the memory limit of a new sandbox, or null for the default
    * @param labels labels of a new sandbox
+   * @param snapshot the snapshot a new sandbox starts from, or null
    */
   record Settings(
       Map<String, String> env,
@@ -44,7 +45,8 @@ final class Providers {
       String image,
       Integer cpus,
       Long memoryBytes,
-      Map<String, String> labels) {
+      Map<String, String> labels,
+      String snapshot) {
 
     static final Settings DEFAULTS = new Settings(Map.of(), null, null, null, null, Map.of());
 
@@ -53,12 +55,22 @@ final class Providers {
       labels = labels == null ? Map.of() : Map.copyOf(labels);
     }
 
+    Settings(
+        Map<String, String> env,
+        String workingDirectory,
+        String image,
+        Integer cpus,
+        Long memoryBytes,
+        Map<String, String> labels) {
+      this(env, workingDirectory, image, cpus, memoryBytes, labels, null);
+    }
+
     Settings withEnv(Map<String, String> env) {
-      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels);
+      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels, snapshot);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
-      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels);
+      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels, snapshot);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -69,6 +81,7 @@ final class Providers {
       set.put("--cpus", cpus != null);
       set.put("--memory", memoryBytes != null);
       set.put("--label", !labels.isEmpty());
+      set.put("--snapshot", snapshot != null);
       return set.entrySet().stream().filter(Map.Entry::getValue).map(Map.Entry::getKey).toList();
     }
   }
@@ -155,6 +168,9 @@ final class Providers {
     }
     if (settings.memoryBytes() != null) {
       b.memory(settings.memoryBytes());
+    }
+    if (settings.snapshot() != null) {
+      b.snapshot(settings.snapshot());
     }
     settings.labels().forEach(b::label);
     return b.build();

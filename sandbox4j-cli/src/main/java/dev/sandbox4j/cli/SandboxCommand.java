@@ -47,6 +47,12 @@ import picocli.CommandLine.Spec;
       CopyCommand.class,
       ListCommand.class,
       RemoveCommand.class,
+      StateCommands.Suspend.class,
+      StateCommands.Resume.class,
+      StateCommands.Stop.class,
+      StateCommands.Start.class,
+      ForkCommand.class,
+      SnapshotCommand.class,
       GcCommand.class,
       RunCommand.class,
       DemoCommand.class
@@ -129,8 +135,8 @@ final class SandboxCommand implements Runnable {
   public void run() {
     throw new ParameterException(
         spec.commandLine(),
-        "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm, gc, run or"
-            + " demo");
+        "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm, suspend,"
+            + " resume, stop, start, fork, snapshot, gc, run or demo");
   }
 
   /**

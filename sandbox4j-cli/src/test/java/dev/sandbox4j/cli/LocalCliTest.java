@@ -369,4 +369,95 @@ class LocalCliTest {
     assertThat(r.out().lines().toList())
         .allSatisfy(l -> assertThat(l).matches("nothing to clean|removed .+"));
   }
+
+  // ---- lifecycle -----------------------------------------------------------------------------
+
+  private static String stateOf(String ref) throws Exception {
+    Run ls = run("ls", "--json");
+    assertThat(ls.exitCode()).as(ls.err()).isZero();
+    for (JsonNode node : JSON.readTree(ls.out())) {
+      if ((node.path("provider").asText() + ":" + node.path("id").asText()).equals(ref)) {
+        return node.path("state").asText();
+      }
+    }
+    throw new AssertionError(ref + " not in ls --json: " + ls.out());
+  }
+
+  @Test
+  void suspendResumeStopStartShowTheStateInLsAndExecWakes() throws Exception {
+    String ref = create();
+    assertThat(run("exec", ref, "--", "sh", "-c", "echo kept > k.txt").exitCode()).isZero();
+
+    Run suspend = run("suspend", ref);
+    assertThat(suspend.exitCode()).as(suspend.err()).isZero();
+    assertThat(suspend.out()).isEqualTo(ref + "\n");
+    assertThat(stateOf(ref)).isEqualTo("suspended");
+    Run ls = run("ls");
+    assertThat(ls.out()).containsPattern(Pattern.quote(ref) + "\\s+suspended");
+    assertThat(run("resume", ref).exitCode()).isZero();
+    assertThat(stateOf(ref)).isEqualTo("running");
+
+    assertThat(run("stop", ref).exitCode()).isZero();
+    assertThat(stateOf(ref)).isEqualTo("stopped");
+    Run cat = run("exec", ref, "--", "cat", "k.txt"); // wakes it
+    assertThat(cat.exitCode()).as(cat.err()).isZero();
+    assertThat(cat.out()).isEqualTo("kept\n");
+    assertThat(stateOf(ref)).isEqualTo("running");
+    assertThat(run("stop", ref).exitCode()).isZero();
+    assertThat(run("start", ref).exitCode()).isZero();
+    assertThat(stateOf(ref)).isEqualTo("running");
+
+    Run gone = run("suspend", "zz0000000000");
+    assertThat(gone.exitCode()).isEqualTo(69);
+    assertThat(gone.err()).startsWith("sandbox4j: ").contains("unavailable");
+  }
+
+  @Test
+  void forkSnapshotAndCreateFromSnapshot() throws Exception {
+    String ref = create("--cpus", "2");
+    assertThat(run("exec", ref, "--", "sh", "-c", "echo original > f.txt").exitCode()).isZero();
+
+    Run fork = run("fork", ref);
+    assertThat(fork.exitCode()).as(fork.err()).isZero();
+    String forked = fork.out().strip();
+    created.add(forked);
+    assertThat(forked).matches("local:[a-z0-9]+").isNotEqualTo(ref);
+    assertThat(fork.err()).contains("processes were not copied");
+    assertThat(run("exec", forked, "--", "cat", "f.txt").out()).isEqualTo("original\n");
+    Run forkJson = run("fork", "--json", ref);
+    JsonNode node = JSON.readTree(forkJson.out());
+    created.add("local:" + node.path("id").asText());
+    assertThat(node.path("processesCopied").asBoolean(true)).isFalse();
+
+    String name = "cli-test-" + Long.toString(new Random().nextLong() & Long.MAX_VALUE, 36);
+    try {
+      Run save = run("snapshot", ref, name);
+      assertThat(save.exitCode()).as(save.err()).isZero();
+      assertThat(save.out()).isEqualTo(name + "\n");
+      Run list = run("snapshot", "ls", "--json");
+      assertThat(list.out()).contains("\"" + name + "\"");
+      assertThat(run("snapshot", "ls").out()).contains(name);
+
+      Run refused = run("create", "--snapshot", name, "--cpus", "4");
+      assertThat(refused.exitCode()).isEqualTo(64);
+      assertThat(refused.err()).contains("--snapshot cannot be combined with --cpus");
+
+      String restored = create("--snapshot", name);
+      assertThat(run("exec", restored, "--", "cat", "f.txt").out()).isEqualTo("original\n");
+      Run lsJson = run("ls", "--json");
+      for (JsonNode n : JSON.readTree(lsJson.out())) {
+        if (("local:" + n.path("id").asText()).equals(restored)) {
+          assertThat(n.path("cpus").asInt()).isEqualTo(2);
+          assertThat(n.path("image").asText()).isEqualTo(name);
+        }
+      }
+    } finally {
+      Run rm = run("snapshot", "rm", name);
+      assertThat(rm.exitCode()).as(rm.err()).isZero();
+    }
+    assertThat(run("snapshot", "ls").out()).doesNotContain(name);
+    Run missing = run("create", "--snapshot", name);
+    assertThat(missing.exitCode()).isEqualTo(69);
+    assertThat(missing.err()).contains("does not exist");
+  }
 }

@@ -191,6 +191,28 @@ final class Cgroups {
     }
   }
 
+  /**
+   * The file that freezes the sandbox's processes: the v1 {@code freezer.state} where a freezer
+   * hierarchy is mounted (as on a hybrid host; {@code crun pause} uses it too, and commands join it
+   * with the other v1 cgroups), else the v2 {@code cgroup.freeze}. Empty if neither exists (the
+   * sandbox's container is not running).
+   */
+  java.util.Optional<Path> freezerFile(String id) {
+    for (Path h : v1Hierarchies) {
+      Path state = h.resolve(parent).resolve(id).resolve("freezer.state");
+      if (Files.exists(state)) {
+        return java.util.Optional.of(state);
+      }
+    }
+    if (unified != null) {
+      Path freeze = unified.resolve(parent).resolve(id).resolve("cgroup.freeze");
+      if (Files.exists(freeze)) {
+        return java.util.Optional.of(freeze);
+      }
+    }
+    return java.util.Optional.empty();
+  }
+
   /** The ids that have a cgroup directory somewhere, for gc. */
   List<String> sandboxIds() {
     List<String> ids = new ArrayList<>();

@@ -104,6 +104,16 @@ final class Engine {
 
   /** Creates and starts a sandbox; returns its id. On failure nothing is left behind. */
   String create(Spec spec, Consumer<String> progress) {
+    return create(spec, progress, Engine::prepareUpperLayer);
+  }
+
+  /** Makes a new sandbox's {@code upper/}, {@code work/} and {@code rootfs/} in {@code dir}. */
+  interface UpperLayer {
+    void prepare(Path dir, String id) throws IOException;
+  }
+
+  /** {@link #create(Spec, Consumer)} with the writable layer {@code upper} makes (for a fork). */
+  String create(Spec spec, Consumer<String> progress, UpperLayer upper) {
     Image image = image(spec, progress);
     Reserved reserved = reserve(image, spec);
     String id = reserved.id();
@@ -113,7 +123,7 @@ final class Engine {
       // Its record names the image's layers: once the store has seen them all still there, no
       // image removal, rebuild or gc deletes them.
       images.checkLayersKept(image);
-      prepareUpperLayer(dir, id);
+      upper.prepare(dir, id);
       start(dir, id, image, spec.limits());
       if (!spec.workingDirectory().equals(HOME)) {
         createWorkingDirectory(id, spec.workingDirectory());
@@ -223,7 +233,7 @@ final class Engine {
   }
 
   /** The upper layer starts with what makes this sandbox itself: its hostname, resolvable. */
-  private static void prepareUpperLayer(Path dir, String id) throws IOException {
+  static void prepareUpperLayer(Path dir, String id) throws IOException {
     Path upper = Files.createDirectories(dir.resolve("upper"));
     Files.createDirectories(dir.resolve("work"));
     Files.createDirectories(dir.resolve("rootfs"));
@@ -237,7 +247,7 @@ final class Engine {
     }
   }
 
-  private void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
+  void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
     Path rootfs = dir.resolve("rootfs");
     if (!Overlay.isMounted(rootfs)) {
       Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
@@ -273,13 +283,14 @@ final class Engine {
     Path dir = sandboxes.resolve(id);
     try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
       SandboxRecord current = record(id); // re-read: the lock holder may have changed it
-      if (current.status() != SandboxRecord.Status.RUNNING) {
+      if (!current.status().isUsable()) {
         throw unavailable(
             id,
             "it was interrupted while "
                 + current.status().name().toLowerCase(java.util.Locale.ROOT)
                 + "; `sandbox4j gc` removes it");
       }
+      Freezer.thaw(cgroups, id); // suspended, or interrupted while freezing for a fork or snapshot
       if (runtime.status(id).filter("running"::equals).isEmpty()) {
         runtime.delete(id);
         // The layers it was created on, whatever the image's name points to now.
@@ -294,11 +305,35 @@ final class Engine {
             new OciConfig.Limits(current.memoryBytes(), current.cpus(), current.pids()));
         LOG.log(System.Logger.Level.INFO, "Restarted local sandbox {0}", id);
       }
+      if (current.status() != SandboxRecord.Status.RUNNING) {
+        current.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
+        LOG.log(
+            System.Logger.Level.INFO,
+            "Woke local sandbox {0} ({1})",
+            id,
+            current.status().name().toLowerCase(java.util.Locale.ROOT));
+      }
     } catch (NoSuchFileException e) {
       throw unavailable(id, "it was destroyed");
     } catch (IOException e) {
       throw new WorkspaceException("cannot attach to local:" + id + ": " + e, e);
     }
+  }
+
+  /**
+   * Makes sure sandbox {@code id} runs before an operation: cheap (one read of its record) when it
+   * does; wakes it ({@link #attach}) when it is suspended or stopped.
+   */
+  void wake(String id) {
+    if (record(id).status() != SandboxRecord.Status.RUNNING) {
+      attach(id);
+    }
+  }
+
+  /** The directory of sandbox {@code id} (whether or not it exists). */
+  Path dir(String id) {
+    checkId(id);
+    return sandboxes.resolve(id);
   }
 
   /** The sandbox's record; unavailable if it has none. */
@@ -316,7 +351,7 @@ final class Engine {
   /** Whether the sandbox still exists and is not being destroyed. */
   boolean isAlive(String id) {
     try {
-      return record(id).status() == SandboxRecord.Status.RUNNING;
+      return record(id).status().isUsable();
     } catch (WorkspaceException e) {
       return false;
     }
@@ -361,6 +396,7 @@ final class Engine {
   }
 
   private void teardown(String id, Path dir) throws IOException {
+    Freezer.thaw(cgroups, id); // a frozen process would not die
     runtime.delete(id);
     cgroups.removeSandbox(id);
     Overlay.unmount(dir.resolve("rootfs"));
@@ -448,9 +484,10 @@ final class Engine {
   }
 
   /**
-   * Tears down a sandbox whose record is missing or not RUNNING while nobody holds its lock, and
-   * keeps holding the lock from the check to the end: released in between, someone could take it
-   * and change the sandbox that gc then destroys.
+   * Tears down a sandbox whose record is missing or says CREATING or DESTROYING while nobody holds
+   * its lock, and keeps holding the lock from the check to the end: released in between, someone
+   * could take it and change the sandbox that gc then destroys. A suspended or stopped one whose
+   * transition was interrupted is finished instead ({@link Lifecycle#finishInterrupted}).
    */
   private boolean removeIfInterrupted(String id, Path dir) throws IOException {
     Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
@@ -459,9 +496,12 @@ final class Engine {
     }
     try (FileLock held = lock.get()) {
       Path state = dir.resolve("state.json");
-      if (Files.exists(state)
-          && SandboxRecord.read(state).status() == SandboxRecord.Status.RUNNING) {
-        return false;
+      if (Files.exists(state)) {
+        SandboxRecord record = SandboxRecord.read(state);
+        if (record.status().isUsable()) {
+          Lifecycle.finishInterrupted(this, record);
+          return false;
+        }
       }
       teardown(id, dir);
       return true;

@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -60,20 +61,62 @@ final class Exec {
       List<String> argv,
       RunOptions options,
       long clockStart) {
+    return run(engine, id, user, cwd, env, argv, options, clockStart, null);
+  }
+
+  /**
+   * {@link #run}, killing the command (and every process it started) once it has printed nothing
+   * for {@code noOutput}, if not null: then it raises {@link WorkspaceTimeoutException} with the
+   * output so far.
+   */
+  static CommandResult run(
+      Engine engine,
+      String id,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv,
+      RunOptions options,
+      long clockStart,
+      Duration noOutput) {
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
+    NoOutputWatchdog watchdog =
+        noOutput == null
+            ? null
+            : NoOutputWatchdog.start(noOutput, () -> engine.cgroups().killCommand(id, group));
     try {
+      if (watchdog != null) {
+        options = watchdog.watching(options);
+      }
       List<String> inside = new ArrayList<>();
       if (!argv.getFirst().equals("/bin/sh")) {
         inside.addAll(EXEC_AS_SHELL);
       }
       inside.addAll(argv);
-      CommandResult result =
-          ProcessCommands.run(
-              hostProcess(engine, id, group, user, cwd, env, inside, false),
-              options,
-              clockStart,
-              process -> () -> engine.cgroups().killCommand(id, group));
+      CommandResult result;
+      try {
+        result =
+            ProcessCommands.run(
+                hostProcess(engine, id, group, user, cwd, env, inside, false),
+                options,
+                clockStart,
+                process -> () -> engine.cgroups().killCommand(id, group));
+      } catch (WorkspaceException e) {
+        if (watchdog != null) {
+          watchdog.close();
+        }
+        if (watchdog != null && watchdog.fired()) {
+          throw watchdog.timeout(new byte[0], new byte[0]);
+        }
+        throw e;
+      }
+      if (watchdog != null) {
+        watchdog.close(); // before asking: a command that ended in time stays a result
+      }
+      if (watchdog != null && watchdog.fired()) {
+        throw watchdog.timeout(result.stdout(), result.stderr());
+      }
       if (!result.succeeded() && !Files.exists(engine.commandPidFile(id, group))) {
         throw notStarted(engine, id, result.exitCode(), result.stderrText());
       }
@@ -81,6 +124,9 @@ final class Exec {
     } catch (IOException e) {
       throw new WorkspaceException("cannot start crun exec: " + e.getMessage(), e);
     } finally {
+      if (watchdog != null) {
+        watchdog.close();
+      }
       cleanUp(engine, id, group);
     }
   }

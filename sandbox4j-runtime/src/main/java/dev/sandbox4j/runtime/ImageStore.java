@@ -103,7 +103,8 @@ final class ImageStore {
 
   /**
    * What {@code image.json} holds; {@code created} as ISO-8601, which needs no Jackson module.
-   * {@code layers} bottom first; null in format 1.
+   * {@code layers} bottom first; null in format 1. {@code snapshot} is null unless the image is a
+   * sandbox's snapshot.
    */
   private record Manifest(
       int formatVersion,
@@ -112,7 +113,14 @@ final class ImageStore {
       long sizeBytes,
       String description,
       List<String> packages,
-      List<String> layers) {}
+      List<String> layers,
+      Snapshot snapshot) {}
+
+  /**
+   * What an image saved from a sandbox ({@link Lifecycle#snapshot}) remembers of it: the sandbox,
+   * its image, and the size every sandbox made from the snapshot keeps.
+   */
+  record Snapshot(String sandbox, String image, int cpus, long memoryBytes, int pids) {}
 
   private final Path imagesDir;
   private final Path layersDir;
@@ -312,7 +320,8 @@ final class ImageStore {
             old.sizeBytes(),
             old.description(),
             old.packages(),
-            List.of(id));
+            List.of(id),
+            null);
     AtomicFiles.write(imageDir.resolve(MANIFEST), JSON.writeValueAsBytes(migrated));
     return null;
   }
@@ -324,6 +333,12 @@ final class ImageStore {
     } catch (WorkspaceException damaged) {
       // replaced or removed anyway
     }
+  }
+
+  /** What image {@code name} remembers of the sandbox it was saved from; empty if none. */
+  Optional<Snapshot> snapshotOf(String name) {
+    checkName(name);
+    return readManifest(name).map(Manifest::snapshot);
   }
 
   /** Every complete image, sorted by name. */
@@ -652,6 +667,19 @@ final class ImageStore {
       String description,
       List<String> packages)
       throws IOException {
+    return publish(build, name, layerIds, sizeBytes, description, packages, null);
+  }
+
+  /** {@link #publish} of a snapshot of a sandbox, described by {@code snapshot}. */
+  Image publish(
+      Build build,
+      String name,
+      List<String> layerIds,
+      long sizeBytes,
+      String description,
+      List<String> packages,
+      Snapshot snapshot)
+      throws IOException {
     Instant created = Instant.now();
     Manifest manifest =
         new Manifest(
@@ -661,7 +689,8 @@ final class ImageStore {
             sizeBytes,
             description,
             packages,
-            List.copyOf(layerIds));
+            List.copyOf(layerIds),
+            snapshot);
     Path manifestDir = Files.createDirectory(build.dir().resolve("image"));
     Files.setPosixFilePermissions(manifestDir, PosixFilePermissions.fromString("rwxr-xr-x"));
     AtomicFiles.write(manifestDir.resolve(MANIFEST), JSON.writeValueAsBytes(manifest));

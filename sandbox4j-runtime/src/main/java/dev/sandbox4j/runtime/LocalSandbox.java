@@ -4,8 +4,10 @@ import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,9 +28,14 @@ import java.util.regex.Pattern;
  * sandboxes.destroy(ref);                                // sandboxes outlive the JVM
  * }</pre>
  *
- * <p>{@code image}, {@code cpus}, {@code memory}, {@code pids} and labels shape a new sandbox only;
- * {@code workingDirectory} and {@code env} apply to every command, also after attaching. The
- * working directory is created in a new sandbox and must already exist in one attached to.
+ * <p>{@code image} (or {@code snapshot}), {@code cpus}, {@code memory}, {@code pids} and labels
+ * shape a new sandbox only; {@code workingDirectory}, {@code env} and {@code noOutputTimeout} apply
+ * to every command, also after attaching. The working directory is created in a new sandbox and
+ * must already exist in one attached to.
+ *
+ * <p>A sandbox can be suspended, stopped, forked (files only) and saved as a snapshot ({@link
+ * #suspend}, {@link #stop}, {@link #fork}, {@link #snapshot}); any operation on a suspended or
+ * stopped sandbox wakes it.
  *
  * <p>Constructing does no I/O. The first operation needs root, Linux, an OCI runtime and a prepared
  * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
@@ -43,7 +50,10 @@ public final class LocalSandbox implements WorkspaceProvider {
   public static final Path DEFAULT_HOME = Path.of("/var/lib/sandbox4j");
 
   private static final Pattern LABEL = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
+  private static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
   private static final long GIB = 1L << 30;
+  private static final long MAX_MEMORY = 1L << 40;
+  private static final int MAX_PIDS = 1 << 22;
 
   private final Path home;
   private final String runtimeName;
@@ -55,6 +65,8 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final int pids;
   private final Map<String, String> labels;
   private final Consumer<String> progress;
+  private final Duration noOutputTimeout;
+  private final String snapshot;
   private final ImageStore images;
   private volatile Engine engine;
 
@@ -74,6 +86,8 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.pids = b.pids;
     this.labels = Map.copyOf(b.labels);
     this.progress = b.progress;
+    this.noOutputTimeout = b.noOutputTimeout;
+    this.snapshot = b.snapshot;
     this.images = new ImageStore(home.resolve("images"));
   }
 
@@ -120,6 +134,125 @@ public final class LocalSandbox implements WorkspaceProvider {
           "cannot destroy " + ref + ": it belongs to provider '" + ref.provider() + "', not local");
     }
     engine().destroy(ref.id());
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------------------
+
+  /**
+   * Freezes every process of {@code ref}'s sandbox (cgroup freezer); memory is kept and nothing
+   * runs until it is resumed, which any operation on it does transparently. Idempotent; a stopped
+   * sandbox stays stopped.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist (destroyed, unknown)
+   */
+  public void suspend(WorkspaceRef ref) {
+    new Lifecycle(engine()).suspend(localId(ref));
+  }
+
+  /**
+   * Wakes {@code ref}'s sandbox: thaws a suspended one, starts a stopped one. Idempotent. Any
+   * operation on a sandbox does this by itself.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public void resume(WorkspaceRef ref) {
+    new Lifecycle(engine()).start(localId(ref));
+  }
+
+  /**
+   * Ends every process of {@code ref}'s sandbox and unmounts its root file system, keeping its
+   * files; the next operation (or {@link #start}) starts it again, with a fresh init. Idempotent.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public void stop(WorkspaceRef ref) {
+    new Lifecycle(engine()).stop(localId(ref));
+  }
+
+  /**
+   * Starts {@code ref}'s stopped sandbox (and thaws a suspended one): the same as {@link #resume}.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public void start(WorkspaceRef ref) {
+    new Lifecycle(engine()).start(localId(ref));
+  }
+
+  /**
+   * A new running sandbox with a copy of {@code ref}'s files (copy-on-write where the file system
+   * supports it), on the same image, with the same size and labels; afterwards the two change
+   * independently. A running parent is frozen while its files are copied. <b>Processes are not
+   * copied</b> (that needs checkpoint/restore, which the local engine does not do): the result says
+   * so, and the fork starts with only its init.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public ForkResult fork(WorkspaceRef ref) {
+    return new Lifecycle(engine()).fork(localId(ref), progress);
+  }
+
+  /**
+   * Saves {@code ref}'s files as snapshot {@code name}, an image new sandboxes start from ({@link
+   * Builder#snapshot}) with this sandbox's size. A running sandbox is frozen while its files are
+   * copied. The snapshot is usable only once complete; one of the same name is replaced (sandboxes
+   * made from it keep theirs), but an image that is not a snapshot is not.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws IllegalArgumentException if an image that is not a snapshot has that name
+   */
+  public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
+    checkImageName(name, "snapshot name");
+    Lifecycle lifecycle = new Lifecycle(engine());
+    Image image = lifecycle.snapshot(localId(ref), name);
+    return SnapshotInfo.of(image, images.snapshotOf(name).orElseThrow());
+  }
+
+  /** The complete snapshots on this machine (of this state directory), sorted by name. */
+  public List<SnapshotInfo> snapshots() {
+    return images.list().stream()
+        .flatMap(i -> images.snapshotOf(i.name()).map(s -> SnapshotInfo.of(i, s)).stream())
+        .toList();
+  }
+
+  /**
+   * Removes snapshot {@code name}. Sandboxes made from it keep running on its files.
+   *
+   * @return whether there was such a snapshot
+   * @throws IllegalArgumentException if an image of that name is not a snapshot
+   */
+  public boolean removeSnapshot(String name) {
+    checkImageName(name, "snapshot name");
+    requireLinuxAndRoot();
+    if (images.find(name).isEmpty()) {
+      return false;
+    }
+    if (images.snapshotOf(name).isEmpty()) {
+      throw new IllegalArgumentException(
+          "image '" + name + "' is not a snapshot: remove it as an image");
+    }
+    images.remove(name);
+    return true;
+  }
+
+  private static String localId(WorkspaceRef ref) {
+    Objects.requireNonNull(ref, "ref");
+    if (!ref.provider().equals(NAME)) {
+      throw new IllegalArgumentException(
+          ref + " belongs to provider '" + ref.provider() + "', not local");
+    }
+    Engine.checkId(ref.id());
+    return ref.id();
+  }
+
+  private static void checkImageName(String name, String what) {
+    if (name == null || !IMAGE_NAME.matcher(name).matches() || name.equals("layers")) {
+      throw new IllegalArgumentException(
+          "invalid "
+              + what
+              + " '"
+              + name
+              + "': 1 to 63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit");
+    }
   }
 
   /** Every sandbox on this machine (of this state directory), sorted by id. */
@@ -210,9 +343,35 @@ public final class LocalSandbox implements WorkspaceProvider {
     return progress;
   }
 
+  Duration noOutputTimeout() {
+    return noOutputTimeout;
+  }
+
+  /**
+   * What a new sandbox is made of; from a snapshot, its layers and size.
+   *
+   * @throws WorkspaceUnavailableException if the snapshot does not exist (or is still being saved)
+   */
   Engine.Spec spec() {
+    if (snapshot == null) {
+      return new Engine.Spec(
+          image, workingDirectory, new OciConfig.Limits(memoryBytes, cpus, pids), labels);
+    }
+    Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
+    Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
+    if (saved.isEmpty() || found.isEmpty()) {
+      throw new WorkspaceUnavailableException(
+          "snapshot '"
+              + snapshot
+              + "' does not exist here (or is still being saved): see `sandbox4j snapshot ls`");
+    }
+    ImageStore.Snapshot s = saved.get();
     return new Engine.Spec(
-        image, workingDirectory, new OciConfig.Limits(memoryBytes, cpus, pids), labels);
+        snapshot,
+        workingDirectory,
+        new OciConfig.Limits(s.memoryBytes(), s.cpus(), s.pids()),
+        labels,
+        found.get().layerIds());
   }
 
   /** The engine, checked and built on first use. */
@@ -271,6 +430,10 @@ public final class LocalSandbox implements WorkspaceProvider {
     private int cpus = 1;
     private long memoryBytes;
     private int pids = 4096;
+    private final List<String> sizeSettings = new java.util.ArrayList<>();
+    private boolean imageSet;
+    private String snapshot;
+    private Duration noOutputTimeout = Duration.ofMinutes(30);
     private final Map<String, String> labels = new LinkedHashMap<>();
     private Consumer<String> progress =
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
@@ -300,6 +463,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     /** The image of a new sandbox (default {@code default}: Debian bookworm with dev tools). */
     public Builder image(String image) {
       this.image = Objects.requireNonNull(image, "image");
+      this.imageSet = true;
       return this;
     }
 
@@ -350,25 +514,31 @@ public final class LocalSandbox implements WorkspaceProvider {
         throw new IllegalArgumentException("cpus must be 1, 2, 4 or 8, was " + cpus);
       }
       this.cpus = cpus;
+      sizeSettings.add("cpus");
       return this;
     }
 
-    /** Memory limit of a new sandbox in bytes (default 4 GiB per CPU; at least 64 MiB). */
+    /**
+     * Memory limit of a new sandbox in bytes (default 4 GiB per CPU; at least 64 MiB, at most 1
+     * TiB).
+     */
     public Builder memory(long bytes) {
-      if (bytes < 64L << 20) {
+      if (bytes < 64L << 20 || bytes > MAX_MEMORY) {
         throw new IllegalArgumentException(
-            "memory must be at least 64 MiB, was " + bytes + " bytes");
+            "memory must be from 64 MiB to 1 TiB, was " + bytes + " bytes");
       }
       this.memoryBytes = bytes;
+      sizeSettings.add("memory");
       return this;
     }
 
-    /** Limit on processes of a new sandbox (default 4096; at least 16). */
+    /** Limit on processes of a new sandbox (default 4096; at least 16, at most 4194304). */
     public Builder pids(int pids) {
-      if (pids < 16) {
-        throw new IllegalArgumentException("pids must be at least 16, was " + pids);
+      if (pids < 16 || pids > MAX_PIDS) {
+        throw new IllegalArgumentException("pids must be from 16 to 4194304, was " + pids);
       }
       this.pids = pids;
+      sizeSettings.add("pids");
       return this;
     }
 
@@ -392,8 +562,50 @@ public final class LocalSandbox implements WorkspaceProvider {
       return this;
     }
 
-    /** Returns the provider. */
+    /**
+     * A new sandbox starts from snapshot {@code name} ({@link LocalSandbox#snapshot}) instead of an
+     * image, with the size the snapshot was saved with: {@code cpus}, {@code memory}, {@code pids}
+     * and {@code image} cannot be combined with it. A snapshot that does not exist, or is still
+     * being saved, makes the first use fail with {@link WorkspaceUnavailableException}.
+     */
+    public Builder snapshot(String name) {
+      checkImageName(name, "snapshot name");
+      this.snapshot = name;
+      return this;
+    }
+
+    /**
+     * How long a command may print nothing (neither stdout nor stderr) before it is killed with
+     * {@link dev.sandbox4j.workspace.WorkspaceTimeoutException}, with or without a timeout of its
+     * own (default 30 minutes).
+     */
+    public Builder noOutputTimeout(Duration limit) {
+      if (limit == null || limit.isNegative() || limit.isZero()) {
+        throw new IllegalArgumentException("noOutputTimeout must be positive, was " + limit);
+      }
+      this.noOutputTimeout = limit;
+      return this;
+    }
+
+    /**
+     * Returns the provider.
+     *
+     * @throws IllegalArgumentException if a snapshot is combined with a size or an image
+     */
     public LocalSandbox build() {
+      if (snapshot != null && (!sizeSettings.isEmpty() || imageSet)) {
+        List<String> conflicting =
+            new java.util.ArrayList<>(new java.util.LinkedHashSet<>(sizeSettings));
+        if (imageSet) {
+          conflicting.add("image");
+        }
+        throw new IllegalArgumentException(
+            "snapshot cannot be combined with "
+                + String.join(", ", conflicting)
+                + ": a sandbox from snapshot '"
+                + snapshot
+                + "' keeps the size and image it was saved with");
+      }
       return new LocalSandbox(this);
     }
   }

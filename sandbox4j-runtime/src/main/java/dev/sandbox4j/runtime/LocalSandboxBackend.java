@@ -53,7 +53,10 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
     return settings.workingDirectory();
   }
 
-  /** Creates or attaches on first use; returns the id. */
+  /**
+   * Creates or attaches on first use; after that wakes the sandbox if someone suspended or stopped
+   * it meanwhile (one read of its record when not). Returns the id.
+   */
   private synchronized String open() {
     Engine engine = settings.engine();
     if (id == null) {
@@ -63,6 +66,8 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
       engine.attach(id);
       checkWorkingDirectory(engine);
       ready = true;
+    } else {
+      engine.wake(id);
     }
     return id;
   }
@@ -104,7 +109,8 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
               env(options.env()),
               command.toArgv(),
               options,
-              clockStart);
+              clockStart,
+              settings.noOutputTimeout());
     } catch (WorkspaceException | CancellationException e) {
       if (!engine.isAlive(sandbox)) {
         throw new WorkspaceUnavailableException(

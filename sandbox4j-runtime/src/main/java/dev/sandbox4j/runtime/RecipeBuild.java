@@ -367,7 +367,7 @@ final class RecipeBuild {
    * {@code /etc/hosts}: the sandbox's own name), and {@code /etc} with them if nothing else is left
    * in it.
    */
-  private static void dropSandboxOwnFiles(Path layer) throws IOException {
+  static void dropSandboxOwnFiles(Path layer) throws IOException {
     Path etc = layer.resolve("etc");
     if (!Files.isDirectory(etc, NOFOLLOW)) {
       return;

@@ -38,11 +38,25 @@ record SandboxRecord(
           .enable(SerializationFeature.INDENT_OUTPUT)
           .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
 
-  /** Where a sandbox is in its life. */
+  /**
+   * Where a sandbox is in its life. {@code SUSPENDED} and {@code STOPPED} are written before the
+   * processes are frozen or ended, {@code RUNNING} after they are thawed or started: a record that
+   * says {@code RUNNING} always means running, and one interrupted on its way to sleep says where
+   * it was going (see {@link Lifecycle}).
+   */
   enum Status {
     CREATING,
     RUNNING,
-    DESTROYING
+    DESTROYING,
+    /** Every process frozen, memory kept. */
+    SUSPENDED,
+    /** Every process ended, the overlay unmounted, the writable layer kept. */
+    STOPPED;
+
+    /** Whether a sandbox in this state exists for its users (any operation wakes it). */
+    boolean isUsable() {
+      return this == RUNNING || this == SUSPENDED || this == STOPPED;
+    }
   }
 
   SandboxRecord {

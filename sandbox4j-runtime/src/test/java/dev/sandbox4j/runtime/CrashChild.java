@@ -33,6 +33,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *   <li>{@code destroy REF...}: destroys each sandbox, printing {@code DESTROYED REF} after each.
  *   <li>{@code loop}: create, exec, write a file, destroy, over and over; prints each ref before it
  *       uses it.
+ *   <li>{@code lifecycle REF NAME}: suspend, exec, stop, start, fork (then destroys the fork),
+ *       snapshot as NAME, over and over; prints {@code FORK REF} for each fork it made.
  * </ul>
  *
  * <p>{@code READY} is printed right before the phase starts (after the JVM has started and warmed
@@ -66,6 +68,7 @@ public final class CrashChild {
         say("DONE");
       }
       case "loop" -> loop(provider);
+      case "lifecycle" -> lifecycle(provider, WorkspaceRef.parse(args[3]), args[4]);
       default -> throw new IllegalArgumentException("unknown mode " + mode);
     }
   }
@@ -161,6 +164,22 @@ public final class CrashChild {
       }
       provider.destroy(ref);
       say("DESTROYED " + ref);
+      say("DONE " + (i + 1));
+    }
+  }
+
+  private static void lifecycle(LocalSandbox provider, WorkspaceRef ref, String snapshot) {
+    Workspace ws = Workspace.of(provider.backend(ref).orElseThrow());
+    say("READY");
+    for (int i = 0; i < 1000; i++) {
+      provider.suspend(ref);
+      ws.run(Command.shell("echo " + i + " >> lifecycle.txt"));
+      provider.stop(ref);
+      provider.start(ref);
+      ForkResult fork = provider.fork(ref);
+      say("FORK " + fork.ref());
+      provider.destroy(fork.ref());
+      provider.snapshot(ref, snapshot);
       say("DONE " + (i + 1));
     }
   }

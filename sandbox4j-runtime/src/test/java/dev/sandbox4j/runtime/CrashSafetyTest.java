@@ -185,6 +185,60 @@ class CrashSafetyTest {
     evaluate("loop", printed, false);
   }
 
+  /**
+   * Kills during suspend, exec, stop, start, fork and snapshot: the sandbox must stay usable (an
+   * exec wakes it), a fork is usable or removed by gc, and a snapshot exists whole or not at all.
+   */
+  @Test
+  void killDuringLifecycle() throws Exception {
+    Set<String> parents = new TreeSet<>();
+    List<String> names = new ArrayList<>();
+    try {
+      WorkspaceRef first = Workspace.of(provider.newBackend()).open();
+      parents.add(first.id());
+      String calibrationName = TAG + "-cal";
+      names.add(calibrationName);
+      Child calibration =
+          Child.start("lifecycle-calibration", "lifecycle", first.toString(), calibrationName);
+      long millis = calibration.millisUntil("DONE 2") / 2;
+      calibration.killAfter(0);
+      log("lifecycle: an iteration takes " + millis + " ms (mean of 2)");
+      for (int i = 0; i < 8; i++) {
+        WorkspaceRef ref = Workspace.of(provider.newBackend()).open();
+        parents.add(ref.id());
+        Workspace.of(provider.backend(ref).orElseThrow())
+            .run(Command.shell("sleep 1000 > /dev/null 2>&1 &"));
+        String name = TAG + "-" + i;
+        names.add(name);
+        Child child = Child.start("lifecycle-" + i, "lifecycle", ref.toString(), name);
+        child.killAfter(delayWithin(millis * 3 / 2));
+      }
+      // Forks carry the parents' label: evaluate finds them among the new ids.
+      evaluate("lifecycle", parents, true);
+      Path images = home.resolve("images");
+      for (String name : names) {
+        boolean complete =
+            provider.snapshots().stream().anyMatch(s -> s.name().equals(name))
+                && Files.isRegularFile(images.resolve(name).resolve("image.json"));
+        try (Stream<Path> entries = Files.list(images)) {
+          List<String> partial =
+              entries
+                  .map(p -> p.getFileName().toString())
+                  .filter(n -> n.startsWith(".build-" + name + "-") || n.startsWith(".old-" + name))
+                  .toList();
+          assertThat(partial).as("leftovers of snapshot " + name + " after gc").isEmpty();
+        }
+        if (!complete) {
+          assertThat(images.resolve(name)).as("a half snapshot " + name).doesNotExist();
+        }
+      }
+    } finally {
+      for (String name : names) {
+        provider.removeSnapshot(name);
+      }
+    }
+  }
+
   private static long median(long[] samples) {
     long[] sorted = samples.clone();
     Arrays.sort(sorted);

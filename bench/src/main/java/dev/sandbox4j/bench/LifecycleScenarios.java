@@ -1,0 +1,142 @@
+package dev.sandbox4j.bench;
+
+import dev.sandbox4j.runtime.ForkResult;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.util.List;
+import java.util.function.Function;
+
+/**
+ * The local engine's lifecycle scenarios (issue 5): suspend + resume, a files-only fork and a
+ * snapshot of a sandbox with 200 MB written, and create from a snapshot. Sandboxes are made by
+ * {@code sandboxes} (labelled with the run, so the target's cleanup destroys them and their forks);
+ * snapshots are named {@code bench-<pid>-*} and removed after each round and at close.
+ */
+final class LifecycleScenarios implements AutoCloseable {
+  private static final Command TRUE = Command.argv("true");
+  private static final Command WRITE_200MB =
+      Command.shell("head -c 200M /dev/urandom > big.bin && sync big.bin");
+
+  private final LocalSandbox sandboxes;
+  private final Function<String, LocalSandbox> fromSnapshot;
+  private final Command firstCommand;
+  private final String prefix = "bench-" + ProcessHandle.current().pid();
+  private Workspace small;
+  private Workspace big;
+  private String smallSnapshot;
+  private int counter;
+
+  /**
+   * @param sandboxes makes the sandboxes measured on
+   * @param fromSnapshot the engine making new sandboxes from the snapshot named
+   * @param firstCommand what create_from_snapshot runs first, as create_first_command does
+   */
+  LifecycleScenarios(
+      LocalSandbox sandboxes, Function<String, LocalSandbox> fromSnapshot, Command firstCommand) {
+    this.sandboxes = sandboxes;
+    this.fromSnapshot = fromSnapshot;
+    this.firstCommand = firstCommand;
+  }
+
+  List<WorkspaceBench.Scenario> scenarios(int iterations, int warmup) {
+    int heavy = Math.max(20, iterations / 5);
+    int heavier = Math.max(10, iterations / 20);
+    return List.of(
+        new WorkspaceBench.Scenario("suspend_resume", warmup, iterations, this::suspendResume),
+        new WorkspaceBench.Scenario(
+            "fork_files_200mb", Math.min(warmup, 3), heavy, this::fork200Mb),
+        new WorkspaceBench.Scenario(
+            "snapshot_200mb", Math.min(warmup, 2), heavier, this::snapshot200Mb),
+        new WorkspaceBench.Scenario(
+            "create_from_snapshot", warmup, iterations, this::createFromSnapshot));
+  }
+
+  private Workspace small() {
+    if (small == null) {
+      small = Workspace.of(sandboxes.newBackend());
+      check(small.run(TRUE));
+    }
+    return small;
+  }
+
+  private Workspace big() {
+    if (big == null) {
+      big = Workspace.of(sandboxes.newBackend());
+      check(big.run(WRITE_200MB));
+    }
+    return big;
+  }
+
+  /** suspend then resume of a sandbox that has run a command. */
+  long[] suspendResume() {
+    WorkspaceRef ref = small().open();
+    long start = System.nanoTime();
+    sandboxes.suspend(ref);
+    sandboxes.resume(ref);
+    return new long[] {System.nanoTime() - start};
+  }
+
+  /** fork of a running sandbox with 200 MB written; the fork's destroy is not timed. */
+  long[] fork200Mb() {
+    WorkspaceRef ref = big().open();
+    long start = System.nanoTime();
+    ForkResult fork = sandboxes.fork(ref);
+    long elapsed = System.nanoTime() - start;
+    sandboxes.destroy(fork.ref());
+    return new long[] {elapsed};
+  }
+
+  /** snapshot of a running sandbox with 200 MB written; removing it is not timed. */
+  long[] snapshot200Mb() {
+    WorkspaceRef ref = big().open();
+    String name = prefix + "-" + counter++;
+    long start = System.nanoTime();
+    sandboxes.snapshot(ref, name);
+    long elapsed = System.nanoTime() - start;
+    sandboxes.removeSnapshot(name);
+    return new long[] {elapsed};
+  }
+
+  /**
+   * New backend of a sandbox from a snapshot (of a sandbox that ran one command), then its first
+   * command, as create_first_command times it; the destroy is not timed.
+   */
+  long[] createFromSnapshot() {
+    if (smallSnapshot == null) {
+      smallSnapshot = prefix + "-small";
+      sandboxes.snapshot(small().open(), smallSnapshot);
+    }
+    LocalSandbox engine = fromSnapshot.apply(smallSnapshot);
+    long start = System.nanoTime();
+    Workspace ws = Workspace.of(engine.newBackend());
+    try {
+      CommandResult r = ws.run(firstCommand);
+      long elapsed = System.nanoTime() - start;
+      check(r);
+      return new long[] {elapsed};
+    } finally {
+      ws.ref().ifPresent(sandboxes::destroy);
+    }
+  }
+
+  private static void check(CommandResult r) {
+    if (!r.succeeded()) {
+      throw new IllegalStateException("a setup command failed: " + r);
+    }
+  }
+
+  @Override
+  public void close() {
+    for (Workspace ws : new Workspace[] {small, big}) {
+      if (ws != null) {
+        ws.ref().ifPresent(sandboxes::destroy);
+      }
+    }
+    if (smallSnapshot != null) {
+      sandboxes.removeSnapshot(smallSnapshot);
+    }
+  }
+}

@@ -1,0 +1,112 @@
+package dev.sandbox4j.cli;
+
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.function.BiConsumer;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code sandbox4j suspend|resume|stop|start ID...}: a local sandbox's state. Each prints every ref
+ * once done; every ref is checked before any sandbox is changed.
+ */
+final class StateCommands {
+  private StateCommands() {}
+
+  /** What the four have in common. */
+  abstract static class Change implements Callable<Integer> {
+    @ParentCommand SandboxCommand root;
+    @Spec CommandSpec spec;
+
+    @Parameters(arity = "1..*", paramLabel = "ID", description = "Local sandbox refs or ids.")
+    List<String> refs;
+
+    abstract BiConsumer<LocalSandbox, WorkspaceRef> change();
+
+    @Override
+    public Integer call() {
+      List<WorkspaceRef> parsed = localRefs(root, spec, refs);
+      LocalSandbox sandboxes = root.providers().local();
+      for (WorkspaceRef ref : parsed) {
+        change().accept(sandboxes, ref);
+        root.context().out().println(ref);
+      }
+      return ExitCodes.OK;
+    }
+  }
+
+  /** Parses refs that must all be local sandboxes' (a usage error otherwise). */
+  static List<WorkspaceRef> localRefs(SandboxCommand root, CommandSpec spec, List<String> refs) {
+    List<WorkspaceRef> parsed = refs.stream().map(text -> root.parseRef(spec, text)).toList();
+    for (WorkspaceRef ref : parsed) {
+      if (!ref.provider().equals(LocalSandbox.NAME)) {
+        throw new ParameterException(
+            spec.commandLine(),
+            ref + " is a " + ref.provider() + " workspace: only local sandboxes have this");
+      }
+      root.backend(spec, root.providers().local(), ref); // validates the id; no I/O
+    }
+    return parsed;
+  }
+
+  @Command(
+      name = "suspend",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Suspends sandboxes: freezes every process, keeping its memory; prints each ref.",
+        "Any later use (exec, cp, shell, resume) thaws it. A stopped sandbox stays stopped."
+      })
+  static final class Suspend extends Change {
+    @Override
+    BiConsumer<LocalSandbox, WorkspaceRef> change() {
+      return LocalSandbox::suspend;
+    }
+  }
+
+  @Command(
+      name = "resume",
+      mixinStandardHelpOptions = true,
+      description =
+          "Resumes suspended sandboxes (and starts stopped ones); prints each ref. Any use of a"
+              + " sandbox does this by itself.")
+  static final class Resume extends Change {
+    @Override
+    BiConsumer<LocalSandbox, WorkspaceRef> change() {
+      return LocalSandbox::resume;
+    }
+  }
+
+  @Command(
+      name = "stop",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Stops sandboxes: ends every process and unmounts the files, which are kept; prints each"
+            + " ref.",
+        "Any later use (exec, cp, shell, start) starts it again, without the old processes."
+      })
+  static final class Stop extends Change {
+    @Override
+    BiConsumer<LocalSandbox, WorkspaceRef> change() {
+      return LocalSandbox::stop;
+    }
+  }
+
+  @Command(
+      name = "start",
+      mixinStandardHelpOptions = true,
+      description =
+          "Starts stopped sandboxes (and resumes suspended ones); prints each ref. Any use of a"
+              + " sandbox does this by itself.")
+  static final class Start extends Change {
+    @Override
+    BiConsumer<LocalSandbox, WorkspaceRef> change() {
+      return LocalSandbox::start;
+    }
+  }
+}

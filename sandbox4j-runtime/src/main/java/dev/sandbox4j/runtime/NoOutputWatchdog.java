@@ -1,0 +1,111 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.WorkspaceTimeoutException;
+import java.time.Duration;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * Kills a command that prints nothing for too long: every chunk of stdout or stderr resets the
+ * clock; a virtual thread sleeps until the limit could be reached, and kills when it is.
+ */
+final class NoOutputWatchdog implements AutoCloseable {
+  private final Duration limit;
+  private final Runnable kill;
+  private volatile long lastOutput = System.nanoTime();
+  private volatile boolean closed;
+  private volatile boolean fired;
+  private Thread thread;
+
+  private NoOutputWatchdog(Duration limit, Runnable kill) {
+    this.limit = limit;
+    this.kill = kill;
+  }
+
+  static NoOutputWatchdog start(Duration limit, Runnable kill) {
+    NoOutputWatchdog w = new NoOutputWatchdog(limit, kill);
+    w.thread = Thread.ofVirtual().name("sandbox4j-no-output").start(w::watch);
+    return w;
+  }
+
+  private void watch() {
+    long limitNanos = limit.toNanos();
+    while (!closed) {
+      long silent = System.nanoTime() - lastOutput;
+      if (silent >= limitNanos) {
+        if (fire()) {
+          kill.run();
+        }
+        return;
+      }
+      LockSupport.parkNanos(limitNanos - silent);
+    }
+  }
+
+  /** {@code options} whose output callbacks also reset the clock. */
+  RunOptions watching(RunOptions options) {
+    var out = options.onStdout();
+    var err = options.onStderr();
+    return options.toBuilder()
+        .onStdout(
+            chunk -> {
+              lastOutput = System.nanoTime();
+              out.accept(chunk);
+            })
+        .onStderr(
+            chunk -> {
+              lastOutput = System.nanoTime();
+              err.accept(chunk);
+            })
+        .build();
+  }
+
+  /** Fires unless closed first: a command that ended meanwhile is not reported as killed. */
+  private synchronized boolean fire() {
+    if (closed) {
+      return false;
+    }
+    fired = true;
+    return true;
+  }
+
+  /** Whether it killed the command. */
+  boolean fired() {
+    return fired;
+  }
+
+  /** The exception a killed command raises, with its output so far. */
+  WorkspaceTimeoutException timeout(byte[] stdout, byte[] stderr) {
+    return new NoOutput(limit, stdout, stderr);
+  }
+
+  /** Stops watching; once this returns, {@link #fired()} no longer changes. */
+  @Override
+  public synchronized void close() {
+    closed = true;
+    LockSupport.unpark(thread);
+  }
+
+  static String describe(Duration d) {
+    if (d.toMillis() % 60_000 == 0) {
+      return d.toMinutes() + " min";
+    }
+    return d.toMillis() % 1000 == 0 ? d.toSeconds() + " s" : d.toMillis() + " ms";
+  }
+
+  /** A timeout whose message says what limit it was. */
+  private static final class NoOutput extends WorkspaceTimeoutException {
+    private static final long serialVersionUID = 1L;
+
+    NoOutput(Duration limit, byte[] stdout, byte[] stderr) {
+      super(limit, stdout, stderr);
+    }
+
+    @Override
+    public String getMessage() {
+      return "command printed nothing for "
+          + describe(timeout())
+          + " (the no-output limit), so it and every process it started were killed";
+    }
+  }
+}

@@ -1,0 +1,442 @@
+package dev.sandbox4j.runtime;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceTimeoutException;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Issue 5, first part: suspend/resume, stop/start, the states in {@link LocalSandbox#list()}, a
+ * files-only fork, snapshots, the no-output limit and sizes. Works in the default home (where the
+ * default image is) on sandboxes labelled {@value #LABEL}, which each test destroys, and snapshots
+ * named {@code lifecycle-test-*}, which it removes.
+ */
+class LifecycleTest {
+  private static final String LABEL = "sandbox4j.test";
+  private static final String TAG = "lifecycle-" + UUID.randomUUID().toString().substring(0, 8);
+
+  private static LocalSandbox sandboxes;
+  private final List<WorkspaceRef> created = new ArrayList<>();
+  private final List<String> snapshots = new ArrayList<>();
+
+  @BeforeAll
+  static void setUp() {
+    Prerequisites.requireLocalEngine();
+    sandboxes = builder().build();
+  }
+
+  private static LocalSandbox.Builder builder() {
+    return LocalSandbox.builder().label(LABEL, TAG).progress(line -> {});
+  }
+
+  @AfterEach
+  void cleanUp() {
+    for (WorkspaceRef ref : created) {
+      sandboxes.destroy(ref);
+    }
+    for (String name : snapshots) {
+      sandboxes.removeSnapshot(name);
+    }
+  }
+
+  private Workspace create(LocalSandbox provider) {
+    Workspace ws = Workspace.of(provider.newBackend());
+    created.add(ws.open());
+    return ws;
+  }
+
+  private static String state(WorkspaceRef ref) {
+    return sandboxes.list().stream()
+        .filter(i -> i.ref().equals(ref))
+        .findFirst()
+        .orElseThrow()
+        .state();
+  }
+
+  private static Path dir(WorkspaceRef ref) {
+    return sandboxes.home().resolve("sandboxes").resolve(ref.id());
+  }
+
+  private static String sh(Workspace ws, String script) {
+    CommandResult r = ws.run(Command.shell(script));
+    assertThat(r.succeeded()).as(script + " gave " + r).isTrue();
+    return r.stdoutText();
+  }
+
+  // ---- suspend and resume --------------------------------------------------------------------
+
+  @Test
+  void suspendFreezesEveryProcessAndAnyExecResumes() throws Exception {
+    Workspace ws = create(sandboxes);
+    WorkspaceRef ref = ws.open();
+    sh(
+        ws,
+        "(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.05; done)"
+            + " > /dev/null 2>&1 &");
+    Path counter = dir(ref).resolve("upper/tmp/counter");
+    awaitAdvancing(counter);
+
+    sandboxes.suspend(ref);
+    assertThat(state(ref)).isEqualTo("suspended");
+    sandboxes.suspend(ref); // idempotent
+    String frozenAt = Files.readString(counter);
+    Thread.sleep(600);
+    assertThat(Files.readString(counter)).as("the counter while suspended").isEqualTo(frozenAt);
+
+    // Any operation resumes it, from a backend that was already open.
+    assertThat(sh(ws, "echo awake")).isEqualTo("awake\n");
+    assertThat(state(ref)).isEqualTo("running");
+    awaitAdvancing(counter);
+
+    // And from a fresh backend, and through the file system.
+    sandboxes.suspend(ref);
+    Workspace attached = Workspace.of(sandboxes.backend(ref).orElseThrow());
+    assertThat(attached.exists("/tmp/counter")).isTrue();
+    assertThat(state(ref)).isEqualTo("running");
+    awaitAdvancing(counter);
+
+    sandboxes.suspend(ref);
+    sandboxes.resume(ref);
+    sandboxes.resume(ref); // idempotent
+    assertThat(state(ref)).isEqualTo("running");
+    awaitAdvancing(counter);
+  }
+
+  private static void awaitAdvancing(Path counter) throws Exception {
+    long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    String first = null;
+    while (System.nanoTime() < end) {
+      String now = Files.exists(counter) ? Files.readString(counter) : null;
+      if (first == null) {
+        first = now;
+      } else if (now != null && !now.equals(first)) {
+        return;
+      }
+      Thread.sleep(50);
+    }
+    throw new AssertionError("the counter in " + counter + " does not advance");
+  }
+
+  // ---- stop and start ------------------------------------------------------------------------
+
+  @Test
+  void stopEndsProcessesAndKeepsFilesAndStartBringsItBack() {
+    Workspace ws = create(sandboxes);
+    WorkspaceRef ref = ws.open();
+    ws.writeText("kept.txt", "still here");
+    sh(ws, "sudo sh -c 'echo root-made > /etc/marker'; sleep 12345 > /dev/null 2>&1 &");
+
+    sandboxes.stop(ref);
+    assertThat(state(ref)).isEqualTo("stopped");
+    assertThat(Overlay.isMounted(dir(ref).resolve("rootfs"))).as("rootfs mounted").isFalse();
+    assertThat(dir(ref).resolve("upper/home/sandbox/kept.txt")).exists();
+    sandboxes.stop(ref); // idempotent
+
+    // A file operation starts it.
+    assertThat(ws.readText("kept.txt")).isEqualTo("still here");
+    assertThat(state(ref)).isEqualTo("running");
+    assertThat(sh(ws, "cat /etc/marker")).isEqualTo("root-made\n");
+    assertThat(
+            sh(
+                ws,
+                "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+                    + " | grep -c '^sleep 12345 $' || true"))
+        .as("processes from before the stop")
+        .isEqualTo("0\n");
+
+    sandboxes.stop(ref);
+    sandboxes.start(ref);
+    sandboxes.start(ref); // idempotent
+    assertThat(state(ref)).isEqualTo("running");
+    assertThat(sh(ws, "cat kept.txt")).isEqualTo("still here");
+    // resume also starts a stopped one
+    sandboxes.stop(ref);
+    sandboxes.resume(ref);
+    assertThat(state(ref)).isEqualTo("running");
+  }
+
+  @Test
+  void destroyWorksWhenSuspendedAndWhenStopped() {
+    Workspace a = create(sandboxes);
+    Workspace b = create(sandboxes);
+    WorkspaceRef suspended = a.open();
+    WorkspaceRef stopped = b.open();
+    sh(a, "sleep 1000 > /dev/null 2>&1 &");
+    sandboxes.suspend(suspended);
+    sandboxes.stop(stopped);
+    sandboxes.destroy(suspended);
+    sandboxes.destroy(stopped);
+    for (WorkspaceRef ref : List.of(suspended, stopped)) {
+      assertThat(dir(ref)).doesNotExist();
+      assertThat(sandboxes.list()).noneMatch(i -> i.ref().equals(ref));
+      assertThat(sandboxes.engine().runtime().status(ref.id())).isEmpty();
+      assertThat(sandboxes.engine().cgroups().sandboxIds()).doesNotContain(ref.id());
+      assertThatThrownBy(() -> sandboxes.suspend(ref))
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> sandboxes.stop(ref))
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> sandboxes.resume(ref))
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> sandboxes.start(ref))
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> sandboxes.fork(ref))
+          .isInstanceOf(WorkspaceUnavailableException.class);
+    }
+  }
+
+  /** A crash between writing the record and freezing or ending: gc finishes it, use wakes it. */
+  @Test
+  void gcFinishesAnInterruptedSuspendOrStop() throws IOException {
+    Workspace a = create(sandboxes);
+    Workspace b = create(sandboxes);
+    WorkspaceRef suspending = a.open();
+    WorkspaceRef stopping = b.open();
+    Path stateA = dir(suspending).resolve("state.json");
+    SandboxRecord.read(stateA).withStatus(SandboxRecord.Status.SUSPENDED).write(stateA);
+    Path stateB = dir(stopping).resolve("state.json");
+    SandboxRecord.read(stateB).withStatus(SandboxRecord.Status.STOPPED).write(stateB);
+
+    sandboxes.gc();
+    assertThat(Freezer.isFrozen(sandboxes.engine().cgroups(), suspending.id())).isTrue();
+    assertThat(sandboxes.engine().runtime().status(stopping.id())).isEmpty();
+    assertThat(Overlay.isMounted(dir(stopping).resolve("rootfs"))).isFalse();
+    assertThat(state(suspending)).isEqualTo("suspended");
+    assertThat(state(stopping)).isEqualTo("stopped");
+
+    assertThat(sh(a, "echo a")).isEqualTo("a\n");
+    assertThat(sh(b, "echo b")).isEqualTo("b\n");
+    assertThat(state(suspending)).isEqualTo("running");
+    assertThat(state(stopping)).isEqualTo("running");
+  }
+
+  @Test
+  void unknownRefsAreUnavailable() {
+    WorkspaceRef unknown = new WorkspaceRef(LocalSandbox.NAME, "zz" + TAG.replace("-", ""));
+    assertThatThrownBy(() -> sandboxes.suspend(unknown))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    assertThatThrownBy(() -> sandboxes.snapshot(unknown, "lifecycle-test-never"))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    assertThatThrownBy(() -> sandboxes.stop(new WorkspaceRef("modal", "x")))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  // ---- fork ------------------------------------------------------------------------------------
+
+  @Test
+  void forkCopiesFilesNotProcessesAndTheTwoChangeIndependently() {
+    Workspace parent = create(builder().cpus(2).build());
+    WorkspaceRef parentRef = parent.open();
+    parent.writeText("shared.txt", "before");
+    sh(parent, "sudo sh -c 'echo x > /etc/parent-only' && rm -f /home/sandbox/.bashrc");
+    sh(parent, "sleep 4242 > /dev/null 2>&1 &");
+
+    ForkResult fork = sandboxes.fork(parentRef);
+    created.add(fork.ref());
+    assertThat(fork.processesCopied()).isFalse();
+    assertThat(fork.reason()).contains("files only");
+    assertThat(fork.ref()).isNotEqualTo(parentRef);
+    assertThat(state(parentRef)).isEqualTo("running");
+    assertThat(state(fork.ref())).isEqualTo("running");
+    SandboxInfo info =
+        sandboxes.list().stream().filter(i -> i.ref().equals(fork.ref())).findFirst().orElseThrow();
+    assertThat(info.cpus()).isEqualTo(2);
+    assertThat(info.labels()).containsEntry(LABEL, TAG);
+
+    Workspace child = Workspace.of(sandboxes.backend(fork.ref()).orElseThrow());
+    assertThat(child.readText("shared.txt")).isEqualTo("before");
+    assertThat(sh(child, "cat /etc/parent-only; test ! -e .bashrc && echo deleted"))
+        .isEqualTo("x\ndeleted\n");
+    assertThat(sh(child, "hostname; getent hosts $(hostname) | wc -l"))
+        .isEqualTo(fork.ref().id() + "\n1\n");
+
+    child.writeText("shared.txt", "changed in the fork");
+    assertThat(parent.readText("shared.txt")).isEqualTo("before");
+    parent.writeText("shared.txt", "changed in the parent");
+    parent.writeText("parent-new.txt", "p");
+    assertThat(child.readText("shared.txt")).isEqualTo("changed in the fork");
+    assertThat(child.exists("parent-new.txt")).isFalse();
+
+    // The parent's processes go on; none run in the fork.
+    assertThat(
+            sh(
+                child,
+                "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+                    + " | grep -c '^sleep 4242 $' || true"))
+        .isEqualTo("0\n");
+    assertThat(
+            sh(
+                parent,
+                "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+                    + " | grep -c '^sleep 4242 $' || true"))
+        .isEqualTo("1\n");
+  }
+
+  @Test
+  void forkOfStoppedAndSuspendedSandboxes() {
+    Workspace parent = create(sandboxes);
+    WorkspaceRef ref = parent.open();
+    parent.writeText("f.txt", "one");
+    sandboxes.stop(ref);
+    ForkResult fromStopped = sandboxes.fork(ref);
+    created.add(fromStopped.ref());
+    assertThat(state(ref)).isEqualTo("stopped");
+    sandboxes.start(ref);
+    sandboxes.suspend(ref);
+    ForkResult fromSuspended = sandboxes.fork(ref);
+    created.add(fromSuspended.ref());
+    assertThat(state(ref)).isEqualTo("suspended");
+    for (ForkResult f : List.of(fromStopped, fromSuspended)) {
+      assertThat(Workspace.of(sandboxes.backend(f.ref()).orElseThrow()).readText("f.txt"))
+          .isEqualTo("one");
+    }
+  }
+
+  // ---- snapshots ------------------------------------------------------------------------------
+
+  @Test
+  void snapshotThenCreateHasTheFilesAndTheSize() {
+    Workspace source = create(builder().cpus(2).memory(1L << 30).pids(512).build());
+    WorkspaceRef ref = source.open();
+    source.writeText("project/notes.txt", "saved");
+    sh(source, "sudo sh -c 'echo system > /etc/snapshotted' && rm -f .profile");
+    String name = "lifecycle-test-" + TAG;
+    snapshots.add(name);
+
+    SnapshotInfo info = sandboxes.snapshot(ref, name);
+    assertThat(info.name()).isEqualTo(name);
+    assertThat(info.source()).isEqualTo(ref);
+    assertThat(info.cpus()).isEqualTo(2);
+    assertThat(info.memoryBytes()).isEqualTo(1L << 30);
+    assertThat(state(ref)).isEqualTo("running");
+    assertThat(sandboxes.snapshots()).extracting(SnapshotInfo::name).contains(name);
+    assertThat(sandboxes.images()).extracting(ImageInfo::name).contains(name);
+
+    Workspace restored = create(builder().snapshot(name).build());
+    WorkspaceRef restoredRef = restored.open();
+    assertThat(restored.readText("project/notes.txt")).isEqualTo("saved");
+    assertThat(sh(restored, "cat /etc/snapshotted; test ! -e .profile && echo gone; hostname"))
+        .isEqualTo("system\ngone\n" + restoredRef.id() + "\n");
+    SandboxInfo restoredInfo =
+        sandboxes.list().stream()
+            .filter(i -> i.ref().equals(restoredRef))
+            .findFirst()
+            .orElseThrow();
+    assertThat(restoredInfo.cpus()).isEqualTo(2);
+    assertThat(restoredInfo.memoryBytes()).isEqualTo(1L << 30);
+    assertThat(restoredInfo.pids()).isEqualTo(512);
+    assertThat(restoredInfo.image()).isEqualTo(name);
+
+    // The source goes on independently; a second snapshot of the same name replaces the first.
+    source.writeText("project/notes.txt", "changed");
+    assertThat(restored.readText("project/notes.txt")).isEqualTo("saved");
+    sandboxes.snapshot(ref, name);
+    Workspace second = create(builder().snapshot(name).build());
+    assertThat(second.readText("project/notes.txt")).isEqualTo("changed");
+
+    // Removing it leaves the sandboxes made from it running on its files.
+    assertThat(sandboxes.removeSnapshot(name)).isTrue();
+    snapshots.remove(name);
+    assertThat(sandboxes.removeSnapshot(name)).isFalse();
+    assertThat(sandboxes.snapshots()).extracting(SnapshotInfo::name).doesNotContain(name);
+    assertThat(restored.readText("project/notes.txt")).isEqualTo("saved");
+    sandboxes.stop(restoredRef);
+    assertThat(sh(restored, "cat project/notes.txt")).isEqualTo("saved");
+  }
+
+  @Test
+  void aMissingSnapshotIsUnavailableOnFirstUse() {
+    LocalSandbox fromMissing = builder().snapshot("lifecycle-test-missing-" + TAG).build();
+    Workspace ws = Workspace.of(fromMissing.newBackend()); // no I/O yet
+    assertThatThrownBy(() -> ws.run(Command.shell("true")))
+        .isInstanceOf(WorkspaceUnavailableException.class)
+        .hasMessageContaining("does not exist");
+    // An image that is not a snapshot is not one either, and is never overwritten by one.
+    LocalSandbox fromImage = builder().snapshot(ImageStore.DEFAULT).build();
+    assertThatThrownBy(() -> Workspace.of(fromImage.newBackend()).run(Command.shell("true")))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    Workspace source = create(sandboxes);
+    assertThatThrownBy(() -> sandboxes.snapshot(source.open(), ImageStore.DEFAULT))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("not a snapshot");
+    assertThatThrownBy(() -> sandboxes.removeSnapshot(ImageStore.DEFAULT))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void aSizeCannotBeCombinedWithASnapshot() {
+    assertThatThrownBy(() -> LocalSandbox.builder().snapshot("s").cpus(2).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("snapshot")
+        .hasMessageContaining("cpus");
+    assertThatThrownBy(() -> LocalSandbox.builder().cpus(2).snapshot("s").build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("cpus");
+    assertThatThrownBy(() -> LocalSandbox.builder().memory(1L << 30).snapshot("s").build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("memory");
+    assertThatThrownBy(() -> LocalSandbox.builder().image("x").snapshot("s").build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("image");
+    assertThatThrownBy(() -> LocalSandbox.builder().snapshot("Bad Name"))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void sizesOutOfRangeAreClearErrors() {
+    for (int cpus : new int[] {0, 3, 5, 16, -1}) {
+      assertThatThrownBy(() -> LocalSandbox.builder().cpus(cpus))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("cpus must be 1, 2, 4 or 8");
+    }
+    assertThatThrownBy(() -> LocalSandbox.builder().memory(1L << 20))
+        .hasMessageContaining("memory must be from 64 MiB to 1 TiB");
+    assertThatThrownBy(() -> LocalSandbox.builder().memory(2L << 40))
+        .hasMessageContaining("memory must be from 64 MiB to 1 TiB");
+    assertThatThrownBy(() -> LocalSandbox.builder().pids(8)).hasMessageContaining("pids");
+    assertThatThrownBy(() -> LocalSandbox.builder().pids(1 << 23)).hasMessageContaining("pids");
+    // 4 GiB per CPU unless set.
+    assertThat(LocalSandbox.builder().cpus(4).build().spec().limits().memoryBytes())
+        .isEqualTo(16L << 30);
+    assertThat(LocalSandbox.builder().build().spec().limits().memoryBytes()).isEqualTo(4L << 30);
+  }
+
+  // ---- the no-output limit ------------------------------------------------------------------
+
+  @Test
+  void aCommandThatPrintsNothingForTooLongIsKilled() {
+    Workspace ws = create(builder().noOutputTimeout(Duration.ofSeconds(2)).build());
+    long start = System.nanoTime();
+    assertThatThrownBy(() -> ws.run(Command.shell("echo started; sleep 60; echo never")))
+        .isInstanceOfSatisfying(
+            WorkspaceTimeoutException.class,
+            e -> {
+              assertThat(e.partialStdoutText()).isEqualTo("started\n");
+              assertThat(e.getMessage()).contains("printed nothing for 2 s");
+            });
+    assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(30));
+    // Output keeps it alive past the limit; the sandbox is still usable.
+    assertThat(sh(ws, "for i in 1 2 3 4; do echo $i; sleep 1; done")).isEqualTo("1\n2\n3\n4\n");
+    assertThat(
+            sh(
+                ws,
+                "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+                    + " | grep -c '^sleep 60 $' || true"))
+        .as("the killed command's processes")
+        .isEqualTo("0\n");
+  }
+}
