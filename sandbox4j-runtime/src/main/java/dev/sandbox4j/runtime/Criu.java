@@ -87,41 +87,48 @@ final class Criu {
     return Files.isExecutable(BINARY) && Files.isRegularFile(LIB.resolve("libcriu.so.2"));
   }
 
-  /** The doctor check: CRIU, and whether the engine's crun can use it. */
+  /**
+   * The doctor check: CRIU, and whether the engine's crun can use it. Informational (always ok):
+   * without it a fork copies files only and hibernate is unavailable, but sandboxes work.
+   */
   static HostCheck check() {
     String name = "checkpoint/restore (CRIU)";
-    String fix =
-        "sandbox4j setup (builds CRIU from Debian "
+    String without =
+        "; without it forks copy files only and sandboxes cannot hibernate (`sandbox4j setup`"
+            + " builds CRIU from Debian "
             + DebianSource.SUITE
             + "'s source into "
             + DIR
-            + " and crun with CRIU support, about two minutes; needs deb.debian.org)";
+            + " and crun with CRIU support, about two minutes, needs deb.debian.org)";
     if (!installed()) {
-      return HostCheck.missing(
+      return HostCheck.ok(
           name,
-          "not installed: live fork and hibernate need CRIU 4 (Debian bookworm's 3.17 fails"
-              + " `criu check` on this kernel)",
-          fix);
+          "not installed (Debian bookworm's criu 3.17 fails `criu check` on current kernels)"
+              + without);
     }
     String version = OciRuntime.versionLine(BINARY);
     HostCommand.Result check = HostCommand.run(List.of(BINARY.toString(), "check"));
     if (!check.ok()) {
-      return HostCheck.missing(
+      return HostCheck.ok(
           name,
-          BINARY + " (" + version + "): `criu check` fails: " + lastLine(check.output()),
-          "see `" + BINARY + " check`; a kernel without checkpoint/restore support cannot fork");
+          BINARY
+              + " ("
+              + version
+              + "): `criu check` fails on this kernel: "
+              + lastLine(check.output())
+              + "; forks copy files only and sandboxes cannot hibernate");
     }
     var crun = OciRuntime.defaultCrun();
     if (crun.isEmpty() || !OciRuntime.supportsCheckpoint(crun.get())) {
-      return HostCheck.missing(
+      return HostCheck.ok(
           name,
           BINARY
               + " ("
               + version
               + ") passes `criu check`, but "
               + crun.map(Path::toString).orElse("no crun")
-              + " is built without CRIU",
-          fix);
+              + " is built without CRIU"
+              + without);
     }
     return HostCheck.ok(
         name, BINARY + " (" + version + "), `criu check` passes; " + crun.get() + " has +CRIU");
