@@ -14,9 +14,10 @@ import picocli.CommandLine.ParentCommand;
     mixinStandardHelpOptions = true,
     description = {
       "Prepares this machine for local sandboxes, as root: installs crun, mmdebstrap and"
-          + " catatonit with apt-get if missing; if that crun is older than 1.9 (unsafe when a"
-          + " sandbox is at its process limit), builds crun from Debian trixie's source package"
-          + " into /usr/local/libexec/sandbox4j/crun (about a minute, needs deb.debian.org);"
+          + " catatonit with apt-get if missing; builds CRIU (checkpoint/restore, for live fork"
+          + " and hibernate) and, if that crun is older than 1.9 (unsafe when a sandbox is at its"
+          + " process limit) or lacks CRIU, crun from Debian trixie's source packages into"
+          + " /usr/local/libexec/sandbox4j/ (about a minute each, needs deb.debian.org);"
           + " mounts what the kernel needs (on a hybrid cgroup v1 host, the hugetlb controller"
           + " crun 1.8 insists on) and creates the state directory."
           + " Each step goes to stderr as it happens; then the checks of 'sandbox4j doctor'.",

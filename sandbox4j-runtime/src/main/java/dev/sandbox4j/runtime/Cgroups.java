@@ -213,6 +213,30 @@ final class Cgroups {
     return java.util.Optional.empty();
   }
 
+  /** The pids of every process of the sandbox: its cgroup v2 tree (its own and its commands'). */
+  List<Long> pids(String id) {
+    List<Long> pids = new ArrayList<>();
+    if (unified == null) {
+      return pids;
+    }
+    try (Stream<Path> dirs = Files.walk(unified.resolve(parent).resolve(id))) {
+      for (Path dir : dirs.filter(Files::isDirectory).toList()) {
+        try {
+          for (String line : Files.readAllLines(dir.resolve("cgroup.procs"))) {
+            if (!line.isBlank()) {
+              pids.add(Long.parseLong(line.strip()));
+            }
+          }
+        } catch (IOException | NumberFormatException e) {
+          // removed meanwhile
+        }
+      }
+    } catch (IOException | java.io.UncheckedIOException e) {
+      // no cgroup: no processes
+    }
+    return pids;
+  }
+
   /** The ids that have a cgroup directory somewhere, for gc. */
   List<String> sandboxIds() {
     List<String> ids = new ArrayList<>();

@@ -248,6 +248,12 @@ final class Engine {
   }
 
   void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
+    runtime.run(id, prepareBundle(dir, id, image, limits));
+  }
+
+  /** Mounts the sandbox's root unless mounted, and writes its OCI bundle; returns the bundle. */
+  private Path prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
+      throws IOException {
     Path rootfs = dir.resolve("rootfs");
     if (!Overlay.isMounted(rootfs)) {
       Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
@@ -255,7 +261,31 @@ final class Engine {
     RootfsPaths.requireShell(rootfs, image.name());
     OciConfig.write(
         dir.resolve("bundle"), OciConfig.build(id, rootfs, cgroups.pathOf(id), BASE_ENV, limits));
-    runtime.run(id, dir.resolve("bundle"));
+    return dir.resolve("bundle");
+  }
+
+  /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
+  Path dir(String id) {
+    checkId(id);
+    return sandboxes.resolve(id);
+  }
+
+  /**
+   * Mounts the root of sandbox {@code id} unless mounted and writes its OCI bundle from its record,
+   * without starting a container: for {@link Checkpoints#restore}, which starts it from a
+   * checkpoint instead. The caller holds the sandbox's lock.
+   */
+  Path prepareBundle(String id) throws IOException {
+    SandboxRecord record = record(id);
+    Image image = images.layersFor(record);
+    if (!image.layers().stream().allMatch(Files::isDirectory)) {
+      throw unavailable(id, "the layers of its image '" + record.image() + "' are gone");
+    }
+    return prepareBundle(
+        dir(id),
+        id,
+        image,
+        new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
   }
 
   private void createWorkingDirectory(String id, String path) {
@@ -328,12 +358,6 @@ final class Engine {
     if (record(id).status() != SandboxRecord.Status.RUNNING) {
       attach(id);
     }
-  }
-
-  /** The directory of sandbox {@code id} (whether or not it exists). */
-  Path dir(String id) {
-    checkId(id);
-    return sandboxes.resolve(id);
   }
 
   /** The sandbox's record; unavailable if it has none. */

@@ -22,8 +22,8 @@ import java.util.regex.Pattern;
  *
  * <p>{@link #check} only reads: files under {@code /proc} and {@code /sys}, and the versions of
  * {@code crun} and {@code mmdebstrap}. {@link #setup} changes the host: it installs Debian
- * packages, builds a fixed crun when the installed one is older than 1.9 ({@link FixedCrun}) and
- * mounts a cgroup controller, so it needs root.
+ * packages, builds CRIU ({@link Criu}) and a fixed crun with CRIU support when the installed one is
+ * older than 1.9 or has none ({@link FixedCrun}), and mounts a cgroup controller, so it needs root.
  */
 public final class HostSetup {
 
@@ -60,6 +60,7 @@ public final class HostSetup {
     checks.add(overlay());
     checks.add(userNamespaces());
     checks.add(FixedCrun.check());
+    checks.add(Criu.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
     checks.add(openFiles());
@@ -71,12 +72,13 @@ public final class HostSetup {
   /**
    * Performs every fix it can, telling {@code progress} what it does as it goes, then checks again:
    * installs what is missing of {@code crun}, {@code mmdebstrap} and {@code catatonit} with {@code
-   * apt-get} ({@code apt-get update} first), builds crun from Debian trixie's source into {@code
-   * /usr/local/libexec/sandbox4j/crun} if the installed crun is older than 1.9 (about a minute,
-   * with build dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup
-   * v2 hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, and creates
-   * {@code home}. Idempotent: on a prepared host it changes nothing. Mounts do not survive a
-   * reboot; run it again after one.
+   * apt-get} ({@code apt-get update} first), builds CRIU (for live fork and hibernate) and crun
+   * from Debian trixie's source into {@code /usr/local/libexec/sandbox4j/} if they are missing or
+   * the installed crun is older than 1.9 or lacks CRIU (about a minute each, with build
+   * dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup v2
+   * hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, and creates {@code
+   * home}. Idempotent: on a prepared host it changes nothing. Mounts do not survive a reboot; run
+   * it again after one.
    *
    * @return the checks after the fixes, as {@link #check} reports them
    * @throws WorkspaceException if this is not Linux or not root, before changing anything
@@ -88,6 +90,12 @@ public final class HostSetup {
 
     installPackages(progress);
 
+    // CRIU first: the crun build then links checkpoint/restore support against it
+    try {
+      Criu.install(progress);
+    } catch (WorkspaceException e) {
+      progress.accept("  failed: " + e.getMessage());
+    }
     try {
       FixedCrun.install(progress);
     } catch (WorkspaceException e) {

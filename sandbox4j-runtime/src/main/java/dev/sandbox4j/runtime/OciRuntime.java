@@ -113,15 +113,169 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
   }
 
   /**
+   * Whether {@code crun} was built with checkpoint/restore support ({@code +CRIU} in its {@code
+   * --version} features line).
+   */
+  static boolean supportsCheckpoint(Path crun) {
+    try {
+      HostCommand.Result r = HostCommand.run(List.of(crun.toString(), "--version"));
+      return r.ok() && r.stdout().contains("+CRIU");
+    } catch (RuntimeException e) {
+      return false;
+    }
+  }
+
+  /**
    * Creates and starts the container of {@code bundle}, detached. Its init inherits the runtime's
-   * stdout, so that goes to {@code bundle/runtime.log}, not to a pipe nobody drains.
+   * stdio, so that is {@code /dev/null} (crun moves it to the sandbox's own {@code /dev/null}): a
+   * host file or pipe there would be an fd into the host that a checkpoint cannot carry. The
+   * runtime's own messages go to {@code bundle/runtime.log} ({@code --log}).
    */
   void run(String id, Path bundle) {
     Path pidFile = bundle.resolve("init.pid");
-    HostCommand.checkLogged(
-        base("run", "-d", "--pid-file", pidFile.toString(), "--bundle", bundle.toString(), id),
-        bundle.resolve("runtime.log"));
+    quietly(
+        logTo(
+            bundle.resolve("runtime.log"),
+            "run",
+            "-d",
+            "--pid-file",
+            pidFile.toString(),
+            "--bundle",
+            bundle.toString(),
+            id),
+        bundle.resolve("runtime.log"),
+        Map.of());
     awaitInit(id, pidFile);
+  }
+
+  /** The pid (on the host) of the container's init, from the pid file of its run or restore. */
+  static Optional<Long> initPid(Path bundle) {
+    try {
+      return Optional.of(Long.parseLong(Files.readString(bundle.resolve("init.pid")).strip()));
+    } catch (java.io.IOException | NumberFormatException e) {
+      return Optional.empty();
+    }
+  }
+
+  /** Freezes every process of the container. */
+  void pause(String id) {
+    HostCommand.check(base("pause", id));
+  }
+
+  /** Thaws a paused container. */
+  void resume(String id) {
+    HostCommand.check(base("resume", id));
+  }
+
+  /**
+   * {@code crun checkpoint}: CRIU dumps every process of the container into {@code images}, its log
+   * into {@code work/dump.log}; with {@code leaveRunning} the processes go on (a paused container
+   * stays paused), else they are killed. {@code env} is CRIU's environment (see {@link
+   * Checkpoints}).
+   */
+  void checkpoint(
+      String id, Path images, Path work, boolean leaveRunning, Map<String, String> env) {
+    List<String> argv =
+        logTo(
+            work.resolve("runtime.log"),
+            "checkpoint",
+            "--image-path",
+            images.toString(),
+            "--work-path",
+            work.toString(),
+            "--manage-cgroups-mode",
+            "soft",
+            "--tcp-established",
+            "--network-lock",
+            "skip");
+    if (leaveRunning) {
+      argv.add("--leave-running");
+    }
+    argv.add(id);
+    quietly(argv, work.resolve("runtime.log"), env);
+  }
+
+  /**
+   * {@code crun restore}: starts container {@code id} of {@code bundle} with the processes of the
+   * checkpoint in {@code images}, detached, its init's pid in {@code bundle/init.pid}; CRIU's log
+   * goes to {@code work/restore.log}.
+   */
+  void restore(String id, Path bundle, Path images, Path work, Map<String, String> env) {
+    quietly(
+        logTo(
+            work.resolve("runtime.log"),
+            "restore",
+            "--detach",
+            "--bundle",
+            bundle.toString(),
+            "--pid-file",
+            bundle.resolve("init.pid").toString(),
+            "--image-path",
+            images.toString(),
+            "--work-path",
+            work.toString(),
+            "--manage-cgroups-mode",
+            "soft",
+            "--tcp-established",
+            "--network-lock",
+            "skip",
+            id),
+        work.resolve("runtime.log"),
+        env);
+  }
+
+  /** The argv of a runtime command whose messages go to {@code log}. */
+  private List<String> logTo(Path log, String... args) {
+    List<String> argv = base("--log=" + log);
+    argv.addAll(List.of(args));
+    return argv;
+  }
+
+  /**
+   * Runs a runtime command with stdin, stdout and stderr on {@code /dev/null} (what a container's
+   * init inherits) and {@code env} added; fails with the runtime's log unless it exits 0.
+   */
+  private static void quietly(List<String> argv, Path log, Map<String, String> env) {
+    java.io.File devNull = new java.io.File("/dev/null");
+    try {
+      Files.deleteIfExists(log); // crun appends: only this run's messages
+    } catch (java.io.IOException e) {
+      // the runtime reports what it cannot write
+    }
+    ProcessBuilder builder =
+        new ProcessBuilder(argv)
+            .redirectInput(ProcessBuilder.Redirect.from(devNull))
+            .redirectOutput(ProcessBuilder.Redirect.appendTo(devNull))
+            .redirectError(ProcessBuilder.Redirect.appendTo(devNull));
+    builder.environment().putAll(env);
+    try {
+      Process p = builder.start();
+      if (!p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new dev.sandbox4j.workspace.WorkspaceException(
+            String.join(" ", argv) + " did not finish within 120 s");
+      }
+      if (p.exitValue() != 0) {
+        String said = "";
+        try {
+          said = Files.readString(log).strip();
+        } catch (java.io.IOException e) {
+          // no log: the runtime failed before opening it
+        }
+        throw new dev.sandbox4j.workspace.WorkspaceException(
+            String.join(" ", argv)
+                + " failed (exit "
+                + p.exitValue()
+                + ")"
+                + (said.isEmpty() ? "" : ": " + said));
+      }
+    } catch (java.io.IOException e) {
+      throw new dev.sandbox4j.workspace.WorkspaceException(
+          "cannot run " + argv.getFirst() + ": " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
+    }
   }
 
   /**

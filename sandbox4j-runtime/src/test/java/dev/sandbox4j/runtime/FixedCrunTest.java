@@ -87,9 +87,9 @@ class FixedCrunTest {
 
   @Test
   void theIndexGivesTheUpstreamTarballAndItsSha256() {
-    assertThat(FixedCrun.IndexEntry.parse(TRIXIE_SHOWSRC))
+    assertThat(DebianSource.IndexEntry.parse("crun", TRIXIE_SHOWSRC))
         .contains(
-            new FixedCrun.IndexEntry(
+            new DebianSource.IndexEntry(
                 "1.21-1",
                 "crun_1.21.orig.tar.gz",
                 "4bfb700e764a4804a4de3ecf07753f4c391005356d60356df65d80ae0914c486"));
@@ -97,10 +97,11 @@ class FixedCrunTest {
 
   @Test
   void anIndexWithoutATarballOrWithAStrangeNameGivesNothing() {
-    assertThat(FixedCrun.IndexEntry.parse("")).isEmpty();
-    assertThat(FixedCrun.IndexEntry.parse("Package: crun\nVersion: 1.21-1\n")).isEmpty();
+    assertThat(DebianSource.IndexEntry.parse("crun", "")).isEmpty();
+    assertThat(DebianSource.IndexEntry.parse("crun", "Package: crun\nVersion: 1.21-1\n")).isEmpty();
     assertThat(
-            FixedCrun.IndexEntry.parse(
+            DebianSource.IndexEntry.parse(
+                "crun",
                 "Package: crun\nVersion: 1.21-1\nChecksums-Sha256:\n "
                     + "4bfb700e764a4804a4de3ecf07753f4c391005356d60356df65d80ae0914c486"
                     + " 1 crun_../../x.orig.tar.gz\n"))

@@ -1,0 +1,391 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.stream.Stream;
+
+/**
+ * Checkpoint and restore of a sandbox's processes with CRIU, through {@code crun checkpoint} and
+ * {@code crun restore}: the engine pieces of live fork (processes copied into a new sandbox) and
+ * hibernate (processes saved to disk, memory freed, restored later).
+ *
+ * <p>What is carried: the whole process tree under the sandbox's init ({@code catatonit}), with
+ * memory, open files (paths in the sandbox's root, which for a fork is a copy), pipes, unix and TCP
+ * sockets inside the sandbox (listening ones, tested; established ones on loopback with both ends
+ * in the tree are dumped with {@code --tcp-established}, untested), the namespaces (pid, ipc, uts,
+ * mount, network with its loopback, user 0→100000:65536), the seccomp filter, and the cgroups the
+ * engine made per command (CRIU creates them under the new sandbox's cgroup: {@code
+ * --manage-cgroups-mode soft}). crun adds the bind mounts of the bundle ({@code /dev/catatonit}) as
+ * external mounts; the device nodes crun bind-mounts from the host into a user namespace's {@code
+ * /dev} are mapped through a CRIU config file ({@code ext-mount-map}).
+ *
+ * <p>What is not: a process whose parent is outside the sandbox (a command the engine is still
+ * running, with its stdio on pipes to this JVM, and its descendants), which CRIU does not see as
+ * part of the tree: {@link Dump#notCarried} lists them. Connections to anything outside the sandbox
+ * (there is no route out anyway), and anything that holds host fds.
+ *
+ * <p>CRIU's environment: {@link Criu#DIR} first on PATH (libcriu runs {@code criu swrk} from PATH),
+ * {@code CRIU_CONFIG_FILE} with the device mappings, and {@code CR_IPTABLES=true}: CRIU saves and
+ * restores a network namespace's iptables rules with {@code iptables-save/-restore}, which this
+ * host does not need (a sandbox has no CAP_NET_ADMIN, so it has no rules to save). No network lock
+ * ({@code --network-lock skip}): the frozen tree cannot send, and nothing outside talks to it.
+ */
+final class Checkpoints {
+  /** The devices crun bind-mounts from the host's {@code /dev} into a sandbox. */
+  static final List<String> DEVICES = List.of("null", "zero", "full", "tty", "random", "urandom");
+
+  private Checkpoints() {}
+
+  /** Why {@code runtime} cannot checkpoint, or empty if it can. */
+  static Optional<String> unavailable(OciRuntime runtime) {
+    if (!Criu.installed()) {
+      return Optional.of("CRIU is not installed: run `sandbox4j setup`");
+    }
+    if (!runtime.binary().getFileName().toString().startsWith("crun")
+        || !OciRuntime.supportsCheckpoint(runtime.binary())) {
+      return Optional.of(
+          runtime.binary()
+              + " has no checkpoint/restore support: `sandbox4j setup` builds a crun with CRIU");
+    }
+    return Optional.empty();
+  }
+
+  /**
+   * A checkpoint on disk.
+   *
+   * @param images CRIU's image directory
+   * @param bytes the size of the images
+   * @param took how long the dump took (for a fork, without the copy made while frozen)
+   * @param notCarried the processes left out (pid on the host and command line): those whose parent
+   *     is outside the sandbox
+   */
+  record Dump(Path images, long bytes, Duration took, List<String> notCarried) {}
+
+  /** A live fork's timings. */
+  record Fork(Dump dump, Duration frozen, Duration restore, Duration total) {}
+
+  /**
+   * Dumps the processes of sandbox {@code id} into the new directory {@code images}, leaving them
+   * running. The sandbox is frozen from before the dump until after {@code whileFrozen} has run
+   * (for a fork: copying its upper layer, so that files and processes match). The caller holds the
+   * sandbox's lock.
+   */
+  static Dump dumpLeavingRunning(Engine engine, String id, Path images, Runnable whileFrozen) {
+    require(engine);
+    List<String> notCarried = notCarried(engine, id);
+    prepare(images);
+    OciRuntime runtime = engine.runtime();
+    runtime.pause(id);
+    long start = System.nanoTime();
+    Duration took;
+    try {
+      checkpoint(runtime, id, images, true);
+      took = Duration.ofNanos(System.nanoTime() - start);
+      whileFrozen.run();
+    } finally {
+      runtime.resume(id);
+    }
+    return new Dump(images, size(images), took, notCarried);
+  }
+
+  /**
+   * Dumps the processes of sandbox {@code id} into the new directory {@code images} and stops them
+   * (hibernate): the container is deleted, its memory freed; the root stays mounted, its files as
+   * they are. {@link #restore} with the same id resumes it. The caller holds the sandbox's lock.
+   */
+  static Dump dumpAndStop(Engine engine, String id, Path images) {
+    require(engine);
+    List<String> notCarried = notCarried(engine, id);
+    prepare(images);
+    long start = System.nanoTime();
+    checkpoint(engine.runtime(), id, images, false);
+    Duration took = Duration.ofNanos(System.nanoTime() - start);
+    engine.runtime().delete(id); // and with it whatever CRIU did not carry
+    return new Dump(images, size(images), took, notCarried);
+  }
+
+  /**
+   * Starts the container of sandbox {@code id} from the checkpoint in {@code images} instead of
+   * afresh: the same sandbox after {@link #dumpAndStop}, or a new one whose upper layer is a copy
+   * of the dumped sandbox's (a fork). Its bundle is written for {@code id} (its own root, cgroups
+   * and limits); after the restore its hostname is set to {@code id} (CRIU restores the UTS
+   * namespace with the dumped sandbox's name) and its loopback is brought up. The caller holds the
+   * sandbox's lock; its container must not be running.
+   */
+  static void restore(Engine engine, String id, Path images) {
+    require(engine);
+    OciRuntime runtime = engine.runtime();
+    if (runtime.status(id).filter("running"::equals).isPresent()) {
+      throw new WorkspaceException("cannot restore into sandbox local:" + id + ": it is running");
+    }
+    runtime.delete(id); // a stopped container of that id
+    Path bundle;
+    Path work = engine.dir(id).resolve("restore");
+    try {
+      bundle = engine.prepareBundle(id);
+      Trees.delete(work);
+      Files.createDirectories(work);
+      Files.deleteIfExists(bundle.resolve("init.pid"));
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);
+    }
+    try {
+      runtime.restore(id, bundle, images, work, environment(work));
+    } catch (WorkspaceException e) {
+      throw new WorkspaceException(
+          "cannot restore sandbox local:"
+              + id
+              + " from "
+              + images
+              + ": "
+              + errors(work, "restore.log", e),
+          e);
+    }
+    long pid =
+        OciRuntime.initPid(bundle)
+            .orElseThrow(
+                () -> new WorkspaceException("crun restore of local:" + id + " wrote no pid file"));
+    nsenter(pid, "--uts", List.of("hostname", id));
+    nsenter(pid, "--net", List.of("ip", "link", "set", "lo", "up"));
+  }
+
+  /**
+   * Live fork: the processes and files of running sandbox {@code parent} into sandbox {@code
+   * child}, whose directory and record exist and whose container may be discarded (its upper layer
+   * is replaced). The parent is frozen while CRIU dumps it and its upper layer is copied, then goes
+   * on; the child is restored from {@code images}. Both locks are the caller's.
+   */
+  static Fork fork(Engine engine, String parent, String child, Path images) {
+    long start = System.nanoTime();
+    Path childDir = engine.dir(child);
+    engine.runtime().delete(child);
+    engine.cgroups().removeSandbox(child);
+    Overlay.unmount(childDir.resolve("rootfs"));
+    try {
+      Trees.delete(childDir.resolve("upper"));
+      Trees.delete(childDir.resolve("work"));
+      Files.createDirectories(childDir.resolve("work"));
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot prepare the fork local:" + child + ": " + e, e);
+    }
+    long[] frozen = new long[2];
+    Dump dump =
+        dumpLeavingRunning(
+            engine,
+            parent,
+            images,
+            () -> {
+              frozen[0] = System.nanoTime();
+              copyTree(engine.dir(parent).resolve("upper"), childDir.resolve("upper"));
+              frozen[1] = System.nanoTime();
+            });
+    renameHost(childDir.resolve("upper"), parent, child);
+    long restoreStart = System.nanoTime();
+    restore(engine, child, images);
+    long end = System.nanoTime();
+    return new Fork(
+        dump,
+        dump.took().plusNanos(frozen[1] - frozen[0]),
+        Duration.ofNanos(end - restoreStart),
+        Duration.ofNanos(end - start));
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------
+
+  private static void require(Engine engine) {
+    unavailable(engine.runtime())
+        .ifPresent(
+            why -> {
+              throw new WorkspaceException("checkpoint/restore is unavailable: " + why);
+            });
+  }
+
+  private static void prepare(Path images) {
+    try {
+      Files.createDirectories(images);
+      try (Stream<Path> files = Files.list(images)) {
+        if (files.findAny().isPresent()) {
+          throw new WorkspaceException("the checkpoint directory " + images + " is not empty");
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException(
+          "cannot create the checkpoint directory " + images + ": " + e, e);
+    }
+  }
+
+  private static void checkpoint(OciRuntime runtime, String id, Path images, boolean leaveRunning) {
+    try {
+      runtime.checkpoint(id, images, images, leaveRunning, environment(images));
+    } catch (WorkspaceException e) {
+      throw new WorkspaceException(
+          "cannot checkpoint sandbox local:" + id + ": " + errors(images, "dump.log", e), e);
+    }
+  }
+
+  /** CRIU's environment, with its config file written into {@code dir}. */
+  private static Map<String, String> environment(Path dir) {
+    StringBuilder config = new StringBuilder();
+    for (String device : DEVICES) {
+      // the same key on dump (mount point → key) and restore (key → host path)
+      config
+          .append("ext-mount-map /dev/")
+          .append(device)
+          .append(":/dev/")
+          .append(device)
+          .append('\n');
+    }
+    Path file = dir.resolve("criu.conf");
+    try {
+      Files.writeString(file, config.toString());
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot write " + file + ": " + e, e);
+    }
+    return Map.of(
+        "PATH",
+        Criu.DIR + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "CRIU_CONFIG_FILE",
+        file.toString(),
+        "CR_IPTABLES",
+        "true");
+  }
+
+  /** The runtime's message and the error lines of CRIU's log, for an exception. */
+  private static String errors(Path dir, String log, WorkspaceException e) {
+    List<String> lines = new ArrayList<>();
+    try {
+      for (String line : Files.readAllLines(dir.resolve(log), StandardCharsets.UTF_8)) {
+        // CRIU reports its own rlimit as an error here (no CAP_SYS_RESOURCE) and carries on
+        if (line.contains("Error") && !line.contains("RLIMIT_NOFILE for self")) {
+          lines.add(line.strip());
+        }
+      }
+    } catch (IOException ignored) {
+      // no log: the runtime's message says why
+    }
+    return e.getMessage()
+        + (lines.isEmpty()
+            ? ""
+            : "; " + log + ": " + String.join(" | ", lines.subList(0, Math.min(lines.size(), 8))));
+  }
+
+  /**
+   * The processes of the sandbox that are not descendants of its init: commands whose parent is the
+   * host-side {@code crun exec}, and their descendants. CRIU dumps the init's tree only.
+   */
+  static List<String> notCarried(Engine engine, String id) {
+    Optional<Long> init = OciRuntime.initPid(engine.dir(id).resolve("bundle"));
+    List<Long> pids = engine.cgroups().pids(id);
+    Map<Long, Long> parent = new HashMap<>();
+    for (long pid : pids) {
+      parent.put(pid, ppid(pid));
+    }
+    Set<Long> carried = new HashSet<>();
+    init.ifPresent(carried::add);
+    List<String> out = new ArrayList<>();
+    for (long pid : pids) {
+      List<Long> chain = new ArrayList<>();
+      long p = pid;
+      boolean ok = false;
+      while (parent.containsKey(p) && chain.size() < pids.size() + 1) {
+        if (carried.contains(p)) {
+          ok = true;
+          break;
+        }
+        chain.add(p);
+        p = parent.get(p);
+      }
+      ok = ok || carried.contains(p);
+      if (ok) {
+        carried.addAll(chain);
+      } else {
+        out.add(pid + " (" + cmdline(pid) + ")");
+      }
+    }
+    return out;
+  }
+
+  private static long ppid(long pid) {
+    try {
+      String stat = Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
+      String[] after = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+      return Long.parseLong(after[1]);
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
+  }
+
+  private static String cmdline(long pid) {
+    try {
+      byte[] raw = Files.readAllBytes(Path.of("/proc", Long.toString(pid), "cmdline"));
+      return new String(raw, StandardCharsets.UTF_8).replace('\0', ' ').strip();
+    } catch (IOException e) {
+      return "exited";
+    }
+  }
+
+  /** Runs {@code argv} from the host in namespace {@code ns} of process {@code pid}. */
+  private static void nsenter(long pid, String ns, List<String> argv) {
+    List<String> cmd =
+        new ArrayList<>(List.of("nsenter", "--target", Long.toString(pid), ns, "--"));
+    cmd.addAll(argv);
+    HostCommand.check(cmd);
+  }
+
+  /** {@code cp -a}: ownership, modes, xattrs (overlay's) and whiteouts kept; reflinks if it can. */
+  private static void copyTree(Path from, Path to) {
+    HostCommand.check(List.of("cp", "-a", "--reflink=auto", "--", from.toString(), to.toString()));
+  }
+
+  /**
+   * A fork's own name in its {@code /etc/hostname} and {@code /etc/hosts}, where the copy has them.
+   */
+  private static void renameHost(Path upper, String from, String to) {
+    for (String name : List.of("etc/hostname", "etc/hosts")) {
+      Path file = upper.resolve(name);
+      if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS)) {
+        continue;
+      }
+      try {
+        Object uid = Files.getAttribute(file, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+        Object gid = Files.getAttribute(file, "unix:gid", LinkOption.NOFOLLOW_LINKS);
+        String text = Files.readString(file);
+        Files.writeString(file, text.replace(from, to));
+        Files.setAttribute(file, "unix:uid", uid, LinkOption.NOFOLLOW_LINKS);
+        Files.setAttribute(file, "unix:gid", gid, LinkOption.NOFOLLOW_LINKS);
+      } catch (IOException | RuntimeException e) {
+        // a file the sandbox made unreadable: it keeps the parent's name there
+      }
+    }
+  }
+
+  private static long size(Path dir) {
+    try (Stream<Path> files = Files.walk(dir)) {
+      return files
+          .filter(Files::isRegularFile)
+          .mapToLong(
+              p -> {
+                try {
+                  return Files.size(p);
+                } catch (IOException e) {
+                  return 0;
+                }
+              })
+          .sum();
+    } catch (IOException e) {
+      return 0;
+    }
+  }
+}
