@@ -228,8 +228,12 @@ final class OciConfig {
     }
   }
 
+  /**
+   * Writes {@code bundle/config.json}, not durably: every start of the sandbox writes it anew
+   * before the runtime reads it, so neither a crash nor a power loss can leave one to be read.
+   */
   static void write(Path bundle, byte[] config) throws IOException {
     Files.createDirectories(bundle);
-    AtomicFiles.write(bundle.resolve("config.json"), config);
+    Files.write(bundle.resolve("config.json"), config);
   }
 }
