@@ -239,7 +239,9 @@ final class Engine {
     }
     RootfsPaths.requireShell(rootfs, image.name());
     OciConfig.write(
-        dir.resolve("bundle"), OciConfig.build(id, rootfs, cgroups.pathOf(id), BASE_ENV, limits));
+        dir.resolve("bundle"),
+        OciConfig.build(
+            id, rootfs, cgroups.pathOf(id), BASE_ENV, limits, runtime.compiledSeccomp()));
     runtime.run(id, dir.resolve("bundle"));
   }
 
