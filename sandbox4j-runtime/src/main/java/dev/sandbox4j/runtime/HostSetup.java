@@ -268,7 +268,8 @@ public final class HostSetup {
    * per command. {@code favordynmods} (Linux 6.0+, a cgroup2 mount option that applies to every
    * hierarchy, v1 included) makes such moves take well under a millisecond, for a slightly dearer
    * fork and exit. A remount must repeat the hierarchy's other options: the kernel clears any flag
-   * it is not given.
+   * it is not given. For the same reason any later cgroup2 mount in the host's cgroup namespace
+   * without the option (another tool's setup, say) turns it off again: doctor then reports it.
    */
   static HostCheck favorDynmods(List<Mount> mounts, String kernel) {
     String name = "cgroup favordynmods";
@@ -298,7 +299,7 @@ public final class HostSetup {
             + v2.get().mountPoint()
             + " lacks favordynmods: every move of a process into a cgroup (one per create, one"
             + " per command) waits 5-20 ms for an RCU grace period; the remount does not survive"
-            + " a reboot",
+            + " a reboot, and a cgroup2 mount without the option turns it off again",
         "mount -o " + String.join(",", remount) + " " + v2.get().mountPoint());
   }
 
