@@ -128,7 +128,10 @@ final class Engine {
       if (!spec.workingDirectory().equals(HOME)) {
         createWorkingDirectory(id, spec.workingDirectory());
       }
+      // The one durable step of a create: from here on the sandbox survives a power loss (its
+      // name in sandboxes/ too, which reserve did not sync).
       record.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
+      AtomicFiles.syncDirectory(sandboxes);
       LOG.log(System.Logger.Level.INFO, "Created local sandbox {0}", id);
       return id;
     } catch (IOException | RuntimeException e) {
@@ -205,9 +208,10 @@ final class Engine {
                   spec.limits().memoryBytes(),
                   spec.limits().pids(),
                   image.layerIds());
-          record.write(staging.resolve("state.json"));
+          // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
+          // (a .new- directory, or this record torn or CREATING), and no container survives one.
+          record.writeNew(staging.resolve("state.json"));
           Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
-          AtomicFiles.syncDirectory(sandboxes);
           return new Reserved(id, record, lock);
         } catch (NoSuchFileException collectedMeanwhile) {
           lock.close(); // a gc had the lock first and deleted the directory: another id
@@ -260,7 +264,9 @@ final class Engine {
     }
     RootfsPaths.requireShell(rootfs, image.name());
     OciConfig.write(
-        dir.resolve("bundle"), OciConfig.build(id, rootfs, cgroups.pathOf(id), BASE_ENV, limits));
+        dir.resolve("bundle"),
+        OciConfig.build(
+            id, rootfs, cgroups.pathOf(id), BASE_ENV, limits, runtime.compiledSeccomp()));
     return dir.resolve("bundle");
   }
 
@@ -404,7 +410,7 @@ final class Engine {
     if (Files.isDirectory(dir)) {
       try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
         Path state = dir.resolve("state.json");
-        if (Files.exists(state)) {
+        if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
           SandboxRecord.read(state).withStatus(SandboxRecord.Status.DESTROYING).write(state);
         }
         teardown(id, dir);
@@ -508,10 +514,12 @@ final class Engine {
   }
 
   /**
-   * Tears down a sandbox whose record is missing or says CREATING or DESTROYING while nobody holds
-   * its lock, and keeps holding the lock from the check to the end: released in between, someone
-   * could take it and change the sandbox that gc then destroys. A suspended or stopped one whose
-   * transition was interrupted is finished instead ({@link Lifecycle#finishInterrupted}).
+   * Tears down a sandbox whose record is missing, torn, or says CREATING or DESTROYING while nobody
+   * holds its lock, and keeps holding the lock from the check to the end: released in between,
+   * someone could take it and change the sandbox that gc then destroys. A torn record is a CREATING
+   * one that a power loss cut short (see {@link SandboxRecord}): the records of usable states are
+   * written durably. A suspended or stopped one whose transition was interrupted is finished
+   * instead ({@link Lifecycle#finishInterrupted}).
    */
   private boolean removeIfInterrupted(String id, Path dir) throws IOException {
     Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
@@ -520,7 +528,7 @@ final class Engine {
     }
     try (FileLock held = lock.get()) {
       Path state = dir.resolve("state.json");
-      if (Files.exists(state)) {
+      if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
         SandboxRecord record = SandboxRecord.read(state);
         if (record.status().isUsable()) {
           Lifecycle.finishInterrupted(this, record);

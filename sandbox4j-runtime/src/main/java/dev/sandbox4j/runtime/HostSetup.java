@@ -63,6 +63,7 @@ public final class HostSetup {
     checks.add(Criu.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
+    checks.add(favorDynmods(mounts, System.getProperty("os.version")));
     checks.add(openFiles());
     checks.add(stateDirectory(home));
     checks.add(defaultImage(home));
@@ -76,9 +77,9 @@ public final class HostSetup {
    * from Debian trixie's source into {@code /usr/local/libexec/sandbox4j/} if they are missing or
    * the installed crun is older than 1.9 or lacks CRIU (about a minute each, with build
    * dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup v2
-   * hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, and creates {@code
-   * home}. Idempotent: on a prepared host it changes nothing. Mounts do not survive a reboot; run
-   * it again after one.
+   * hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, remounts the cgroup
+   * v2 hierarchy with {@code favordynmods}, and creates {@code home}. Idempotent: on a prepared
+   * host it changes nothing. Mounts do not survive a reboot; run it again after one.
    *
    * @return the checks after the fixes, as {@link #check} reports them
    * @throws WorkspaceException if this is not Linux or not root, before changing anything
@@ -125,6 +126,15 @@ public final class HostSetup {
     if (isHybrid(mounts) && !hasHugetlb(mounts)) {
       progress.accept("mounting the hugetlb cgroup controller (crun needs it): " + HUGETLB_FIX);
       runAndReport(List.of("sh", "-c", HUGETLB_FIX), progress);
+    }
+
+    mounts = mounts();
+    HostCheck dynmods = favorDynmods(mounts, System.getProperty("os.version"));
+    if (!dynmods.ok()) {
+      progress.accept(
+          "remounting the cgroup v2 hierarchy with favordynmods (fast cgroup moves): "
+              + dynmods.fix());
+      runAndReport(List.of("sh", "-c", dynmods.fix()), progress);
     }
 
     Path dir = home.toAbsolutePath().normalize();
@@ -255,6 +265,58 @@ public final class HostSetup {
             + HUGETLB
             + "; the mount does not survive a reboot",
         HUGETLB_FIX);
+  }
+
+  /**
+   * Whether moving a process into a cgroup is fast. Every move (crun puts a sandbox's init into its
+   * cgroups, each command joins them) takes the kernel's cgroup threadgroup lock for writing, which
+   * by default waits for an RCU grace period: 5-20 ms measured here, paid once per create and once
+   * per command. {@code favordynmods} (Linux 6.0+, a cgroup2 mount option that applies to every
+   * hierarchy, v1 included) makes such moves take well under a millisecond, for a slightly dearer
+   * fork and exit. A remount must repeat the hierarchy's other options: the kernel clears any flag
+   * it is not given. For the same reason any later cgroup2 mount in the host's cgroup namespace
+   * without the option (another tool's setup, say) turns it off again: doctor then reports it.
+   */
+  static HostCheck favorDynmods(List<Mount> mounts, String kernel) {
+    String name = "cgroup favordynmods";
+    Optional<Mount> v2 = unified(mounts).flatMap(at -> mountAt(mounts, at, "cgroup2"));
+    if (v2.isEmpty()) {
+      return HostCheck.ok(name, "no cgroup2 hierarchy to tune (see cgroup v2 above)");
+    }
+    int[] version = kernelVersion(kernel);
+    if (version[0] < 6) {
+      return HostCheck.ok(
+          name,
+          "not available in kernel "
+              + kernel
+              + " (6.0 or newer has it): each create and command waits 5-20 ms in the kernel to"
+              + " move a process into its cgroup");
+    }
+    List<String> options = v2.get().options();
+    if (options.contains("favordynmods")) {
+      return HostCheck.ok(name, "cgroup2 at " + v2.get().mountPoint() + " has favordynmods");
+    }
+    List<String> remount = new ArrayList<>(List.of("remount"));
+    options.stream().filter(o -> !o.equals("remount")).forEach(remount::add);
+    remount.add("favordynmods");
+    return HostCheck.missing(
+        name,
+        "cgroup2 at "
+            + v2.get().mountPoint()
+            + " lacks favordynmods: every move of a process into a cgroup (one per create, one"
+            + " per command) waits 5-20 ms for an RCU grace period; the remount does not survive"
+            + " a reboot, and a cgroup2 mount without the option turns it off again",
+        "mount -o " + String.join(",", remount) + " " + v2.get().mountPoint());
+  }
+
+  private static Optional<Mount> mountAt(List<Mount> mounts, Path at, String fsType) {
+    Mount found = null;
+    for (Mount m : mounts) {
+      if (m.mountPoint().equals(at) && m.fsType().equals(fsType)) {
+        found = m; // the last one is on top
+      }
+    }
+    return Optional.ofNullable(found);
   }
 
   private static HostCheck openFiles() {

@@ -20,11 +20,13 @@ import java.util.Locale;
 import java.util.Optional;
 
 /**
- * The Linux file system calls {@link SandboxFiles} needs, through {@code java.lang.foreign}: {@code
+ * The Linux file system calls the engine makes itself, through {@code java.lang.foreign}: {@code
  * openat2(2)} (to resolve a path inside a root, atomically), the {@code *at} calls that act on one
  * name in an open directory, and the per-thread credential calls ({@code setfsuid}, {@code
  * setfsgid}, and the <em>raw</em> {@code setgroups} system call: glibc's wrapper changes every
- * thread of the process, the system call only the calling one).
+ * thread of the process, the system call only the calling one), the overlay layer calls (whiteout
+ * {@code mknod}, xattrs), and {@code mount}/{@code umount2} of sandbox roots (a spawned {@code
+ * mount(8)} cost a few milliseconds of every create and destroy).
  *
  * <p>Every call returns its result or throws {@link Errno}. Paths and names are passed as their
  * UTF-8 bytes. Only Linux on x86-64 and AArch64 is supported ({@link #AVAILABLE} is false
@@ -135,10 +137,12 @@ final class NativeFs {
   private static final MethodHandle MKNOD;
   private static final MethodHandle LSETXATTR;
   private static final MethodHandle LGETXATTR;
+  private static final MethodHandle MOUNT;
+  private static final MethodHandle UMOUNT2;
 
   static {
     boolean available = false;
-    MethodHandle[] h = new MethodHandle[22];
+    MethodHandle[] h = new MethodHandle[24];
     String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
     String arch = System.getProperty("os.arch", "");
     if (os.equals("linux") && (arch.equals("amd64") || arch.equals("aarch64"))) {
@@ -229,6 +233,12 @@ final class NativeFs {
         h[21] =
             linker.downcallHandle(
                 libc.find("lgetxattr").orElseThrow(), FunctionDescriptor.of(l, a, a, a, l), errno);
+        h[22] =
+            linker.downcallHandle(
+                libc.find("mount").orElseThrow(), FunctionDescriptor.of(i, a, a, a, l, a), errno);
+        h[23] =
+            linker.downcallHandle(
+                libc.find("umount2").orElseThrow(), FunctionDescriptor.of(i, a, i), errno);
         available = true;
       } catch (RuntimeException | Error unavailable) {
         available = false; // no native access or no libc: SandboxFiles is not used
@@ -255,6 +265,8 @@ final class NativeFs {
     MKNOD = h[19];
     LSETXATTR = h[20];
     LGETXATTR = h[21];
+    MOUNT = h[22];
+    UMOUNT2 = h[23];
     DUMPABLE = dumpable();
   }
 
@@ -754,6 +766,48 @@ final class NativeFs {
   /** Marks directory {@code dir} opaque: in a stack of layers it hides what lower layers hold. */
   static void setOpaque(Path dir) throws IOException {
     setXattr(dir, OPAQUE, "y".getBytes(StandardCharsets.UTF_8));
+  }
+
+  // ---- mounts -------------------------------------------------------------------------------
+
+  static final int MNT_DETACH = 2;
+
+  /** {@code mount(source, target, type, 0, options)}: a new mount, with no flags. */
+  static void mount(String source, Path target, String type, String options) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r =
+          (int)
+              MOUNT.invokeExact(
+                  state,
+                  cString(arena, source.getBytes(StandardCharsets.UTF_8)),
+                  cString(arena, utf8(target)),
+                  cString(arena, type.getBytes(StandardCharsets.UTF_8)),
+                  0L,
+                  cString(arena, options.getBytes(StandardCharsets.UTF_8)));
+      if (r != 0) {
+        throw new Errno("mount", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** {@code umount2(target, flags)}. */
+  static void umount2(Path target, int flags) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r = (int) UMOUNT2.invokeExact(state, cString(arena, utf8(target)), flags);
+      if (r != 0) {
+        throw new Errno("umount2", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
   }
 
   private static void requireAvailable() throws IOException {

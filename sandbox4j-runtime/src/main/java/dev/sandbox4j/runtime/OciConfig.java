@@ -58,8 +58,19 @@ final class OciConfig {
   /** Limits of one sandbox. */
   record Limits(long memoryBytes, int cpus, int pids) {}
 
+  /**
+   * The spec of sandbox {@code id}. {@code compiledSeccomp}, if present, is {@link
+   * SeccompProfile#DEFAULT} as the runtime compiled it before (base64 BPF, see {@link
+   * OciRuntime#compiledSeccomp}): crun then loads it as it is instead of compiling the profile
+   * again. The profile stays in the spec for runtimes that ignore the annotation.
+   */
   static byte[] build(
-      String id, Path rootfs, String cgroupsPath, Map<String, String> env, Limits limits) {
+      String id,
+      Path rootfs,
+      String cgroupsPath,
+      Map<String, String> env,
+      Limits limits,
+      Optional<String> compiledSeccomp) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
     process.put("user", Map.of("uid", 0, "gid", 0));
@@ -126,6 +137,8 @@ final class OciConfig {
     config.put("hostname", id);
     config.put("mounts", mounts());
     config.put("linux", linux);
+    compiledSeccomp.ifPresent(
+        bpf -> config.put("annotations", Map.of(OciRuntime.SECCOMP_BPF_ANNOTATION, bpf)));
     try {
       return JSON.writeValueAsBytes(config);
     } catch (JsonProcessingException e) {
@@ -228,8 +241,12 @@ final class OciConfig {
     }
   }
 
+  /**
+   * Writes {@code bundle/config.json}, not durably: every start of the sandbox writes it anew
+   * before the runtime reads it, so neither a crash nor a power loss can leave one to be read.
+   */
   static void write(Path bundle, byte[] config) throws IOException {
     Files.createDirectories(bundle);
-    AtomicFiles.write(bundle.resolve("config.json"), config);
+    Files.write(bundle.resolve("config.json"), config);
   }
 }

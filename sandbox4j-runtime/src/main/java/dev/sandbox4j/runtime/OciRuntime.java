@@ -39,6 +39,16 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
   /** The first crun release whose {@code exec} fails cleanly when it cannot fork. */
   static final int[] FIRST_SAFE_CRUN = {1, 9};
 
+  /** crun's annotation for a seccomp filter that is already compiled (base64 BPF). */
+  static final String SECCOMP_BPF_ANNOTATION = "run.oci.seccomp_bpf_data";
+
+  /** The largest filter the kernel loads: 4096 instructions of 8 bytes. */
+  private static final long MAX_BPF_BYTES = 4096 * 8;
+
+  /** Compiled default filters by runtime binary identity (see {@link #compiledSeccomp}). */
+  private static final Map<String, String> COMPILED_SECCOMP =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
   OciRuntime {
     Objects.requireNonNull(binary, "binary");
     Objects.requireNonNull(stateRoot, "stateRoot");
@@ -133,6 +143,8 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
    */
   void run(String id, Path bundle) {
     Path pidFile = bundle.resolve("init.pid");
+    Optional<String> binaryKey = binaryKey();
+    boolean compiled = binaryKey.isPresent() && COMPILED_SECCOMP.containsKey(binaryKey.get());
     quietly(
         logTo(
             bundle.resolve("runtime.log"),
@@ -145,6 +157,9 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
             id),
         bundle.resolve("runtime.log"),
         Map.of());
+    if (!compiled && binaryKey.isPresent()) {
+      learnSeccomp(binaryKey.get(), id);
+    }
     awaitInit(id, pidFile);
   }
 
@@ -275,6 +290,51 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
+    }
+  }
+
+  /**
+   * {@link SeccompProfile#DEFAULT} as this runtime compiled it for an earlier sandbox, base64, if
+   * it did. crun compiles a spec's seccomp profile with libseccomp on every start (about 2 ms of
+   * CPU, a sixth of a start) and leaves the result in its state directory as {@code seccomp.bpf};
+   * the same binary compiles the same profile on the same kernel to the same filter, so later
+   * starts hand it over precompiled. Kept per JVM (a kernel cannot change under it) and keyed by
+   * the binary's path, size and modification time, so an upgraded runtime compiles anew.
+   */
+  Optional<String> compiledSeccomp() {
+    return binaryKey().map(COMPILED_SECCOMP::get);
+  }
+
+  /**
+   * Keeps the filter the runtime just compiled for container {@code id}, if it left one (crun does,
+   * runc does not). Its state directory is root's alone, so nothing in a sandbox can have written
+   * it.
+   */
+  private void learnSeccomp(String key, String id) {
+    Path bpf = stateRoot.resolve(id).resolve("seccomp.bpf");
+    try {
+      long size = Files.size(bpf);
+      if (size > 0 && size <= MAX_BPF_BYTES && size % 8 == 0) {
+        COMPILED_SECCOMP.putIfAbsent(
+            key, java.util.Base64.getEncoder().encodeToString(Files.readAllBytes(bpf)));
+      }
+    } catch (java.io.IOException e) {
+      // no compiled filter to keep: every start compiles the profile
+    }
+  }
+
+  private Optional<String> binaryKey() {
+    try {
+      var attributes =
+          Files.readAttributes(binary, java.nio.file.attribute.BasicFileAttributes.class);
+      return Optional.of(
+          binary.toAbsolutePath()
+              + "|"
+              + attributes.size()
+              + "|"
+              + attributes.lastModifiedTime().toMillis());
+    } catch (java.io.IOException e) {
+      return Optional.empty();
     }
   }
 

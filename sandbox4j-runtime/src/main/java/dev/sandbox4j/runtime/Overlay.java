@@ -20,7 +20,9 @@ final class Overlay {
    * under the private {@code upper}, at {@code target}. overlayfs takes {@code lowerdir} top first,
    * colon-separated. The kernel takes one page of mount options: if absolute paths of many layers
    * do not fit and all layers share one parent directory (the store's {@code layers/}), they are
-   * named relative to it and {@code mount} runs there, which fits about 60 layers.
+   * named relative to it and {@code mount} runs there, which fits about 60 layers. Options that fit
+   * as they are go to {@code mount(2)} directly (spawning {@code mount(8)} cost a few milliseconds
+   * of every create); relative names cannot, as the JVM's working directory is not {@code layers/}.
    */
   static void mount(List<Path> lowers, Path upper, Path work, Path target) {
     if (lowers.isEmpty()) {
@@ -31,6 +33,14 @@ final class Overlay {
     String options =
         "lowerdir=" + String.join(":", topFirst.stream().map(Overlay::checked).toList()) + tail;
     if (options.length() <= MAX_OPTIONS) {
+      if (NativeFs.AVAILABLE) {
+        try {
+          NativeFs.mount("overlay", target, "overlay", options);
+        } catch (NativeFs.Errno e) {
+          throw new WorkspaceException("cannot mount the overlay at " + target + ": " + e, e);
+        }
+        return;
+      }
       HostCommand.check(
           List.of("mount", "-t", "overlay", "overlay", "-o", options, target.toString()));
       return;
@@ -72,6 +82,20 @@ final class Overlay {
   /** Unmounts; a mount still busy is detached lazily so destroy can finish. */
   static void unmount(Path target) {
     if (!isMounted(target)) {
+      return;
+    }
+    if (NativeFs.AVAILABLE) {
+      try {
+        NativeFs.umount2(target, 0);
+      } catch (NativeFs.Errno busy) {
+        try {
+          NativeFs.umount2(target, NativeFs.MNT_DETACH);
+        } catch (NativeFs.Errno e) {
+          if (e.errno != NativeFs.EINVAL) { // EINVAL: no longer a mount point
+            throw new WorkspaceException("cannot unmount " + target + ": " + e, e);
+          }
+        }
+      }
       return;
     }
     if (!HostCommand.run(List.of("umount", target.toString())).ok()) {

@@ -10,9 +10,11 @@ import java.util.Map;
 import java.util.Objects;
 
 /**
- * What {@code state.json} of a sandbox holds. Written atomically; a sandbox whose record says
- * {@code CREATING} or {@code DESTROYING} while nobody holds its lock was interrupted by a crash,
- * and {@code gc} removes it.
+ * What {@code state.json} of a sandbox holds. A sandbox whose record says {@code CREATING} or
+ * {@code DESTROYING} while nobody holds its lock was interrupted by a crash, and {@code gc} removes
+ * it. Every record but the first is written atomically and durably, so a record that is not whole
+ * JSON can only be a first ({@code CREATING}) record that a power loss cut short: gc removes that
+ * sandbox too.
  *
  * <p>{@code layers} are the ids of the image layers the sandbox was created on, bottom first: it
  * keeps them however its image is rebuilt or removed (the image store deletes no layer a record
@@ -71,8 +73,40 @@ record SandboxRecord(
         formatVersion, id, next, image, created, labels, cpus, memoryBytes, pids, layers);
   }
 
+  /** Replaces {@code file} atomically and durably (temp file, fsync, rename, fsync). */
   void write(Path file) throws IOException {
     AtomicFiles.write(file, JSON.writeValueAsBytes(this));
+  }
+
+  /**
+   * Writes the record as the new file {@code file}, neither atomically nor durably: for the first
+   * record of a directory no one else sees yet. A power loss may leave it empty or partial, which
+   * {@link #isTorn} recognizes.
+   */
+  void writeNew(Path file) throws IOException {
+    java.nio.file.Files.write(
+        file,
+        JSON.writeValueAsBytes(this),
+        java.nio.file.StandardOpenOption.CREATE_NEW,
+        java.nio.file.StandardOpenOption.WRITE);
+  }
+
+  /**
+   * Whether {@code file} is torn: empty, or not syntactically whole JSON (cut short, or zeros where
+   * its data never reached the disk). A whole record that this version cannot map (a status it does
+   * not know) is not torn.
+   */
+  static boolean isTorn(Path file) throws IOException {
+    byte[] content = java.nio.file.Files.readAllBytes(file);
+    if (content.length == 0) {
+      return true;
+    }
+    try {
+      JSON.readTree(content);
+      return false;
+    } catch (com.fasterxml.jackson.core.exc.StreamReadException e) {
+      return true;
+    }
   }
 
   static SandboxRecord read(Path file) throws IOException {

@@ -37,6 +37,7 @@ class HostSetupTest {
             "crun",
             "mmdebstrap",
             "hugetlb cgroup",
+            "cgroup favordynmods",
             "open files limit",
             "state directory",
             "default image");
@@ -133,6 +134,31 @@ class HostSetupTest {
         .isInstanceOf(WorkspaceException.class)
         .hasMessageContaining("needs root");
     HostSetup.requireLinuxAndRoot("Linux", true);
+  }
+
+  @Test
+  void favordynmodsIsAddedToTheCgroup2OptionsItAlreadyHas() {
+    Path unified = Path.of("/sys/fs/cgroup/unified");
+    List<HostSetup.Mount> without =
+        List.of(
+            new HostSetup.Mount(
+                Path.of("/sys/fs/cgroup/memory"), "cgroup", List.of("rw", "memory")),
+            new HostSetup.Mount(unified, "cgroup2", List.of("rw", "nsdelegate")));
+
+    HostCheck missing = HostSetup.favorDynmods(without, "6.18.44");
+
+    assertThat(missing.ok()).isFalse();
+    assertThat(missing.detail()).contains("RCU grace period");
+    // the kernel clears a flag a remount does not repeat: nsdelegate must stay
+    assertThat(missing.fix())
+        .isEqualTo("mount -o remount,rw,nsdelegate,favordynmods /sys/fs/cgroup/unified");
+
+    List<HostSetup.Mount> with =
+        List.of(new HostSetup.Mount(unified, "cgroup2", List.of("rw", "favordynmods")));
+    assertThat(HostSetup.favorDynmods(with, "6.18.44").ok()).isTrue();
+    HostCheck old = HostSetup.favorDynmods(without, "5.15.0");
+    assertThat(old.ok()).as("informational before 6.0").isTrue();
+    assertThat(old.detail()).contains("6.0");
   }
 
   @Test

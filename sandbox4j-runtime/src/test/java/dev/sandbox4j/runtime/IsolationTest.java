@@ -881,9 +881,34 @@ class IsolationTest {
         .as("no_new_privs stays off so that sudo works (the user namespace bounds it)")
         .isEqualTo("0");
 
+    assertKernelReachingCallsAreRefused(shared, "the shared sandbox");
+
+    // A later sandbox gets the filter crun compiled for an earlier one, precompiled: it must
+    // refuse exactly as much.
+    Workspace later = create(SANDBOXES);
+    Path config =
+        SANDBOXES
+            .home()
+            .resolve("sandboxes")
+            .resolve(later.ref().orElseThrow().id())
+            .resolve("bundle")
+            .resolve("config.json");
+    if (SANDBOXES.engine().runtime().binary().getFileName().toString().equals("crun")) {
+      assertThat(config)
+          .as("crun gets the filter it compiled before")
+          .content()
+          .contains(OciRuntime.SECCOMP_BPF_ANNOTATION);
+    }
+    assertThat(status(ok(later, "cat /proc/1/status")).get("Seccomp"))
+        .as("PID 1 of a sandbox started with the precompiled filter")
+        .isEqualTo("2");
+    assertKernelReachingCallsAreRefused(later, "a sandbox started with the precompiled filter");
+  }
+
+  private static void assertKernelReachingCallsAreRefused(Workspace ws, String which) {
     String probe =
         ok(
-            shared,
+            ws,
             "sudo python3 -c '"
                 + "import ctypes, platform\n"
                 + "x86 = platform.machine() == \"x86_64\"\n"
@@ -910,7 +935,9 @@ class IsolationTest {
     assertThat(results)
         .as(
             "seccomp: kernel-reaching syscalls fail with EPERM for root inside, including"
-                + " io_uring (which would bypass seccomp) and userfaultfd")
+                + " io_uring (which would bypass seccomp) and userfaultfd ("
+                + which
+                + ")")
         .hasSize(12)
         .allSatisfy((name, result) -> assertThat(result).as(name).isEqualTo("-1 1"));
   }
