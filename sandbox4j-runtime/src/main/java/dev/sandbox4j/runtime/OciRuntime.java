@@ -207,7 +207,19 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
       argv.add("--leave-running");
     }
     argv.add(id);
-    quietly(argv, work.resolve("runtime.log"), env);
+    keepingFavorDynmods(() -> quietly(argv, work.resolve("runtime.log"), env));
+  }
+
+  /** Runs a CRIU call, then puts back the cgroup2 mount option it clears (see HostSetup). */
+  private static void keepingFavorDynmods(Runnable criuCall) {
+    boolean wasSet = HostSetup.favorDynmodsSet();
+    try {
+      criuCall.run();
+    } finally {
+      if (wasSet && !HostSetup.favorDynmodsSet()) {
+        HostSetup.restoreFavorDynmods();
+      }
+    }
   }
 
   /**
@@ -216,27 +228,29 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
    * goes to {@code work/restore.log}.
    */
   void restore(String id, Path bundle, Path images, Path work, Map<String, String> env) {
-    quietly(
-        logTo(
-            work.resolve("runtime.log"),
-            "restore",
-            "--detach",
-            "--bundle",
-            bundle.toString(),
-            "--pid-file",
-            bundle.resolve("init.pid").toString(),
-            "--image-path",
-            images.toString(),
-            "--work-path",
-            work.toString(),
-            "--manage-cgroups-mode",
-            "soft",
-            "--tcp-established",
-            "--network-lock",
-            "skip",
-            id),
-        work.resolve("runtime.log"),
-        env);
+    keepingFavorDynmods(
+        () ->
+            quietly(
+                logTo(
+                    work.resolve("runtime.log"),
+                    "restore",
+                    "--detach",
+                    "--bundle",
+                    bundle.toString(),
+                    "--pid-file",
+                    bundle.resolve("init.pid").toString(),
+                    "--image-path",
+                    images.toString(),
+                    "--work-path",
+                    work.toString(),
+                    "--manage-cgroups-mode",
+                    "soft",
+                    "--tcp-established",
+                    "--network-lock",
+                    "skip",
+                    id),
+                work.resolve("runtime.log"),
+                env));
   }
 
   /** The argv of a runtime command whose messages go to {@code log}. */

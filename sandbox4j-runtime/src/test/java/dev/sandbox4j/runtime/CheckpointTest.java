@@ -76,8 +76,13 @@ class CheckpointTest {
 
     Workspace child = create();
     String childId = child.open().id();
+    boolean fastCgroupMoves = HostSetup.favorDynmodsSet();
     Checkpoints.Fork fork =
         Checkpoints.fork(SANDBOXES.engine(), parentId, childId, tmp.resolve("images"));
+    // CRIU's own cgroup2 mount clears the option; every later create and command would pay for it
+    assertThat(HostSetup.favorDynmodsSet())
+        .as("favordynmods on the cgroup2 hierarchy after a checkpoint and restore")
+        .isEqualTo(fastCgroupMoves);
     System.out.printf(
         Locale.ROOT,
         "fork: dump %d ms (%d KiB), parent frozen %d ms, restore %d ms, total %d ms%n",
