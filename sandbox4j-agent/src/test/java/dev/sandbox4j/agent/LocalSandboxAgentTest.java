@@ -2,7 +2,6 @@ package dev.sandbox4j.agent;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -15,7 +14,6 @@ import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.condition.OS;
 
 /** Agent runs in real local sandboxes: the harness and the engine together. */
 class LocalSandboxAgentTest {
@@ -26,17 +24,7 @@ class LocalSandboxAgentTest {
 
   @BeforeAll
   static void requireEngine() {
-    boolean ok =
-        OS.LINUX.isCurrentOs()
-            && "root".equals(System.getProperty("user.name"))
-            && java.nio.file.Files.isExecutable(java.nio.file.Path.of("/usr/bin/crun"));
-    if (!ok) {
-      if ("true".equalsIgnoreCase(System.getenv("CI"))) {
-        fail(
-            "missing prerequisite (CI=true, so this fails instead of skipping): root on Linux with crun");
-      }
-      org.junit.jupiter.api.Assumptions.abort("needs root on Linux with crun");
-    }
+    LocalEngine.require();
   }
 
   @AfterEach

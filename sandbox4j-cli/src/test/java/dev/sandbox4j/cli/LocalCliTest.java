@@ -1,10 +1,10 @@
 package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
@@ -19,7 +19,6 @@ import java.util.Random;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -55,15 +54,8 @@ class LocalCliTest {
     assertThat(build.out()).isEqualTo("default\n");
   }
 
-  /** Continues if {@code ok}; otherwise fails under {@code CI=true} and skips elsewhere. */
   private static void require(boolean ok, String what) {
-    if (ok) {
-      return;
-    }
-    if ("true".equalsIgnoreCase(System.getenv("CI"))) {
-      fail("missing prerequisite (CI=true, so this fails instead of skipping): " + what);
-    }
-    Assumptions.abort("missing prerequisite: " + what);
+    Prerequisites.require(ok, what);
   }
 
   @AfterEach

@@ -2,6 +2,7 @@ package dev.sandbox4j.agent.tools;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.agent.LocalEngine;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import java.util.regex.Matcher;
@@ -19,7 +20,7 @@ class LocalSandboxToolsTest {
 
   @BeforeAll
   static void createSandbox() {
-    Prerequisites.requireLocalEngine();
+    LocalEngine.require();
     sandboxes = new LocalSandbox();
     backend = sandboxes.newBackend();
     tools = new ToolFixture(backend);
