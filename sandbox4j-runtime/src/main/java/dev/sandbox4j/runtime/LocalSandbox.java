@@ -37,6 +37,12 @@ import java.util.regex.Pattern;
  * #suspend}, {@link #stop}, {@link #fork}, {@link #snapshot}); any operation on a suspended or
  * stopped sandbox wakes it.
  *
+ * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
+ * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
+ * and enforced by a supervisor process per state directory that the engine starts in the background
+ * and that outlives the JVM ({@code $SANDBOX4J_HOME/supervisor.log}); a sandbox a timer ended
+ * raises {@link WorkspaceUnavailableException} saying which.
+ *
  * <p>Constructing does no I/O. The first operation needs root, Linux, an OCI runtime and a prepared
  * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
  * minute; {@code progress} reports it). Instances are thread-safe.
