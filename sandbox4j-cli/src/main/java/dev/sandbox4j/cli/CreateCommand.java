@@ -3,11 +3,15 @@ package dev.sandbox4j.cli;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -84,9 +88,83 @@ final class CreateCommand implements Callable<Integer> {
   Map<String, String> env;
 
   @Option(
+      names = "--auto-suspend",
+      paramLabel = "DURATION",
+      description =
+          "Suspend the sandbox once it has been idle this long (no command running, no command or"
+              + " file operation, under 0.1 CPU), e.g. 10m; any later use wakes it. Default: 0,"
+              + " never.")
+  String autoSuspend;
+
+  @Option(
+      names = "--lifetime",
+      paramLabel = "DURATION",
+      description =
+          "Destroy the sandbox this long after its creation, from 10s to 24h. Default: 24h.")
+  String lifetime;
+
+  @Option(
+      names = "--idle-timeout",
+      paramLabel = "DURATION",
+      description =
+          "Destroy the sandbox once it has been idle this long (as for --auto-suspend; a"
+              + " suspended or stopped sandbox is idle). Default: 0, never.")
+  String idleTimeout;
+
+  @Option(
+      names = "--delete-after",
+      paramLabel = "INSTANT|DURATION",
+      description =
+          "Destroy the sandbox at this time (ISO-8601 such as 2026-01-31T18:00:00Z) or this long"
+              + " from now (e.g. 2h).")
+  String deleteAfter;
+
+  @Option(
       names = "--json",
       description = "Print {\"provider\":...,\"id\":...,\"workingDirectory\":...} instead.")
   boolean json;
+
+  /** The timer flags, or null if none was given. */
+  private Providers.Timers timers() {
+    if (autoSuspend == null && lifetime == null && idleTimeout == null && deleteAfter == null) {
+      return null;
+    }
+    return new Providers.Timers(
+        duration("--auto-suspend", autoSuspend, true),
+        duration("--lifetime", lifetime, false),
+        duration("--idle-timeout", idleTimeout, true),
+        deleteAfter == null ? null : pointInTime(deleteAfter));
+  }
+
+  private Duration duration(String option, String text, boolean zeroMeansNever) {
+    if (text == null) {
+      return null;
+    }
+    if (zeroMeansNever && (text.strip().equals("0") || text.strip().equals("never"))) {
+      return Duration.ZERO;
+    }
+    try {
+      return new DurationConverter().convert(text);
+    } catch (CommandLine.TypeConversionException e) {
+      throw new ParameterException(spec.commandLine(), option + ": " + e.getMessage());
+    }
+  }
+
+  private Instant pointInTime(String text) {
+    try {
+      return Instant.parse(text.strip());
+    } catch (DateTimeParseException notAnInstant) {
+      try {
+        return Instant.now().plus(new DurationConverter().convert(text));
+      } catch (CommandLine.TypeConversionException e) {
+        throw new ParameterException(
+            spec.commandLine(),
+            "--delete-after: '"
+                + text
+                + "' is neither a time (2026-01-31T18:00:00Z) nor a duration (2h, 30m)");
+      }
+    }
+  }
 
   @Override
   public Integer call() {
@@ -121,7 +199,7 @@ final class CreateCommand implements Callable<Integer> {
         root.provider(
             spec,
             provider,
-            new Providers.Settings(env, workdir, image, cpus, memory, labels, snapshot));
+            new Providers.Settings(env, workdir, image, cpus, memory, labels, snapshot, timers()));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref = workspace.open();

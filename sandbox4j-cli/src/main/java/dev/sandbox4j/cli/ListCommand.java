@@ -21,12 +21,14 @@ import picocli.CommandLine.Spec;
       "Lists sandboxes and workspaces, sorted by provider and id: a table with a heading, or"
           + " nothing if there are none.",
       "Local sandboxes show their state (running, suspended, stopped; creating or destroying"
-          + " while that happens), image, creation time (UTC) and labels; host workspaces have"
-          + " none of these ('-')."
+          + " while that happens), image, creation time (UTC), when a timer destroys them at the"
+          + " latest (ENDS: the end of their lifetime or their --delete-after time) and labels;"
+          + " host workspaces have none of these ('-')."
     })
 final class ListCommand implements Callable<Integer> {
 
-  private static final List<String> COLUMNS = List.of("state", "image", "created", "labels");
+  private static final List<String> COLUMNS =
+      List.of("state", "image", "created", "ends", "labels");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -41,7 +43,9 @@ final class ListCommand implements Callable<Integer> {
       names = "--json",
       description =
           "Print a JSON array instead: objects with provider and id, and for local sandboxes"
-              + " state, image, created, labels, cpus, memoryBytes and pids.")
+              + " state, image, created, labels, cpus, memoryBytes, pids, and timers"
+              + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
+              + " with ends.")
   boolean json;
 
   @Override

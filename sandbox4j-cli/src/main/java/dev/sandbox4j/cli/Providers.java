@@ -2,11 +2,14 @@ package dev.sandbox4j.cli;
 
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.SandboxInfo;
+import dev.sandbox4j.runtime.SandboxTimers;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
 import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -38,6 +41,7 @@ final class Providers {
    * @param memoryBytes the memory limit of a new sandbox, or null for the default
    * @param labels labels of a new sandbox
    * @param snapshot the snapshot a new sandbox starts from, or null
+   * @param timers the timers of a new sandbox, or null for the defaults
    */
   record Settings(
       Map<String, String> env,
@@ -46,7 +50,8 @@ final class Providers {
       Integer cpus,
       Long memoryBytes,
       Map<String, String> labels,
-      String snapshot) {
+      String snapshot,
+      Timers timers) {
 
     static final Settings DEFAULTS = new Settings(Map.of(), null, null, null, null, Map.of());
 
@@ -62,15 +67,17 @@ final class Providers {
         Integer cpus,
         Long memoryBytes,
         Map<String, String> labels) {
-      this(env, workingDirectory, image, cpus, memoryBytes, labels, null);
+      this(env, workingDirectory, image, cpus, memoryBytes, labels, null, null);
     }
 
     Settings withEnv(Map<String, String> env) {
-      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels, snapshot);
+      return new Settings(
+          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
-      return new Settings(env, workingDirectory, image, cpus, memoryBytes, labels, snapshot);
+      return new Settings(
+          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -82,9 +89,25 @@ final class Providers {
       set.put("--memory", memoryBytes != null);
       set.put("--label", !labels.isEmpty());
       set.put("--snapshot", snapshot != null);
+      if (timers != null) {
+        set.put("--auto-suspend", timers.autoSuspend() != null);
+        set.put("--lifetime", timers.lifetime() != null);
+        set.put("--idle-timeout", timers.idle() != null);
+        set.put("--delete-after", timers.deleteAfter() != null);
+      }
       return set.entrySet().stream().filter(Map.Entry::getValue).map(Map.Entry::getKey).toList();
     }
   }
+
+  /**
+   * The timers of a new local sandbox; each null for its default.
+   *
+   * @param autoSuspend idle time before it is suspended (zero: never)
+   * @param lifetime its total lifetime (10 s to 24 h)
+   * @param idle idle time before it is destroyed (zero: never)
+   * @param deleteAfter when it is destroyed
+   */
+  record Timers(Duration autoSuspend, Duration lifetime, Duration idle, Instant deleteAfter) {}
 
   /** One provider the CLI offers. */
   private record Entry(
@@ -173,6 +196,19 @@ final class Providers {
       b.snapshot(settings.snapshot());
     }
     settings.labels().forEach(b::label);
+    Timers timers = settings.timers();
+    if (timers != null) {
+      if (timers.autoSuspend() != null) {
+        b.autoSuspendTimeout(timers.autoSuspend());
+      }
+      if (timers.lifetime() != null) {
+        b.sandboxTimeout(timers.lifetime());
+      }
+      if (timers.idle() != null) {
+        b.idleTimeout(timers.idle());
+      }
+      b.deleteAfter(timers.deleteAfter());
+    }
     return b.build();
   }
 
@@ -201,7 +237,8 @@ final class Providers {
   /**
    * The workspaces {@code provider} holds, sorted by id, as {@code ls} shows them: {@code provider}
    * and {@code id}, then what the provider knows about each (local: {@code state}, {@code image},
-   * {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes}, {@code pids}).
+   * {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes}, {@code pids}, and for a
+   * sandbox with timers {@code timers} and {@code ends}).
    */
   List<Map<String, Object>> list(WorkspaceProvider provider) {
     return switch (provider) {
@@ -223,6 +260,20 @@ final class Providers {
     more.put("cpus", s.cpus());
     more.put("memoryBytes", s.memoryBytes());
     more.put("pids", s.pids());
+    SandboxTimers t = s.timers();
+    if (t != null) {
+      Map<String, Object> timers = new LinkedHashMap<>();
+      timers.put("autoSuspendSeconds", t.autoSuspendTimeout().toSeconds());
+      timers.put("sandboxTimeoutSeconds", t.sandboxTimeout().toSeconds());
+      timers.put("idleTimeoutSeconds", t.idleTimeout().toSeconds());
+      timers.put(
+          "deleteAfter",
+          t.deleteAfter() == null
+              ? null
+              : t.deleteAfter().truncatedTo(ChronoUnit.SECONDS).toString());
+      more.put("timers", timers);
+      more.put("ends", t.ends().truncatedTo(ChronoUnit.SECONDS).toString());
+    }
     return fields(s.ref(), more);
   }
 

@@ -12,6 +12,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -203,9 +204,46 @@ class LocalCliTest {
     assertThat(table.out().lines().toList())
         .first()
         .asString()
-        .matches("REF +STATE +IMAGE +CREATED +LABELS");
+        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS");
     assertThat(table.out())
-        .containsPattern(ref + " +running +default +\\S+Z +purpose=cli-test,team=x");
+        .containsPattern(ref + " +running +default +\\S+Z +\\S+Z +purpose=cli-test,team=x");
+  }
+
+  @Test
+  void createTakesTimersAndLsShowsThem() throws Exception {
+    Instant before = Instant.now();
+    String ref =
+        create(
+            "--auto-suspend",
+            "10m",
+            "--lifetime",
+            "2h",
+            "--idle-timeout",
+            "1h",
+            "--delete-after",
+            "90m");
+    String id = ref.substring("local:".length());
+    JsonNode mine = null;
+    for (JsonNode node : JSON.readTree(run("ls", "--json").out())) {
+      if (node.path("id").asText().equals(id)) {
+        mine = node;
+      }
+    }
+    assertThat(mine).isNotNull();
+    JsonNode timers = mine.path("timers");
+    assertThat(timers.path("autoSuspendSeconds").asLong()).isEqualTo(600);
+    assertThat(timers.path("sandboxTimeoutSeconds").asLong()).isEqualTo(7200);
+    assertThat(timers.path("idleTimeoutSeconds").asLong()).isEqualTo(3600);
+    Instant ends = Instant.parse(mine.path("ends").asText());
+    assertThat(ends).isEqualTo(Instant.parse(timers.path("deleteAfter").asText()));
+    assertThat(ends).isBetween(before.plusSeconds(5390), Instant.now().plusSeconds(5400));
+
+    Run tooShort = run("create", "--lifetime", "5s");
+    assertThat(tooShort.exitCode()).isEqualTo(64);
+    assertThat(tooShort.err()).contains("sandboxTimeout must be from 10 seconds to 24 hours");
+    Run bad = run("create", "--delete-after", "tomorrow");
+    assertThat(bad.exitCode()).isEqualTo(64);
+    assertThat(bad.err()).contains("--delete-after: 'tomorrow' is neither a time");
   }
 
   @Test

@@ -261,6 +261,49 @@ final class Cgroups {
     return ids;
   }
 
+  /**
+   * The CPU time the sandbox's processes (its commands' included) have used, in microseconds: the
+   * cgroup v2 {@code cpu.stat} (kept whether or not the cpu controller is enabled), else the v1
+   * {@code cpuacct.usage}; empty if neither can be read (the container is not running).
+   */
+  java.util.OptionalLong cpuUsageMicros(String id) {
+    if (unified != null) {
+      try {
+        for (String line :
+            Files.readAllLines(unified.resolve(parent).resolve(id).resolve("cpu.stat"))) {
+          if (line.startsWith("usage_usec ")) {
+            return java.util.OptionalLong.of(Long.parseLong(line.substring(11).strip()));
+          }
+        }
+      } catch (IOException | NumberFormatException e) {
+        // try v1
+      }
+    }
+    for (Path h : v1Hierarchies) {
+      Path usage = h.resolve(parent).resolve(id).resolve("cpuacct.usage");
+      if (Files.exists(usage)) {
+        try {
+          return java.util.OptionalLong.of(Long.parseLong(Files.readString(usage).strip()) / 1000);
+        } catch (IOException | NumberFormatException e) {
+          return java.util.OptionalLong.empty();
+        }
+      }
+    }
+    return java.util.OptionalLong.empty();
+  }
+
+  /** Whether command cgroup {@code group} of the sandbox exists and has a process in it. */
+  boolean isCommandRunning(String id, String group) {
+    if (unified == null) {
+      return false;
+    }
+    try {
+      return isPopulated(unified.resolve(parent).resolve(id).resolve(group));
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
   private static void rmdirWhenEmpty(Path dir) throws IOException {
     long end = System.currentTimeMillis() + KILL_WAIT_MILLIS;
     while (true) {

@@ -350,7 +350,7 @@ final class Engine {
             current.status().name().toLowerCase(java.util.Locale.ROOT));
       }
     } catch (NoSuchFileException e) {
-      throw unavailable(id, "it was destroyed");
+      throw gone(id, "it was destroyed");
     } catch (IOException e) {
       throw new WorkspaceException("cannot attach to local:" + id + ": " + e, e);
     }
@@ -372,7 +372,7 @@ final class Engine {
     try {
       return SandboxRecord.read(sandboxes.resolve(id).resolve("state.json"));
     } catch (NoSuchFileException e) {
-      throw unavailable(id, "it does not exist (destroyed, or never created on this machine)");
+      throw gone(id, "it does not exist (destroyed, or never created on this machine)");
     } catch (IOException e) {
       throw new WorkspaceException("cannot read the state of local:" + id + ": " + e, e);
     }
@@ -389,6 +389,11 @@ final class Engine {
 
   static WorkspaceUnavailableException unavailable(String id, String why) {
     return new WorkspaceUnavailableException("sandbox local:" + id + " is unavailable: " + why);
+  }
+
+  /** The error for a sandbox that is gone: what ended it if a timer did ({@link Timers}). */
+  private WorkspaceUnavailableException gone(String id, String why) {
+    return Timers.ended(home, id).orElseGet(() -> unavailable(id, why));
   }
 
   static void checkId(String id) {

@@ -37,6 +37,12 @@ import java.util.regex.Pattern;
  * #suspend}, {@link #stop}, {@link #fork}, {@link #snapshot}); any operation on a suspended or
  * stopped sandbox wakes it.
  *
+ * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
+ * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
+ * and enforced by a supervisor process per state directory that the engine starts in the background
+ * and that outlives the JVM ({@code $SANDBOX4J_HOME/supervisor.log}); a sandbox a timer ended
+ * raises {@link WorkspaceUnavailableException} saying which.
+ *
  * <p>Constructing does no I/O. The first operation needs root, Linux, an OCI runtime and a prepared
  * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
  * minute; {@code progress} reports it). Instances are thread-safe.
@@ -67,6 +73,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
   private final String snapshot;
+  private final Timers.Config timers;
   private final ImageStore images;
   private volatile Engine engine;
 
@@ -88,6 +95,8 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.progress = b.progress;
     this.noOutputTimeout = b.noOutputTimeout;
     this.snapshot = b.snapshot;
+    this.timers =
+        new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
     this.images = new ImageStore(home.resolve("images"));
   }
 
@@ -257,16 +266,28 @@ public final class LocalSandbox implements WorkspaceProvider {
 
   /** Every sandbox on this machine (of this state directory), sorted by id. */
   public List<SandboxInfo> list() {
-    return engine().list().stream().map(SandboxInfo::of).toList();
+    Engine e = engine();
+    Supervisor.ensureRunning(e);
+    return e.list().stream()
+        .map(
+            r ->
+                SandboxInfo.of(
+                    r, Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null)))
+        .toList();
   }
 
   /**
    * Removes what crashes left behind: sandboxes interrupted while being created or destroyed, and
-   * containers, mounts, cgroups and image builds that belong to nothing. Running sandboxes are
-   * never touched. Returns a line per thing removed.
+   * containers, mounts, cgroups and image builds that belong to nothing; and the tombstones of
+   * sandboxes that a timer ended more than 7 days ago. Running sandboxes are never touched. Returns
+   * a line per thing removed.
    */
   public List<String> gc() {
-    return engine().gc();
+    Engine e = engine();
+    List<String> removed = new java.util.ArrayList<>(e.gc());
+    removed.addAll(Timers.gcTombstones(home));
+    Supervisor.ensureRunning(e);
+    return removed;
   }
 
   /** The images on this machine (of this state directory), sorted by name. */
@@ -345,6 +366,10 @@ public final class LocalSandbox implements WorkspaceProvider {
 
   Duration noOutputTimeout() {
     return noOutputTimeout;
+  }
+
+  Timers.Config timers() {
+    return timers;
   }
 
   /**
@@ -434,6 +459,10 @@ public final class LocalSandbox implements WorkspaceProvider {
     private boolean imageSet;
     private String snapshot;
     private Duration noOutputTimeout = Duration.ofMinutes(30);
+    private Duration autoSuspendTimeout = Duration.ZERO;
+    private Duration sandboxTimeout = Timers.MAX_LIFETIME;
+    private Duration idleTimeout = Duration.ZERO;
+    private java.time.Instant deleteAfter;
     private final Map<String, String> labels = new LinkedHashMap<>();
     private Consumer<String> progress =
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
@@ -585,6 +614,64 @@ public final class LocalSandbox implements WorkspaceProvider {
       }
       this.noOutputTimeout = limit;
       return this;
+    }
+
+    /**
+     * How long a new sandbox may be idle before it is suspended (boxd's {@code
+     * auto_suspend_timeout}); zero, the default, never suspends it. Idle means: no command the
+     * engine started is running, no command or file operation started or ended within that time,
+     * and its processes used less than 0.1 CPU (so CPU-bound work left in the background is not
+     * suspended). Any operation wakes it. (Inbound connections to exposed ports will count too once
+     * sandboxes have ports.)
+     */
+    public Builder autoSuspendTimeout(Duration idle) {
+      this.autoSuspendTimeout = nonNegative(idle, "autoSuspendTimeout");
+      return this;
+    }
+
+    /**
+     * The total lifetime of a new sandbox, from its creation (Modal's {@code sandbox_timeout}): 10
+     * seconds to 24 hours, default 24 hours. Then it is destroyed, whatever it is doing, and using
+     * it raises {@link WorkspaceUnavailableException} saying so.
+     */
+    public Builder sandboxTimeout(Duration lifetime) {
+      if (lifetime == null
+          || lifetime.compareTo(Timers.MIN_LIFETIME) < 0
+          || lifetime.compareTo(Timers.MAX_LIFETIME) > 0) {
+        throw new IllegalArgumentException(
+            "sandboxTimeout must be from 10 seconds to 24 hours, was " + lifetime);
+      }
+      this.sandboxTimeout = lifetime;
+      return this;
+    }
+
+    /**
+     * How long a new sandbox may be idle (as for {@link #autoSuspendTimeout}) before it is
+     * destroyed (Modal's {@code idle_timeout}); zero, the default, never. A suspended or stopped
+     * sandbox is idle.
+     */
+    public Builder idleTimeout(Duration idle) {
+      this.idleTimeout = nonNegative(idle, "idleTimeout");
+      return this;
+    }
+
+    /**
+     * A point in time at which a new sandbox is destroyed, or null (the default) for none. A point
+     * already past destroys it right after creation.
+     */
+    public Builder deleteAfter(java.time.Instant when) {
+      this.deleteAfter = when;
+      return this;
+    }
+
+    private static Duration nonNegative(Duration d, String what) {
+      if (d == null || d.isNegative()) {
+        throw new IllegalArgumentException(what + " must be zero (never) or positive, was " + d);
+      }
+      if (!d.isZero() && d.compareTo(Duration.ofSeconds(1)) < 0) {
+        throw new IllegalArgumentException(what + " must be at least 1 second, was " + d);
+      }
+      return d;
     }
 
     /**

@@ -60,13 +60,22 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
   private synchronized String open() {
     Engine engine = settings.engine();
     if (id == null) {
-      id = engine.create(settings.spec(), settings.progress());
+      id =
+          engine.create(
+              settings.spec(),
+              settings.progress(),
+              Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer));
       ready = true;
+      Supervisor.ensureRunning(engine);
     } else if (!ready) {
+      Timers.endIfDeadlinePassed(engine, id); // in case no supervisor ran (a reboot, say)
+      Timers.touch(engine.dir(id)); // before waking: the supervisor must not suspend it again
       engine.attach(id);
       checkWorkingDirectory(engine);
       ready = true;
+      Supervisor.ensureRunning(engine);
     } else {
+      Timers.touch(engine.dir(id));
       engine.wake(id);
     }
     return id;
@@ -113,16 +122,26 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
               settings.noOutputTimeout());
     } catch (WorkspaceException | CancellationException e) {
       if (!engine.isAlive(sandbox)) {
-        throw new WorkspaceUnavailableException(
-            "sandbox local:" + sandbox + " was destroyed while the command ran", e);
+        throw destroyedWhileRunning(engine, sandbox, e);
       }
       throw e;
+    } finally {
+      Timers.touch(engine.dir(sandbox)); // a command that just ended is activity too
     }
     if (!engine.isAlive(sandbox)) {
-      throw new WorkspaceUnavailableException(
-          "sandbox local:" + sandbox + " was destroyed while the command ran");
+      throw destroyedWhileRunning(engine, sandbox, null);
     }
     return result;
+  }
+
+  private static WorkspaceUnavailableException destroyedWhileRunning(
+      Engine engine, String sandbox, RuntimeException cause) {
+    WorkspaceUnavailableException ended = Timers.ended(engine.home(), sandbox).orElse(null);
+    String message =
+        ended != null
+            ? ended.getMessage() + " while the command ran"
+            : "sandbox local:" + sandbox + " was destroyed while the command ran";
+    return new WorkspaceUnavailableException(message, cause);
   }
 
   // ---- files ------------------------------------------------------------------------------

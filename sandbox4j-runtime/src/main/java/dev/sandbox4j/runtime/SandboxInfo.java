@@ -18,6 +18,8 @@ import java.util.Map;
  * @param cpus its CPU quota, in CPUs
  * @param memoryBytes its memory limit
  * @param pids its limit on processes
+ * @param timers its timers, or null for a sandbox created without them (before they existed, or by
+ *     a fork)
  */
 public record SandboxInfo(
     WorkspaceRef ref,
@@ -27,14 +29,15 @@ public record SandboxInfo(
     Map<String, String> labels,
     int cpus,
     long memoryBytes,
-    int pids) {
+    int pids,
+    SandboxTimers timers) {
 
   /** Copies the labels. */
   public SandboxInfo {
     labels = Map.copyOf(labels);
   }
 
-  static SandboxInfo of(SandboxRecord r) {
+  static SandboxInfo of(SandboxRecord r, SandboxTimers timers) {
     return new SandboxInfo(
         new WorkspaceRef(LocalSandbox.NAME, r.id()),
         r.status().name().toLowerCase(java.util.Locale.ROOT),
@@ -43,6 +46,7 @@ public record SandboxInfo(
         r.labels(),
         r.cpus(),
         r.memoryBytes(),
-        r.pids());
+        r.pids(),
+        timers);
   }
 }
