@@ -57,7 +57,7 @@ public final class Agent {
     }
     this.tools = Map.copyOf(byName);
     for (Capability capability : capabilities) {
-      if (capability instanceof WorkspaceCapability workspace) {
+      if (capability instanceof WorkspaceCapability<?> workspace) {
         workspace.warnIfNoWorkspaceTools(tools.keySet());
       }
     }

@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * history naming one) of this provider attaches to it. The agent never destroys a workspace: {@link
  * #destroy} is for the application, which decides when a machine is done.
  */
-public final class WorkspaceCapability implements Capability {
+public final class WorkspaceCapability<P extends WorkspaceProvider> implements Capability {
 
   private static final System.Logger LOG = System.getLogger(WorkspaceCapability.class.getName());
   private static final Set<String> WORKSPACE_TOOLS =
@@ -35,30 +35,33 @@ public final class WorkspaceCapability implements Capability {
           "create_directory",
           "file_info");
 
-  private final WorkspaceProvider provider;
+  private final P provider;
   private final boolean warnIfNoTools;
   private final AtomicBoolean warned = new AtomicBoolean();
 
-  private WorkspaceCapability(WorkspaceProvider provider, boolean warnIfNoTools) {
+  private WorkspaceCapability(P provider, boolean warnIfNoTools) {
     this.provider = Objects.requireNonNull(provider, "provider");
     this.warnIfNoTools = warnIfNoTools;
   }
 
   /** Workspaces from {@code provider}. */
-  public static WorkspaceCapability of(WorkspaceProvider provider) {
-    return new WorkspaceCapability(provider, true);
+  public static <P extends WorkspaceProvider> WorkspaceCapability<P> of(P provider) {
+    return new WorkspaceCapability<>(provider, true);
   }
 
   /**
    * This capability without its warning, logged once, when a run has no Shell or FileSystem tool:
    * for agents that reach the workspace only from their own tools or hooks.
    */
-  public WorkspaceCapability withoutToolsWarning() {
-    return new WorkspaceCapability(provider, false);
+  public WorkspaceCapability<P> withoutToolsWarning() {
+    return new WorkspaceCapability<>(provider, false);
   }
 
-  /** The provider workspaces come from. */
-  public WorkspaceProvider provider() {
+  /**
+   * The provider workspaces come from, as its own type: for what the workspace API does not cover,
+   * such as {@code LocalSandbox}'s {@code fork}, {@code snapshot} or {@code suspend}.
+   */
+  public P provider() {
     return provider;
   }
 

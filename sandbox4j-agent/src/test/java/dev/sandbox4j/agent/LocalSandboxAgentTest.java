@@ -80,6 +80,35 @@ class LocalSandboxAgentTest {
   }
 
   @Test
+  void theCapabilityGivesTheEnginesOwnOperationsSuchAsFork() {
+    WorkspaceCapability<LocalSandbox> sandboxes = WorkspaceCapability.of(SANDBOXES);
+    RunResult first =
+        track(
+            agent(TestTools.scripted("put", "{\"path\":\"f\",\"text\":\"parent\"}"))
+                .runSync("write"));
+    WorkspaceRef fork = sandboxes.provider().fork(first.workspace().orElseThrow()).ref();
+    created.add(fork);
+
+    List<String> results = new CopyOnWriteArrayList<>();
+    RunResult second =
+        Agent.builder()
+            .model(TestTools.scripted("sh", "{\"command\":\"cat f; hostname\"}"))
+            .capability(sandboxes)
+            .tool(TestTools.SH)
+            .build()
+            .runStreaming(
+                "read",
+                RunConfig.builder().workspace(fork).build(),
+                event -> {
+                  if (event instanceof AgentEvent.ToolCallFinished finished) {
+                    results.add(finished.result());
+                  }
+                });
+    assertThat(second.workspace()).contains(fork);
+    assertThat(results).containsExactly("parent" + fork.id() + "\n[exit 0]");
+  }
+
+  @Test
   void newGivesAFreshMachineEvenWhenHistoryNamesOne() {
     RunResult first =
         track(agent(TestTools.scripted("put", "{\"path\":\"f\",\"text\":\"x\"}")).runSync("write"));
