@@ -31,9 +31,13 @@ class LiveForkTest {
   private static final String LABEL = "sandbox4j.test";
   private static final String TAG = "livefork-" + UUID.randomUUID().toString().substring(0, 8);
 
-  /** Counts to /tmp/c every 0.1 s; serves /tmp on 127.0.0.1:8000; both detached (nohup). */
+  /**
+   * Counts to /tmp/c every 0.1 s (renamed into place: a kill never leaves it empty); serves /tmp on
+   * 127.0.0.1:8000; both detached (nohup).
+   */
   private static final String WORKLOAD =
-      "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done'"
+      "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c;"
+          + " sleep 0.1; done'"
           + " >/dev/null 2>&1 </dev/null &"
           + " nohup python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp"
           + " >/tmp/http.log 2>&1 </dev/null &"
