@@ -10,15 +10,26 @@ import java.util.List;
 import java.util.function.Function;
 
 /**
- * The local engine's lifecycle scenarios (issue 5): suspend + resume, a files-only fork and a
- * snapshot of a sandbox with 200 MB written, and create from a snapshot. Sandboxes are made by
- * {@code sandboxes} (labelled with the run, so the target's cleanup destroys them and their forks);
- * snapshots are named {@code bench-<pid>-*} and removed after each round and at close.
+ * The local engine's lifecycle scenarios (issue 5): suspend + resume, a fork and a snapshot of a
+ * sandbox with 200 MB written, a live fork of a sandbox running a small process tree, and create
+ * from a snapshot. Sandboxes are made by {@code sandboxes} (labelled with the run, so the target's
+ * cleanup destroys them and their forks); snapshots are named {@code bench-<pid>-*} and removed
+ * after each round and at close.
  */
 final class LifecycleScenarios implements AutoCloseable {
   private static final Command TRUE = Command.argv("true");
   private static final Command WRITE_200MB =
       Command.shell("head -c 200M /dev/urandom > big.bin && sync big.bin");
+
+  /** A small process tree, detached (so a live fork carries it): a counter and an HTTP server. */
+  private static final Command SMALL_TREE =
+      Command.shell(
+          "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done'"
+              + " >/dev/null 2>&1 </dev/null &"
+              + " nohup python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp"
+              + " >/dev/null 2>&1 </dev/null &"
+              + " for n in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8000/ && exit 0;"
+              + " sleep 0.1; done; exit 1");
 
   private final LocalSandbox sandboxes;
   private final Function<String, LocalSandbox> fromSnapshot;
@@ -26,6 +37,7 @@ final class LifecycleScenarios implements AutoCloseable {
   private final String prefix = "bench-" + ProcessHandle.current().pid();
   private Workspace small;
   private Workspace big;
+  private Workspace live;
   private String smallSnapshot;
   private int counter;
 
@@ -48,6 +60,7 @@ final class LifecycleScenarios implements AutoCloseable {
         new WorkspaceBench.Scenario("suspend_resume", warmup, iterations, this::suspendResume),
         new WorkspaceBench.Scenario(
             "fork_files_200mb", Math.min(warmup, 3), heavy, this::fork200Mb),
+        new WorkspaceBench.Scenario("fork_live", Math.min(warmup, 3), heavy, this::forkLive),
         new WorkspaceBench.Scenario(
             "snapshot_200mb", Math.min(warmup, 2), heavier, this::snapshot200Mb),
         new WorkspaceBench.Scenario(
@@ -86,6 +99,26 @@ final class LifecycleScenarios implements AutoCloseable {
     ForkResult fork = sandboxes.fork(ref);
     long elapsed = System.nanoTime() - start;
     sandboxes.destroy(fork.ref());
+    return new long[] {elapsed};
+  }
+
+  /**
+   * fork of a running sandbox with a small process tree (sh counter loop + python http.server),
+   * until the fork runs them; fails if the processes were not copied. The destroy is not timed.
+   */
+  long[] forkLive() {
+    if (live == null) {
+      live = Workspace.of(sandboxes.newBackend());
+      check(live.run(SMALL_TREE));
+    }
+    WorkspaceRef ref = live.open();
+    long start = System.nanoTime();
+    ForkResult fork = sandboxes.fork(ref);
+    long elapsed = System.nanoTime() - start;
+    sandboxes.destroy(fork.ref());
+    if (!fork.processesCopied()) {
+      throw new IllegalStateException("fork_live: processes were not copied: " + fork.reason());
+    }
     return new long[] {elapsed};
   }
 
@@ -130,7 +163,7 @@ final class LifecycleScenarios implements AutoCloseable {
 
   @Override
   public void close() {
-    for (Workspace ws : new Workspace[] {small, big}) {
+    for (Workspace ws : new Workspace[] {small, big, live}) {
       if (ws != null) {
         ws.ref().ifPresent(sandboxes::destroy);
       }

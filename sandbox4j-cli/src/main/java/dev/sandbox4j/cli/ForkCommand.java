@@ -13,16 +13,18 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
-/** {@code sandbox4j fork ID}: a new sandbox with a copy of another's files. */
+/** {@code sandbox4j fork ID}: a new sandbox with a copy of another's files and processes. */
 @Command(
     name = "fork",
     mixinStandardHelpOptions = true,
     description = {
       "Creates a sandbox with a copy of a local sandbox's files (same image, size and labels) and"
-          + " prints its ref; afterwards the two change independently.",
-      "Processes are not copied (that needs checkpoint/restore, which the local engine does not"
-          + " do): a line on stderr says so. A running sandbox is frozen while its files are"
-          + " copied."
+          + " of its running processes, and prints its ref; afterwards the two change and run"
+          + " independently.",
+      "A line on stderr says whether processes were copied (checkpoint/restore): if not, why"
+          + " (unavailable on this host, the sandbox was stopped...), and if so, which were left"
+          + " out (commands still attached, like exec without --detach). A running sandbox is"
+          + " frozen while it is copied; a suspended one is resumed."
     })
 final class ForkCommand implements Callable<Integer> {
 
@@ -35,8 +37,8 @@ final class ForkCommand implements Callable<Integer> {
   @Option(
       names = "--json",
       description =
-          "Print {\"provider\",\"id\",\"processesCopied\",\"reason\"} instead, and nothing on"
-              + " stderr.")
+          "Print {\"provider\",\"id\",\"processesCopied\",\"reason\",\"notCarried\"} instead,"
+              + " and nothing on stderr.")
   boolean json;
 
   @Override
@@ -49,11 +51,20 @@ final class ForkCommand implements Callable<Integer> {
       fields.put("id", fork.ref().id());
       fields.put("processesCopied", fork.processesCopied());
       fields.put("reason", fork.reason());
+      fields.put("notCarried", fork.notCarried());
       root.context().out().println(Json.write(fields));
     } else {
       root.context().out().println(fork.ref());
       if (!fork.processesCopied()) {
         root.context().err().println("sandbox4j: processes were not copied: " + fork.reason());
+      } else if (fork.notCarried().isEmpty()) {
+        root.context().err().println("sandbox4j: processes copied");
+      } else {
+        root.context()
+            .err()
+            .println(
+                "sandbox4j: processes copied, except commands still attached: "
+                    + String.join(", ", fork.notCarried()));
       }
     }
     return ExitCodes.OK;

@@ -20,10 +20,10 @@ import picocli.CommandLine.Spec;
     description = {
       "Lists sandboxes and workspaces, sorted by provider and id: a table with a heading, or"
           + " nothing if there are none.",
-      "Local sandboxes show their state (running, suspended, stopped; creating or destroying"
-          + " while that happens), image, creation time (UTC), when a timer destroys them at the"
-          + " latest (ENDS: the end of their lifetime or their --delete-after time) and labels;"
-          + " host workspaces have none of these ('-')."
+      "Local sandboxes show their state (running, suspended, stopped, hibernated; creating or"
+          + " destroying while that happens), image, creation time (UTC), when a timer destroys"
+          + " them at the latest (ENDS: the end of their lifetime or their --delete-after time) and"
+          + " labels; host workspaces have none of these ('-')."
     })
 final class ListCommand implements Callable<Integer> {
 

@@ -51,6 +51,7 @@ import picocli.CommandLine.Spec;
       StateCommands.Resume.class,
       StateCommands.Stop.class,
       StateCommands.Start.class,
+      StateCommands.Hibernate.class,
       ForkCommand.class,
       SnapshotCommand.class,
       GcCommand.class,
@@ -136,7 +137,7 @@ final class SandboxCommand implements Runnable {
     throw new ParameterException(
         spec.commandLine(),
         "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm, suspend,"
-            + " resume, stop, start, fork, snapshot, gc, run or demo");
+            + " resume, stop, start, hibernate, fork, snapshot, gc, run or demo");
   }
 
   /**

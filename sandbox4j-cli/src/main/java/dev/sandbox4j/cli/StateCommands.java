@@ -13,13 +13,13 @@ import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code sandbox4j suspend|resume|stop|start ID...}: a local sandbox's state. Each prints every ref
- * once done; every ref is checked before any sandbox is changed.
+ * {@code sandbox4j suspend|resume|stop|start|hibernate ID...}: a local sandbox's state. Each prints
+ * every ref once done; every ref is checked before any sandbox is changed.
  */
 final class StateCommands {
   private StateCommands() {}
 
-  /** What the four have in common. */
+  /** What the five have in common. */
   abstract static class Change implements Callable<Integer> {
     @ParentCommand SandboxCommand root;
     @Spec CommandSpec spec;
@@ -70,10 +70,29 @@ final class StateCommands {
   }
 
   @Command(
+      name = "hibernate",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Hibernates sandboxes: saves every process to disk (checkpoint/restore) and ends them,"
+            + " freeing their memory; prints each ref.",
+        "Any later use (exec, cp, shell, resume) restores them where they were. Commands still"
+            + " attached (exec without --detach) are ended; processes started in the background"
+            + " from a command are kept. A stopped sandbox stays stopped. Fails, saying why,"
+            + " where checkpoint/restore is unavailable (see doctor; setup installs it)."
+      })
+  static final class Hibernate extends Change {
+    @Override
+    BiConsumer<LocalSandbox, WorkspaceRef> change() {
+      return LocalSandbox::hibernate;
+    }
+  }
+
+  @Command(
       name = "resume",
       mixinStandardHelpOptions = true,
       description =
-          "Resumes suspended sandboxes (and starts stopped ones); prints each ref. Any use of a"
+          "Resumes suspended sandboxes (and starts stopped ones, restores hibernated ones); prints"
+              + " each ref. Any use of a"
               + " sandbox does this by itself.")
   static final class Resume extends Change {
     @Override
@@ -101,7 +120,8 @@ final class StateCommands {
       name = "start",
       mixinStandardHelpOptions = true,
       description =
-          "Starts stopped sandboxes (and resumes suspended ones); prints each ref. Any use of a"
+          "Starts stopped sandboxes (and resumes suspended ones, restores hibernated ones); prints"
+              + " each ref. Any use of a"
               + " sandbox does this by itself.")
   static final class Start extends Change {
     @Override

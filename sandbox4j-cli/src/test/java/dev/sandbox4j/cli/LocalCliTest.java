@@ -442,6 +442,44 @@ class LocalCliTest {
     assertThat(gone.err()).startsWith("sandbox4j: ").contains("unavailable");
   }
 
+  /** Needs checkpoint/restore; where it is unavailable, hibernate must fail saying so. */
+  @Test
+  void hibernateShowsInLsAndExecRestoresTheProcessesAndForkCopiesThem() throws Exception {
+    String ref = create();
+    Run bg =
+        run(
+            "exec",
+            ref,
+            "--",
+            "sh",
+            "-c",
+            "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done'"
+                + " >/dev/null 2>&1 </dev/null & sleep 0.5");
+    assertThat(bg.exitCode()).as(bg.err()).isZero();
+
+    Run hibernate = run("hibernate", ref);
+    if (hibernate.exitCode() != 0) {
+      assertThat(hibernate.err()).contains("checkpoint/restore is unavailable");
+      assertThat(stateOf(ref)).isEqualTo("running");
+      assertThat(System.getenv("CI")).as("checkpoint/restore under CI=true").isNotEqualTo("true");
+      return;
+    }
+    assertThat(hibernate.out()).isEqualTo(ref + "\n");
+    assertThat(stateOf(ref)).isEqualTo("hibernated");
+    assertThat(run("ls").out()).containsPattern(Pattern.quote(ref) + "\\s+hibernated");
+
+    Run fork = run("fork", ref);
+    assertThat(fork.exitCode()).as(fork.err()).isZero();
+    String forked = fork.out().strip();
+    created.add(forked);
+    assertThat(fork.err()).isEqualTo("sandbox4j: processes copied\n");
+    assertThat(run("exec", forked, "--", "pgrep", "-f", "while [:]").exitCode()).isZero();
+
+    Run pgrep = run("exec", ref, "--", "pgrep", "-f", "while [:]"); // restores it
+    assertThat(pgrep.exitCode()).as("the counter was restored: " + pgrep.err()).isZero();
+    assertThat(stateOf(ref)).isEqualTo("running");
+  }
+
   @Test
   void forkSnapshotAndCreateFromSnapshot() throws Exception {
     String ref = create("--cpus", "2");
@@ -452,12 +490,27 @@ class LocalCliTest {
     String forked = fork.out().strip();
     created.add(forked);
     assertThat(forked).matches("local:[a-z0-9]+").isNotEqualTo(ref);
-    assertThat(fork.err()).contains("processes were not copied");
+    // Whether processes were copied is said either way.
+    assertThat(fork.err()).containsAnyOf("processes copied", "processes were not copied: ");
     assertThat(run("exec", forked, "--", "cat", "f.txt").out()).isEqualTo("original\n");
     Run forkJson = run("fork", "--json", ref);
     JsonNode node = JSON.readTree(forkJson.out());
     created.add("local:" + node.path("id").asText());
-    assertThat(node.path("processesCopied").asBoolean(true)).isFalse();
+    assertThat(node.has("processesCopied")).isTrue();
+    assertThat(node.path("notCarried").isArray()).isTrue();
+    assertThat(node.path("processesCopied").asBoolean())
+        .isEqualTo(fork.err().contains("processes copied"));
+    assertThat(node.path("reason").asText().isEmpty())
+        .isEqualTo(node.path("processesCopied").asBoolean());
+
+    // Stopped: no processes to copy, and it says so.
+    assertThat(run("stop", ref).exitCode()).isZero();
+    Run fromStopped = run("fork", ref);
+    assertThat(fromStopped.exitCode()).as(fromStopped.err()).isZero();
+    created.add(fromStopped.out().strip());
+    assertThat(fromStopped.err())
+        .contains("processes were not copied: ")
+        .contains("no running processes");
 
     String name = "cli-test-" + Long.toString(new Random().nextLong() & Long.MAX_VALUE, 36);
     try {

@@ -110,6 +110,12 @@ final class Engine {
   /** Makes a new sandbox's {@code upper/}, {@code work/} and {@code rootfs/} in {@code dir}. */
   interface UpperLayer {
     void prepare(Path dir, String id) throws IOException;
+
+    /** Starts the new sandbox's container: afresh, unless (a live fork) from a checkpoint. */
+    default void start(Engine engine, Path dir, String id, Image image, OciConfig.Limits limits)
+        throws IOException {
+      engine.start(dir, id, image, limits);
+    }
   }
 
   /** {@link #create(Spec, Consumer)} with the writable layer {@code upper} makes (for a fork). */
@@ -124,7 +130,7 @@ final class Engine {
       // image removal, rebuild or gc deletes them.
       images.checkLayersKept(image);
       upper.prepare(dir, id);
-      start(dir, id, image, spec.limits());
+      upper.start(this, dir, id, image, spec.limits());
       if (!spec.workingDirectory().equals(HOME)) {
         createWorkingDirectory(id, spec.workingDirectory());
       }
@@ -327,6 +333,9 @@ final class Engine {
                 + "; `sandbox4j gc` removes it");
       }
       Freezer.thaw(cgroups, id); // suspended, or interrupted while freezing for a fork or snapshot
+      if (current.status() == SandboxRecord.Status.HIBERNATED) {
+        Lifecycle.wakeHibernated(this, id, dir); // restores it, or leaves it to start afresh below
+      }
       if (runtime.status(id).filter("running"::equals).isEmpty()) {
         runtime.delete(id);
         // The layers it was created on, whatever the image's name points to now.

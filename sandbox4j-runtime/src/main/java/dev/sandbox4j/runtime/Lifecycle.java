@@ -8,10 +8,12 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -32,16 +34,33 @@ import java.util.regex.Pattern;
  * snapshot freezes a running sandbox for its copy the same way: {@code SUSPENDED} first, {@code
  * RUNNING} again after the thaw.
  *
- * <p><b>Fork copies files, not processes.</b> The new sandbox gets a copy of the writable layer
- * ({@code cp --reflink=auto}: copy-on-write where the file system can, a full copy elsewhere) on
- * the same image layers, with the same size and labels, and starts with a fresh init. Copying
- * processes needs checkpoint/restore (CRIU), which this engine does not do.
+ * <p><b>Hibernate</b> ({@link #hibernate}) checkpoints every process with CRIU ({@link
+ * Checkpoints#dumpAndStop}) into {@code checkpoint.partial/}, renamed to {@code checkpoint/} once
+ * complete, then deletes the container and unmounts the root: memory is freed, files kept. {@code
+ * HIBERNATED} is written before the dump; waking ({@link Engine#attach} → {@link #wakeHibernated})
+ * restores from {@code checkpoint/}, writes {@code RUNNING}, then deletes the images. A hibernate
+ * interrupted before its checkpoint was complete ends as a stop (files kept, processes lost, said
+ * in the log), or as running if its processes still run.
+ *
+ * <p><b>Fork</b> copies the writable layer ({@code cp --reflink=auto}: copy-on-write where the file
+ * system can, a full copy elsewhere) onto the same image layers, with the same size and labels,
+ * and, where checkpoint/restore works ({@link Checkpoints#unavailable}), the processes too: a
+ * running parent is dumped leaving it running, frozen while it is dumped and its files copied (so
+ * both match), and the fork is restored from that dump instead of starting afresh; a suspended
+ * parent is woken first, like for any operation; a hibernated one stays hibernated and the fork is
+ * restored from a copy of its checkpoint. A stopped parent has no processes: files only. When
+ * processes are not copied, {@link ForkResult#reason()} says why; the fork then starts with a fresh
+ * init.
  */
 final class Lifecycle {
-  /** What {@link ForkResult#reason()} says. */
-  static final String NO_PROCESSES =
-      "the local engine copies files only: live process copy needs checkpoint/restore (CRIU),"
-          + " which it does not do; the fork starts with no processes but its init";
+  /** A hibernated sandbox's complete checkpoint, in its directory. */
+  static final String CHECKPOINT = "checkpoint";
+
+  /** A checkpoint being written; renamed to {@link #CHECKPOINT} once complete. */
+  static final String CHECKPOINT_PARTIAL = "checkpoint.partial";
+
+  /** A fork's images, in the fork's directory while it is created. */
+  private static final String FORK_IMAGES = "fork-images";
 
   private static final System.Logger LOG = System.getLogger(Lifecycle.class.getName());
   private static final SecureRandom RANDOM = new SecureRandom();
@@ -64,7 +83,7 @@ final class Lifecycle {
         id,
         (dir, current) -> {
           switch (current.status()) {
-            case STOPPED -> {
+            case STOPPED, HIBERNATED -> {
               return null;
             }
             case RUNNING -> write(dir, current, SandboxRecord.Status.SUSPENDED);
@@ -93,23 +112,166 @@ final class Lifecycle {
         });
   }
 
-  /** Wakes a suspended or stopped sandbox (and restarts a running one whose container is gone). */
+  /**
+   * Wakes a suspended, stopped or hibernated sandbox (and restarts a running one whose container is
+   * gone).
+   */
   void start(String id) {
     engine.attach(id);
   }
 
-  private static void endProcesses(Engine engine, String id, Path dir) {
+  /** Ends the processes, unmounts the root and deletes any checkpoint: a stopped sandbox. */
+  private static void endProcesses(Engine engine, String id, Path dir) throws IOException {
     Freezer.thaw(engine.cgroups(), id); // a frozen process would not die
     engine.runtime().delete(id);
     engine.cgroups().removeSandbox(id);
     Overlay.unmount(dir.resolve("rootfs"));
+    deleteCheckpoint(dir);
+  }
+
+  private static void deleteCheckpoint(Path dir) throws IOException {
+    Trees.delete(dir.resolve(CHECKPOINT_PARTIAL));
+    Trees.delete(dir.resolve(CHECKPOINT));
+  }
+
+  // ---- hibernate ----------------------------------------------------------------------------
+
+  /**
+   * Checkpoints every process of the sandbox to disk (CRIU) and ends them, freeing their memory;
+   * the next operation restores them. Idempotent; a stopped sandbox stays stopped. Commands still
+   * attached to a caller are not carried: they are killed (and logged).
+   *
+   * @throws WorkspaceException if checkpoint/restore is unavailable on this host, or the dump fails
+   *     (the sandbox then goes on running, or is stopped if its processes ended meanwhile)
+   */
+  void hibernate(String id) {
+    Optional<String> why = Checkpoints.unavailable(engine.runtime());
+    if (why.isPresent()) {
+      engine.record(id); // unavailable if there is none
+      throw new WorkspaceException(
+          "cannot hibernate local:"
+              + id
+              + ": checkpoint/restore is unavailable on this host: "
+              + why.get()
+              + " (suspend keeps the processes in memory; stop ends them)");
+    }
+    locked(
+        id,
+        (dir, current) -> {
+          SandboxRecord.Status status = current.status();
+          if (status == SandboxRecord.Status.STOPPED
+              || (status == SandboxRecord.Status.HIBERNATED
+                  && Files.isDirectory(dir.resolve(CHECKPOINT)))) {
+            return null;
+          }
+          Freezer.thaw(engine.cgroups(), id); // a suspended one: CRIU freezes it itself
+          if (engine.runtime().status(id).filter("running"::equals).isEmpty()) {
+            write(dir, current, SandboxRecord.Status.STOPPED);
+            endProcesses(engine, id, dir);
+            LOG.log(
+                System.Logger.Level.WARNING,
+                "local sandbox {0} had no running container to hibernate: stopped it instead",
+                id);
+            return null;
+          }
+          write(dir, current, SandboxRecord.Status.HIBERNATED);
+          Path partial = dir.resolve(CHECKPOINT_PARTIAL);
+          deleteCheckpoint(dir);
+          Checkpoints.Dump dump;
+          try {
+            dump = Checkpoints.dumpAndStop(engine, id, partial);
+          } catch (WorkspaceException e) {
+            Trees.delete(partial);
+            String after;
+            if (engine.runtime().status(id).filter("running"::equals).isPresent()) {
+              write(dir, current, SandboxRecord.Status.RUNNING);
+              after = "it goes on running";
+            } else {
+              write(dir, current, SandboxRecord.Status.STOPPED);
+              endProcesses(engine, id, dir);
+              after = "its processes ended: it is stopped, its files kept";
+            }
+            throw new WorkspaceException(
+                "cannot hibernate local:" + id + ": " + e.getMessage() + "; " + after, e);
+          }
+          Files.move(partial, dir.resolve(CHECKPOINT), StandardCopyOption.ATOMIC_MOVE);
+          AtomicFiles.syncDirectory(dir);
+          engine.cgroups().removeSandbox(id);
+          Overlay.unmount(dir.resolve("rootfs"));
+          if (!dump.notCarried().isEmpty()) {
+            LOG.log(
+                System.Logger.Level.WARNING,
+                "Hibernating local sandbox {0} ended the commands still attached, which a"
+                    + " checkpoint cannot carry: {1}",
+                id,
+                dump.notCarried());
+          }
+          LOG.log(
+              System.Logger.Level.INFO,
+              "Hibernated local sandbox {0} ({1} KiB of images in {2} ms)",
+              id,
+              dump.bytes() / 1024,
+              dump.took().toMillis());
+          return null;
+        });
+  }
+
+  /**
+   * For {@link Engine#attach}, holding the lock of a sandbox whose record says {@code HIBERNATED}:
+   * restores its processes from its checkpoint and writes {@code RUNNING}. If its processes still
+   * run (its hibernate was interrupted before the dump ended them), or it cannot be restored (no
+   * complete checkpoint, or the restore fails), it leaves the caller to start it (afresh, files
+   * kept) and says so in the log.
+   */
+  static void wakeHibernated(Engine engine, String id, Path dir) throws IOException {
+    SandboxRecord record = engine.record(id);
+    Path images = dir.resolve(CHECKPOINT);
+    if (engine.runtime().status(id).filter("running"::equals).isPresent()) {
+      Trees.delete(dir.resolve(CHECKPOINT_PARTIAL));
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "local sandbox {0} was being hibernated when that was interrupted; its processes still"
+              + " run, so it goes on running",
+          id);
+      return;
+    }
+    if (!Files.isDirectory(images)) {
+      deleteCheckpoint(dir);
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "local sandbox {0} was being hibernated when that was interrupted, before its"
+              + " checkpoint was complete: it starts afresh, files kept, processes lost",
+          id);
+      return;
+    }
+    long start = System.nanoTime();
+    try {
+      Checkpoints.restore(engine, id, images);
+    } catch (WorkspaceException e) {
+      engine.runtime().delete(id);
+      deleteCheckpoint(dir);
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "cannot restore hibernated local sandbox {0}: it starts afresh, files kept, processes"
+              + " lost: {1}",
+          id,
+          e.getMessage());
+      return;
+    }
+    write(dir, record, SandboxRecord.Status.RUNNING);
+    deleteCheckpoint(dir);
+    LOG.log(
+        System.Logger.Level.INFO,
+        "Restored hibernated local sandbox {0} in {1} ms",
+        id,
+        (System.nanoTime() - start) / 1_000_000);
   }
 
   /**
    * For gc, holding the lock of a sandbox nobody else uses: brings a sandbox whose suspend or stop
    * was interrupted to the state its record names.
    */
-  static void finishInterrupted(Engine engine, SandboxRecord record) {
+  static void finishInterrupted(Engine engine, SandboxRecord record) throws IOException {
     String id = record.id();
     switch (record.status()) {
       case SUSPENDED -> {
@@ -126,20 +288,63 @@ final class Lifecycle {
           LOG.log(System.Logger.Level.INFO, "gc: finished stopping local sandbox {0}", id);
         }
       }
+      case HIBERNATED -> finishHibernate(engine, record);
       default -> {}
     }
+  }
+
+  /**
+   * gc's part for a record saying {@code HIBERNATED}: with a complete checkpoint, nothing may run
+   * (a restore interrupted before it wrote {@code RUNNING} is undone: the checkpoint is still
+   * there); without one, a sandbox whose processes still run is running, and any other is stopped.
+   */
+  private static void finishHibernate(Engine engine, SandboxRecord record) throws IOException {
+    String id = record.id();
+    Path dir = engine.dir(id);
+    if (Files.isDirectory(dir.resolve(CHECKPOINT))) {
+      if (engine.runtime().status(id).isPresent() || Overlay.isMounted(dir.resolve("rootfs"))) {
+        Freezer.thaw(engine.cgroups(), id);
+        engine.runtime().delete(id);
+        engine.cgroups().removeSandbox(id);
+        Overlay.unmount(dir.resolve("rootfs"));
+        LOG.log(System.Logger.Level.INFO, "gc: finished hibernating local sandbox {0}", id);
+      }
+      return;
+    }
+    Trees.delete(dir.resolve(CHECKPOINT_PARTIAL));
+    if (engine.runtime().status(id).filter("running"::equals).isPresent()) {
+      write(dir, record, SandboxRecord.Status.RUNNING);
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "gc: the hibernate of local sandbox {0} was interrupted before the dump ended its"
+              + " processes: it is running",
+          id);
+      return;
+    }
+    write(dir, record, SandboxRecord.Status.STOPPED);
+    endProcesses(engine, id, dir);
+    LOG.log(
+        System.Logger.Level.WARNING,
+        "gc: the hibernate of local sandbox {0} was interrupted before its checkpoint was"
+            + " complete: stopped it instead (files kept, processes lost)",
+        id);
   }
 
   // ---- fork ---------------------------------------------------------------------------------
 
   /**
    * A new running sandbox with a copy of {@code parentId}'s files, on the same image layers, with
-   * the same size and labels. A running parent is frozen while its writable layer is copied.
+   * the same size and labels, and its processes where checkpoint/restore works (see the class
+   * comment). A running parent is frozen while it is dumped and its writable layer copied.
    */
   ForkResult fork(String parentId, Consumer<String> progress) {
     SandboxRecord parent = engine.record(parentId);
     if (!parent.status().isUsable()) {
       throw Engine.unavailable(parentId, "it is " + describe(parent.status()));
+    }
+    Optional<String> unavailable = Checkpoints.unavailable(engine.runtime());
+    if (unavailable.isEmpty() && parent.status() == SandboxRecord.Status.SUSPENDED) {
+      engine.attach(parentId); // woken like for any operation, so that its processes can be copied
     }
     Engine.Spec spec =
         new Engine.Spec(
@@ -148,24 +353,126 @@ final class Lifecycle {
             new OciConfig.Limits(parent.memoryBytes(), parent.cpus(), parent.pids()),
             parent.labels(),
             ImageStore.layersOf(parent));
-    String child =
-        engine.create(
-            spec,
-            progress,
-            (dir, id) -> {
-              Path upper = dir.resolve("upper");
-              whileFrozen(
-                  parentId,
-                  (parentDir, p) -> {
-                    copyTree(parentDir.resolve("upper"), upper);
-                    return null;
-                  });
-              Files.createDirectories(dir.resolve("work"));
-              Files.createDirectories(dir.resolve("rootfs"));
-              renameHost(upper, parentId, id);
-            });
-    LOG.log(System.Logger.Level.INFO, "Forked local sandbox {0} as {1}", parentId, child);
-    return new ForkResult(new WorkspaceRef(LocalSandbox.NAME, child), false, NO_PROCESSES);
+    Fork fork = new Fork(parentId, unavailable);
+    String child = engine.create(spec, progress, fork);
+    LOG.log(
+        System.Logger.Level.INFO,
+        "Forked local sandbox {0} as {1} in {2} ms: {3}",
+        parentId,
+        child,
+        (System.nanoTime() - fork.started) / 1_000_000,
+        fork.copied ? "processes copied" : "files only (" + fork.reason + ")");
+    WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, child);
+    return fork.copied
+        ? new ForkResult(ref, true, "", fork.notCarried)
+        : new ForkResult(ref, false, fork.reason);
+  }
+
+  /**
+   * The making of a fork's writable layer and, for a live fork, of the images its container is
+   * restored from (in {@value #FORK_IMAGES}, deleted once restored). Runs under the fork's lock,
+   * its record saying {@code CREATING}: a crash leaves it for gc; the parent's part holds the
+   * parent's lock and, while it is frozen, has its record say {@code SUSPENDED}.
+   */
+  private final class Fork implements Engine.UpperLayer {
+    final String parentId;
+    final Optional<String> unavailable;
+    final long started = System.nanoTime();
+    boolean copied;
+    String reason = "";
+    List<String> notCarried = List.of();
+    Path images; // set once there are images to restore from
+
+    Fork(String parentId, Optional<String> unavailable) {
+      this.parentId = parentId;
+      this.unavailable = unavailable;
+    }
+
+    @Override
+    public void prepare(Path dir, String id) throws IOException {
+      Path upper = dir.resolve("upper");
+      Path forkImages = dir.resolve(FORK_IMAGES);
+      locked(
+          parentId,
+          (parentDir, p) -> {
+            if (unavailable.isPresent()) {
+              reason = "checkpoint/restore is unavailable on this host: " + unavailable.get();
+            } else if (p.status() == SandboxRecord.Status.RUNNING) {
+              write(parentDir, p, SandboxRecord.Status.SUSPENDED); // thawed before RUNNING again
+              try {
+                notCarried =
+                    Checkpoints.dumpLeavingRunning(
+                            engine,
+                            parentId,
+                            forkImages,
+                            () -> copyTree(parentDir.resolve("upper"), upper))
+                        .notCarried();
+                images = forkImages;
+                return null;
+              } catch (WorkspaceException e) {
+                reason = "the checkpoint of its processes failed: " + e.getMessage();
+                Trees.delete(forkImages);
+                Trees.delete(upper);
+              } finally {
+                write(parentDir, p, SandboxRecord.Status.RUNNING);
+              }
+            } else if (p.status() == SandboxRecord.Status.HIBERNATED
+                && Files.isDirectory(parentDir.resolve(CHECKPOINT))) {
+              copyTree(parentDir.resolve("upper"), upper);
+              copyTree(parentDir.resolve(CHECKPOINT), forkImages);
+              images = forkImages;
+              return null;
+            } else {
+              reason =
+                  "local:"
+                      + parentId
+                      + " is "
+                      + describe(p.status())
+                      + ": it had no running processes to copy";
+            }
+            copyFrozen(parentDir, p, upper);
+            return null;
+          });
+      Files.createDirectories(dir.resolve("work"));
+      Files.createDirectories(dir.resolve("rootfs"));
+      renameHost(upper, parentId, id);
+    }
+
+    /** A files-only copy: the parent frozen meanwhile if it runs. */
+    private void copyFrozen(Path parentDir, SandboxRecord p, Path upper) throws IOException {
+      boolean freeze = p.status() == SandboxRecord.Status.RUNNING;
+      if (freeze) {
+        write(parentDir, p, SandboxRecord.Status.SUSPENDED);
+        Freezer.freeze(engine.cgroups(), parentId);
+      }
+      try {
+        copyTree(parentDir.resolve("upper"), upper);
+      } finally {
+        if (freeze) {
+          Freezer.thaw(engine.cgroups(), parentId);
+          write(parentDir, p, SandboxRecord.Status.RUNNING);
+        }
+      }
+    }
+
+    @Override
+    public void start(Engine e, Path dir, String id, Image image, OciConfig.Limits limits)
+        throws IOException {
+      if (images == null) {
+        e.start(dir, id, image, limits);
+        return;
+      }
+      try {
+        Checkpoints.restore(e, id, images);
+        copied = true;
+      } catch (WorkspaceException failed) {
+        reason = "the restore of its processes failed: " + failed.getMessage();
+        e.runtime().delete(id);
+        e.start(dir, id, image, limits);
+      } finally {
+        Trees.delete(images);
+      }
+    }
   }
 
   /** The fork is called {@code child}: its {@code /etc/hostname} and {@code /etc/hosts} say so. */

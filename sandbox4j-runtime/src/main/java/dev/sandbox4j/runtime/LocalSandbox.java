@@ -33,9 +33,10 @@ import java.util.regex.Pattern;
  * to every command, also after attaching. The working directory is created in a new sandbox and
  * must already exist in one attached to.
  *
- * <p>A sandbox can be suspended, stopped, forked (files only) and saved as a snapshot ({@link
- * #suspend}, {@link #stop}, {@link #fork}, {@link #snapshot}); any operation on a suspended or
- * stopped sandbox wakes it.
+ * <p>A sandbox can be suspended, stopped, hibernated, forked (files, and processes where
+ * checkpoint/restore works) and saved as a snapshot ({@link #suspend}, {@link #stop}, {@link
+ * #hibernate}, {@link #fork}, {@link #snapshot}); any operation on a suspended, stopped or
+ * hibernated sandbox wakes it.
  *
  * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
  * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
@@ -159,8 +160,25 @@ public final class LocalSandbox implements WorkspaceProvider {
   }
 
   /**
-   * Wakes {@code ref}'s sandbox: thaws a suspended one, starts a stopped one. Idempotent. Any
-   * operation on a sandbox does this by itself.
+   * Saves every process of {@code ref}'s sandbox to disk with checkpoint/restore (CRIU) and ends
+   * them, freeing their memory; its files are kept. Any operation on it (or {@link #resume})
+   * restores the processes where they were, with their memory. Commands still attached to a caller
+   * (started through {@code Workspace.run}/{@code start} and still running) cannot be carried and
+   * are ended; processes started in the background from a command ({@code nohup ... &}) are
+   * carried. Idempotent; a stopped sandbox stays stopped.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws WorkspaceException if checkpoint/restore is unavailable on this host (the message says
+   *     why: {@code sandbox4j setup} installs it) or the checkpoint fails (the message says what
+   *     became of the sandbox: it goes on running, or is stopped)
+   */
+  public void hibernate(WorkspaceRef ref) {
+    new Lifecycle(engine()).hibernate(localId(ref));
+  }
+
+  /**
+   * Wakes {@code ref}'s sandbox: thaws a suspended one, starts a stopped one, restores a hibernated
+   * one. Idempotent. Any operation on a sandbox does this by itself.
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
@@ -179,7 +197,8 @@ public final class LocalSandbox implements WorkspaceProvider {
   }
 
   /**
-   * Starts {@code ref}'s stopped sandbox (and thaws a suspended one): the same as {@link #resume}.
+   * Starts {@code ref}'s stopped sandbox (and thaws a suspended one, restores a hibernated one):
+   * the same as {@link #resume}.
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
@@ -189,10 +208,20 @@ public final class LocalSandbox implements WorkspaceProvider {
 
   /**
    * A new running sandbox with a copy of {@code ref}'s files (copy-on-write where the file system
-   * supports it), on the same image, with the same size and labels; afterwards the two change
-   * independently. A running parent is frozen while its files are copied. <b>Processes are not
-   * copied</b> (that needs checkpoint/restore, which the local engine does not do): the result says
-   * so, and the fork starts with only its init.
+   * supports it) and of its running processes, on the same image, with the same size and labels;
+   * afterwards the two change and run independently (a server started in the parent serves in the
+   * fork too, on the fork's own loopback). A running parent is frozen while its processes are
+   * checkpointed and its files copied (a few hundred ms), then goes on.
+   *
+   * <p>Processes are copied with checkpoint/restore (CRIU): {@link ForkResult#processesCopied()}
+   * says whether they were, {@link ForkResult#reason()} why not, and {@link
+   * ForkResult#notCarried()} lists those left out — commands still attached to a caller (started
+   * through {@code Workspace.run}/{@code start}); processes started in the background from a
+   * command ({@code nohup ... &}) are carried. A suspended parent is resumed first, like for any
+   * operation; a hibernated one stays hibernated and the fork is restored from its checkpoint; a
+   * stopped one has no processes, so only its files are copied. Where checkpoint/restore is
+   * unavailable (see {@code sandbox4j doctor}), or fails, only the files are copied and the fork
+   * starts with only its init: the result says so, never silently.
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */

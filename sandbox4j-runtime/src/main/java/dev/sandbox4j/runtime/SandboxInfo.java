@@ -8,8 +8,9 @@ import java.util.Map;
  * A sandbox as {@link LocalSandbox#list()} shows it.
  *
  * @param ref its ref, {@code local:<id>}
- * @param state {@code running}; {@code suspended} (every process frozen, memory kept) or {@code
- *     stopped} (processes ended, files kept), which any operation on it wakes from; or {@code
+ * @param state {@code running}; {@code suspended} (every process frozen, memory kept), {@code
+ *     stopped} (processes ended, files kept) or {@code hibernated} (processes saved to disk and
+ *     ended, memory freed, files kept), which any operation on it wakes from; or {@code
  *     creating}/{@code destroying} while that happens (or if it was interrupted: {@code sandbox4j
  *     gc} removes those)
  * @param image the image it was created from

@@ -53,11 +53,16 @@ record SandboxRecord(
     /** Every process frozen, memory kept. */
     SUSPENDED,
     /** Every process ended, the overlay unmounted, the writable layer kept. */
-    STOPPED;
+    STOPPED,
+    /**
+     * Every process checkpointed to {@code checkpoint/} (CRIU) and ended, memory freed; waking
+     * restores them (see {@link Lifecycle#hibernate}). Written before the dump.
+     */
+    HIBERNATED;
 
     /** Whether a sandbox in this state exists for its users (any operation wakes it). */
     boolean isUsable() {
-      return this == RUNNING || this == SUSPENDED || this == STOPPED;
+      return this == RUNNING || this == SUSPENDED || this == STOPPED || this == HIBERNATED;
     }
   }
 

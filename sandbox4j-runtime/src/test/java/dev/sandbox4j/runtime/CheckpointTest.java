@@ -30,9 +30,13 @@ class CheckpointTest {
   private static final LocalSandbox SANDBOXES =
       LocalSandbox.builder().label("test", "checkpoint").build();
 
-  /** Counts to /tmp/c every 0.1 s; serves /tmp on 127.0.0.1:8000. */
+  /**
+   * Counts to /tmp/c every 0.1 s (renamed into place: a kill never leaves it empty); serves /tmp on
+   * 127.0.0.1:8000.
+   */
   private static final String WORKLOAD =
-      "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done'"
+      "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c;"
+          + " sleep 0.1; done'"
           + " >/dev/null 2>&1 </dev/null &"
           + " nohup python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp"
           + " >/tmp/http.log 2>&1 </dev/null &"

@@ -33,8 +33,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *   <li>{@code destroy REF...}: destroys each sandbox, printing {@code DESTROYED REF} after each.
  *   <li>{@code loop}: create, exec, write a file, destroy, over and over; prints each ref before it
  *       uses it.
- *   <li>{@code lifecycle REF NAME}: suspend, exec, stop, start, fork (then destroys the fork),
- *       snapshot as NAME, over and over; prints {@code FORK REF} for each fork it made.
+ *   <li>{@code lifecycle REF NAME}: suspend, exec, stop, start, fork (live where checkpoint/restore
+ *       works; then destroys the fork), snapshot as NAME, hibernate (where checkpoint/restore
+ *       works), over and over; prints {@code FORK REF} for each fork it made.
  * </ul>
  *
  * <p>{@code READY} is printed right before the phase starts (after the JVM has started and warmed
@@ -170,6 +171,7 @@ public final class CrashChild {
 
   private static void lifecycle(LocalSandbox provider, WorkspaceRef ref, String snapshot) {
     Workspace ws = Workspace.of(provider.backend(ref).orElseThrow());
+    boolean hibernate = Checkpoints.unavailable(provider.engine().runtime()).isEmpty();
     say("READY");
     for (int i = 0; i < 1000; i++) {
       provider.suspend(ref);
@@ -180,6 +182,9 @@ public final class CrashChild {
       say("FORK " + fork.ref());
       provider.destroy(fork.ref());
       provider.snapshot(ref, snapshot);
+      if (hibernate) {
+        provider.hibernate(ref); // the next exec restores it
+      }
       say("DONE " + (i + 1));
     }
   }

@@ -186,8 +186,9 @@ class CrashSafetyTest {
   }
 
   /**
-   * Kills during suspend, exec, stop, start, fork and snapshot: the sandbox must stay usable (an
-   * exec wakes it), a fork is usable or removed by gc, and a snapshot exists whole or not at all.
+   * Kills during suspend, exec, stop, start, fork (live where checkpoint/restore works), snapshot
+   * and hibernate: the sandbox must stay usable (an exec wakes it), a fork is usable or removed by
+   * gc, and a snapshot exists whole or not at all.
    */
   @Test
   void killDuringLifecycle() throws Exception {

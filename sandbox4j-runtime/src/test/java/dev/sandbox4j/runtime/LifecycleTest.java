@@ -22,9 +22,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Issue 5, first part: suspend/resume, stop/start, the states in {@link LocalSandbox#list()}, a
- * files-only fork, snapshots, the no-output limit and sizes. Works in the default home (where the
- * default image is) on sandboxes labelled {@value #LABEL}, which each test destroys, and snapshots
- * named {@code lifecycle-test-*}, which it removes.
+ * fork's files (its processes: {@link LiveForkTest}), snapshots, the no-output limit and sizes.
+ * Works in the default home (where the default image is) on sandboxes labelled {@value #LABEL},
+ * which each test destroys, and snapshots named {@code lifecycle-test-*}, which it removes.
  */
 class LifecycleTest {
   private static final String LABEL = "sandbox4j.test";
@@ -237,8 +237,13 @@ class LifecycleTest {
 
   // ---- fork ------------------------------------------------------------------------------------
 
+  /** Whether this host copies processes in a fork (checkpoint/restore works). */
+  private static boolean live() {
+    return Checkpoints.unavailable(sandboxes.engine().runtime()).isEmpty();
+  }
+
   @Test
-  void forkCopiesFilesNotProcessesAndTheTwoChangeIndependently() {
+  void forkCopiesFilesAndTheTwoChangeIndependently() {
     Workspace parent = create(builder().cpus(2).build());
     WorkspaceRef parentRef = parent.open();
     parent.writeText("shared.txt", "before");
@@ -247,8 +252,11 @@ class LifecycleTest {
 
     ForkResult fork = sandboxes.fork(parentRef);
     created.add(fork.ref());
-    assertThat(fork.processesCopied()).isFalse();
-    assertThat(fork.reason()).contains("files only");
+    // Processes too where checkpoint/restore works (LiveForkTest); never silently not.
+    assertThat(fork.processesCopied()).as(fork.reason()).isEqualTo(live());
+    if (!live()) {
+      assertThat(fork.reason()).contains("checkpoint/restore is unavailable");
+    }
     assertThat(fork.ref()).isNotEqualTo(parentRef);
     assertThat(state(parentRef)).isEqualTo("running");
     assertThat(state(fork.ref())).isEqualTo("running");
@@ -271,13 +279,13 @@ class LifecycleTest {
     assertThat(child.readText("shared.txt")).isEqualTo("changed in the fork");
     assertThat(child.exists("parent-new.txt")).isFalse();
 
-    // The parent's processes go on; none run in the fork.
+    // The parent's processes go on; the fork has the background one if processes were copied.
     assertThat(
             sh(
                 child,
                 "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
                     + " | grep -c '^sleep 4242 $' || true"))
-        .isEqualTo("0\n");
+        .isEqualTo(fork.processesCopied() ? "1\n" : "0\n");
     assertThat(
             sh(
                 parent,
@@ -295,11 +303,15 @@ class LifecycleTest {
     ForkResult fromStopped = sandboxes.fork(ref);
     created.add(fromStopped.ref());
     assertThat(state(ref)).isEqualTo("stopped");
+    assertThat(fromStopped.processesCopied()).isFalse();
+    assertThat(fromStopped.reason()).isNotEmpty();
     sandboxes.start(ref);
     sandboxes.suspend(ref);
     ForkResult fromSuspended = sandboxes.fork(ref);
     created.add(fromSuspended.ref());
-    assertThat(state(ref)).isEqualTo("suspended");
+    // A live fork wakes a suspended parent, like any operation; a files-only one leaves it.
+    assertThat(state(ref)).isEqualTo(live() ? "running" : "suspended");
+    assertThat(fromSuspended.processesCopied()).isEqualTo(live());
     for (ForkResult f : List.of(fromStopped, fromSuspended)) {
       assertThat(Workspace.of(sandboxes.backend(f.ref()).orElseThrow()).readText("f.txt"))
           .isEqualTo("one");
