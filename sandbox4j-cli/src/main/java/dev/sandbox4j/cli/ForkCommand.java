@@ -35,6 +35,11 @@ final class ForkCommand implements Callable<Integer> {
   String ref;
 
   @Option(
+      names = "--files-only",
+      description = "Copy the files only, not the processes: faster (no checkpoint).")
+  boolean filesOnly;
+
+  @Option(
       names = "--json",
       description =
           "Print {\"provider\",\"id\",\"processesCopied\",\"reason\",\"notCarried\"} instead,"
@@ -44,7 +49,10 @@ final class ForkCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     WorkspaceRef parent = StateCommands.localRefs(root, spec, List.of(ref)).getFirst();
-    ForkResult fork = root.providers().local().fork(parent);
+    ForkResult fork =
+        filesOnly
+            ? root.providers().local().forkFiles(parent)
+            : root.providers().local().fork(parent);
     if (json) {
       Map<String, Object> fields = new LinkedHashMap<>();
       fields.put("provider", fork.ref().provider());

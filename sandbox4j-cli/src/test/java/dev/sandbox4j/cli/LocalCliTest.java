@@ -503,6 +503,14 @@ class LocalCliTest {
     assertThat(node.path("reason").asText().isEmpty())
         .isEqualTo(node.path("processesCopied").asBoolean());
 
+    Run filesOnly = run("fork", "--files-only", ref);
+    assertThat(filesOnly.exitCode()).as(filesOnly.err()).isZero();
+    created.add(filesOnly.out().strip());
+    assertThat(filesOnly.err())
+        .contains("processes were not copied: only the files were asked for (forkFiles)");
+    assertThat(run("exec", filesOnly.out().strip(), "--", "cat", "f.txt").out())
+        .isEqualTo("original\n");
+
     // Stopped: no processes to copy, and it says so.
     assertThat(run("stop", ref).exitCode()).isZero();
     Run fromStopped = run("fork", ref);

@@ -332,17 +332,29 @@ final class Lifecycle {
 
   // ---- fork ---------------------------------------------------------------------------------
 
+  /** The reason a fork gives when only its files were asked for. */
+  static final String FILES_ONLY_ASKED = "only the files were asked for (forkFiles)";
+
   /**
    * A new running sandbox with a copy of {@code parentId}'s files, on the same image layers, with
    * the same size and labels, and its processes where checkpoint/restore works (see the class
    * comment). A running parent is frozen while it is dumped and its writable layer copied.
    */
   ForkResult fork(String parentId, Consumer<String> progress) {
+    return fork(parentId, progress, true);
+  }
+
+  /**
+   * {@link #fork(String, Consumer)}; with {@code processes} false, only the files are copied
+   * (faster: no checkpoint) and the result says that this was asked for.
+   */
+  ForkResult fork(String parentId, Consumer<String> progress, boolean processes) {
     SandboxRecord parent = engine.record(parentId);
     if (!parent.status().isUsable()) {
       throw Engine.unavailable(parentId, "it is " + describe(parent.status()));
     }
-    Optional<String> unavailable = Checkpoints.unavailable(engine.runtime());
+    Optional<String> unavailable =
+        processes ? Checkpoints.unavailable(engine.runtime()) : Optional.of(FILES_ONLY_ASKED);
     if (unavailable.isEmpty() && parent.status() == SandboxRecord.Status.SUSPENDED) {
       engine.attach(parentId); // woken like for any operation, so that its processes can be copied
     }
@@ -396,7 +408,10 @@ final class Lifecycle {
           parentId,
           (parentDir, p) -> {
             if (unavailable.isPresent()) {
-              reason = "checkpoint/restore is unavailable on this host: " + unavailable.get();
+              reason =
+                  unavailable.get().equals(FILES_ONLY_ASKED)
+                      ? FILES_ONLY_ASKED
+                      : "checkpoint/restore is unavailable on this host: " + unavailable.get();
             } else if (p.status() == SandboxRecord.Status.RUNNING) {
               write(parentDir, p, SandboxRecord.Status.SUSPENDED); // thawed before RUNNING again
               try {

@@ -295,6 +295,27 @@ class LifecycleTest {
   }
 
   @Test
+  void forkFilesCopiesTheFilesOnlyAndSaysSo() {
+    Workspace parent = create(sandboxes);
+    WorkspaceRef parentRef = parent.open();
+    parent.writeText("notes.txt", "kept");
+    sh(parent, "sleep 4343 > /dev/null 2>&1 &");
+
+    ForkResult fork = sandboxes.forkFiles(parentRef);
+    created.add(fork.ref());
+    assertThat(fork.processesCopied()).isFalse();
+    assertThat(fork.reason()).isEqualTo("only the files were asked for (forkFiles)");
+    assertThat(state(parentRef)).isEqualTo("running");
+    Workspace child = Workspace.of(sandboxes.backend(fork.ref()).orElseThrow());
+    assertThat(child.readText("notes.txt")).isEqualTo("kept");
+    String sleeps =
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+            + " | grep -c '^sleep 4343 $' || true";
+    assertThat(sh(child, sleeps)).isEqualTo("0\n");
+    assertThat(sh(parent, sleeps)).isEqualTo("1\n");
+  }
+
+  @Test
   void forkOfStoppedAndSuspendedSandboxes() {
     Workspace parent = create(sandboxes);
     WorkspaceRef ref = parent.open();
