@@ -87,8 +87,11 @@ final class LocalTarget implements Target {
   public Map<String, Object> details() {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("home", sandboxes.home().toString());
-    m.put("runtime", "crun");
-    m.put("runtime_version", firstLine("crun", "--version"));
+    // the engine prefers the crun `sandbox4j setup` builds over Debian's (see OciRuntime)
+    String fixed = "/usr/local/libexec/sandbox4j/crun";
+    String crun = java.nio.file.Files.isExecutable(java.nio.file.Path.of(fixed)) ? fixed : "crun";
+    m.put("runtime", crun);
+    m.put("runtime_version", firstLine(crun, "--version"));
     m.put("image", "default");
     m.put("run_label", RUN_LABEL + "=" + runId);
     return m;
