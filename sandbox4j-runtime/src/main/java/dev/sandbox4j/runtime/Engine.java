@@ -481,6 +481,7 @@ final class Engine {
    * no sandbox, and leftovers of interrupted image builds. Returns what it removed.
    */
   List<String> gc() {
+    runtime.restoreFavorDynmodsAfterCrash(); // a checkpoint or restore that died midway
     List<String> removed = new ArrayList<>();
     if (Files.isDirectory(sandboxes)) {
       try (Stream<Path> dirs = Files.list(sandboxes)) {

@@ -2,6 +2,8 @@ package dev.sandbox4j.runtime;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -210,17 +212,45 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
     keepingFavorDynmods(() -> quietly(argv, work.resolve("runtime.log"), env));
   }
 
-  /** Runs a CRIU call, then puts back the cgroup2 mount option it clears (see HostSetup). */
-  private static void keepingFavorDynmods(Runnable criuCall) {
+  /**
+   * Runs a CRIU call, then puts back the cgroup2 mount option it clears (see HostSetup). A marker
+   * file says, while the call runs, that the option is to be put back: if this JVM dies meanwhile,
+   * {@link #restoreFavorDynmodsAfterCrash} (gc) does it.
+   */
+  private void keepingFavorDynmods(Runnable criuCall) {
     boolean wasSet = HostSetup.favorDynmodsSet();
+    Path marker = stateRoot.resolve(FAVOR_DYNMODS_MARKER);
+    if (wasSet) {
+      try {
+        Files.createDirectories(stateRoot);
+        Files.writeString(marker, "");
+      } catch (IOException e) {
+        throw new WorkspaceException("cannot write " + marker + ": " + e.getMessage(), e);
+      }
+    }
     try {
       criuCall.run();
     } finally {
-      if (wasSet && !HostSetup.favorDynmodsSet()) {
+      restoreFavorDynmodsAfterCrash(); // also a marker a crashed JVM left
+    }
+  }
+
+  /** Puts {@code favordynmods} back if a CRIU call that cleared it did not finish (see above). */
+  void restoreFavorDynmodsAfterCrash() {
+    Path marker = stateRoot.resolve(FAVOR_DYNMODS_MARKER);
+    if (Files.exists(marker)) {
+      if (!HostSetup.favorDynmodsSet()) {
         HostSetup.restoreFavorDynmods();
+      }
+      try {
+        Files.deleteIfExists(marker);
+      } catch (IOException e) {
+        // tried again by the next gc
       }
     }
   }
+
+  private static final String FAVOR_DYNMODS_MARKER = "favordynmods.restore";
 
   /**
    * {@code crun restore}: starts container {@code id} of {@code bundle} with the processes of the
