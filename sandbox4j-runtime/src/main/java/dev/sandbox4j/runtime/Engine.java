@@ -506,6 +506,12 @@ final class Engine {
             }
           } catch (NoSuchFileException e) {
             // renamed or deleted meanwhile by a concurrent create, destroy or gc
+          } catch (IOException e) {
+            // A whole record this version cannot read (a newer version's state, say) is never
+            // destroyed on a guess; the other sandboxes still get their gc.
+            LOG.log(
+                System.Logger.Level.WARNING,
+                "gc left " + dir + " alone: cannot read it (" + e.getMessage() + ")");
           }
         }
       } catch (IOException e) {

@@ -809,7 +809,18 @@ final class ImageStore {
       return removed;
     }
     List<Path> trash = new ArrayList<>(trashLeftovers());
-    List<Path> unused = withStoreLock(() -> trashUnused(allLayerIds()));
+    List<Path> unused;
+    try {
+      unused = withStoreLock(() -> trashUnused(allLayerIds()));
+    } catch (WorkspaceException e) {
+      // which layers are in use cannot be told (a record this version cannot read, say): keep
+      // them all, and let the rest of gc go on
+      System.getLogger(ImageStore.class.getName())
+          .log(
+              System.Logger.Level.WARNING,
+              "gc kept every image layer: cannot tell which are in use (" + e.getMessage() + ")");
+      unused = List.of();
+    }
     trash.addAll(unused);
     for (Path p : trash) {
       uncheckedDelete(p);

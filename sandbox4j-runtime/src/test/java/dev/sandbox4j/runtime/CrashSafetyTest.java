@@ -365,6 +365,33 @@ class CrashSafetyTest {
     assertThat(leftovers(ref.id())).as("left of " + ref + " after destroy").isEmpty();
   }
 
+  @Test
+  void gcLeavesARecordItCannotReadAloneAndCarriesOnWithTheRest() throws Exception {
+    WorkspaceRef newer = Workspace.of(provider.newBackend()).open();
+    evaluated.add(newer.id());
+    Path state = home.resolve("sandboxes").resolve(newer.id()).resolve("state.json");
+    String whole = Files.readString(state).replace("\"RUNNING\"", "\"TELEPORTED\"");
+    Files.writeString(state, whole); // whole JSON, but a state this version does not know
+    WorkspaceRef torn = Workspace.of(provider.newBackend()).open();
+    evaluated.add(torn.id());
+    Files.writeString(home.resolve("sandboxes").resolve(torn.id()).resolve("state.json"), "");
+
+    try {
+      List<String> removed = provider.gc();
+
+      assertThat(removed)
+          .contains("interrupted sandbox " + torn)
+          .doesNotContain("interrupted sandbox " + newer);
+      assertThat(home.resolve("sandboxes").resolve(newer.id())).isDirectory();
+      assertThat(Files.readString(state)).isEqualTo(whole);
+    } finally {
+      // cleaned up by hand, as its newer version would: a usable record again, then destroy
+      Files.writeString(state, whole.replace("\"TELEPORTED\"", "\"RUNNING\""));
+      provider.destroy(newer);
+    }
+    assertThat(leftovers(newer.id())).isEmpty();
+  }
+
   // ---- evaluation ---------------------------------------------------------------------------
 
   /**
