@@ -111,6 +111,11 @@ final class AgentRun implements RunContext {
         try {
           RunResult recovered = capability.onRunError(this, current);
           if (recovered != null) {
+            // a recovered run ends like one that succeeded: every capability's afterRun sees it
+            // (Shell stops the run's background commands there)
+            for (Capability each : capabilities) {
+              each.afterRun(this, recovered);
+            }
             return recovered;
           }
         } catch (RuntimeException next) {

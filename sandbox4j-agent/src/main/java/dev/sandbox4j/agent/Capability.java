@@ -36,7 +36,10 @@ public interface Capability {
   /** Called when a run starts, before the first model request. */
   default void beforeRun(RunContext run) {}
 
-  /** Called when a run has succeeded. Not called when the run fails. */
+  /**
+   * Called when a run has succeeded, or an {@link #onRunError} hook recovered it with a result
+   * (then with that result). Not called when the run fails.
+   */
   default void afterRun(RunContext run, RunResult result) {}
 
   /**

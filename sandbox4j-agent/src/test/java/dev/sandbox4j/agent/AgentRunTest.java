@@ -216,12 +216,14 @@ class AgentRunTest {
   }
 
   @Test
-  void onRunErrorCanRecoverWithAResult() {
+  void onRunErrorCanRecoverWithAResultWhichAfterRunThenSees() {
+    List<String> seen = new CopyOnWriteArrayList<>();
     Hooks recover =
         Hooks.builder()
             .onRunError(
                 (run, error) ->
                     new RunResult("recovered", run.messages(), List.of(), run.usage(), null))
+            .afterRun((run, result) -> seen.add("afterRun " + result.output()))
             .build();
     Model broken =
         TestTools.function(
@@ -230,6 +232,7 @@ class AgentRunTest {
             });
     assertThat(agent(broken).capability(recover).build().runSync("go").output())
         .isEqualTo("recovered");
+    assertThat(seen).containsExactly("afterRun recovered");
   }
 
   @Test
