@@ -84,7 +84,10 @@ final class Exec {
     NoOutputWatchdog watchdog =
         noOutput == null
             ? null
-            : NoOutputWatchdog.start(noOutput, () -> engine.cgroups().killCommand(id, group));
+            : NoOutputWatchdog.start(
+                noOutput,
+                () -> Freezer.isFrozen(engine.cgroups(), id),
+                () -> engine.cgroups().killCommand(id, group));
     try {
       if (watchdog != null) {
         options = watchdog.watching(options);

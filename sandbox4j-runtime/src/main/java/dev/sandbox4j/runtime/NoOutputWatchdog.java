@@ -4,26 +4,37 @@ import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import java.time.Duration;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 
 /**
  * Kills a command that prints nothing for too long: every chunk of stdout or stderr resets the
- * clock; a virtual thread sleeps until the limit could be reached, and kills when it is.
+ * clock; a virtual thread sleeps until the limit could be reached, and kills when it is — unless
+ * the sandbox is frozen then (suspended): a frozen command cannot print, so time frozen does not
+ * count, and the clock starts again.
  */
 final class NoOutputWatchdog implements AutoCloseable {
   private final Duration limit;
+  private final BooleanSupplier frozen;
   private final Runnable kill;
   private volatile long lastOutput = System.nanoTime();
   private volatile boolean closed;
   private volatile boolean fired;
   private Thread thread;
 
-  private NoOutputWatchdog(Duration limit, Runnable kill) {
+  private NoOutputWatchdog(Duration limit, BooleanSupplier frozen, Runnable kill) {
     this.limit = limit;
+    this.frozen = frozen;
     this.kill = kill;
   }
 
-  static NoOutputWatchdog start(Duration limit, Runnable kill) {
-    NoOutputWatchdog w = new NoOutputWatchdog(limit, kill);
+  /**
+   * Watches from now on.
+   *
+   * @param frozen whether the command's sandbox is frozen right now
+   * @param kill kills the command and every process it started
+   */
+  static NoOutputWatchdog start(Duration limit, BooleanSupplier frozen, Runnable kill) {
+    NoOutputWatchdog w = new NoOutputWatchdog(limit, frozen, kill);
     w.thread = Thread.ofVirtual().name("sandbox4j-no-output").start(w::watch);
     return w;
   }
@@ -32,6 +43,10 @@ final class NoOutputWatchdog implements AutoCloseable {
     long limitNanos = limit.toNanos();
     while (!closed) {
       long silent = System.nanoTime() - lastOutput;
+      if (silent >= limitNanos && frozen.getAsBoolean()) {
+        lastOutput = System.nanoTime(); // suspended: silence while frozen is not the command's
+        continue;
+      }
       if (silent >= limitNanos) {
         if (fire()) {
           kill.run();

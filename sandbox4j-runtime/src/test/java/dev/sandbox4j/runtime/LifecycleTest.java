@@ -472,4 +472,20 @@ class LifecycleTest {
         .as("the killed command's processes")
         .isEqualTo("0\n");
   }
+
+  @Test
+  void timeSuspendedDoesNotCountTowardsTheNoOutputLimit() throws Exception {
+    LocalSandbox provider = builder().noOutputTimeout(Duration.ofSeconds(3)).build();
+    Workspace ws = create(provider);
+    WorkspaceRef ref = ws.open();
+    // never silent for 3 s while it runs; but frozen for 4 s in the middle of its first sleep
+    var run =
+        java.util.concurrent.CompletableFuture.supplyAsync(
+            () -> ws.run(Command.shell("sleep 2; echo a; sleep 2; echo b")).stdoutText());
+    Thread.sleep(500);
+    provider.suspend(ref);
+    Thread.sleep(4000);
+    provider.resume(ref);
+    assertThat(run.get(30, java.util.concurrent.TimeUnit.SECONDS)).isEqualTo("a\nb\n");
+  }
 }
