@@ -147,6 +147,22 @@ final class Timers {
     };
   }
 
+  /**
+   * Gives a fork its parent's timers, if the parent has any: the same durations and delete time,
+   * its lifetime counted from now, and a first activity stamp. Called while the fork is created,
+   * under its lock.
+   */
+  static void inherit(Path parentDir, Path forkDir) throws IOException {
+    Optional<Settings> parent = read(parentDir);
+    if (parent.isEmpty()) {
+      return;
+    }
+    Settings p = parent.get();
+    Config config = new Config(p.autoSuspend(), p.lifetime(), p.idle(), p.deleteAt().orElse(null));
+    AtomicFiles.write(settingsFile(forkDir), JSON.writeValueAsBytes(config.at(Instant.now())));
+    Files.write(activityFile(forkDir), new byte[0]);
+  }
+
   /** The sandbox's timers, if it has any (sandboxes created before timers existed have none). */
   static Optional<Settings> read(Path sandboxDir) {
     try {

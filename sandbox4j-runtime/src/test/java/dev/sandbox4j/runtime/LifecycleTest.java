@@ -316,6 +316,33 @@ class LifecycleTest {
   }
 
   @Test
+  void aForkHasItsParentsTimersCountedFromItsOwnCreation() {
+    LocalSandbox timed =
+        builder()
+            .sandboxTimeout(Duration.ofHours(2))
+            .idleTimeout(Duration.ofMinutes(30))
+            .autoSuspendTimeout(Duration.ofMinutes(5))
+            .build();
+    WorkspaceRef parent = create(timed).open();
+    ForkResult fork = timed.forkFiles(parent);
+    created.add(fork.ref());
+    SandboxTimers parentTimers = timersOf(timed, parent);
+    SandboxTimers forkTimers = timersOf(timed, fork.ref());
+    assertThat(forkTimers.sandboxTimeout()).isEqualTo(Duration.ofHours(2));
+    assertThat(forkTimers.idleTimeout()).isEqualTo(Duration.ofMinutes(30));
+    assertThat(forkTimers.autoSuspendTimeout()).isEqualTo(Duration.ofMinutes(5));
+    assertThat(forkTimers.ends()).isAfterOrEqualTo(parentTimers.ends());
+  }
+
+  private static SandboxTimers timersOf(LocalSandbox provider, WorkspaceRef ref) {
+    return provider.list().stream()
+        .filter(i -> i.ref().equals(ref))
+        .findFirst()
+        .orElseThrow()
+        .timers();
+  }
+
+  @Test
   void forkOfStoppedAndSuspendedSandboxes() {
     Workspace parent = create(sandboxes);
     WorkspaceRef ref = parent.open();
