@@ -1,0 +1,146 @@
+package dev.sandbox4j.mcp;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.workspace.conformance.Prerequisites;
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The server as a client we did not write sees it: the official TypeScript SDK, installed from npm
+ * into {@code target/}, starts the server as a child process and calls its tools.
+ */
+class McpToolServerClientTest {
+
+  private static final Path NODE_SOURCES = Path.of("src/test/node");
+  private static final Path NODE_DIR = Path.of("target/mcp-node-client");
+
+  @BeforeAll
+  static void installClient() throws Exception {
+    Prerequisites.require(onPath("node") && onPath("npm"), "node and npm (Debian: nodejs, npm)");
+    Files.createDirectories(NODE_DIR);
+    byte[] packageJson = Files.readAllBytes(NODE_SOURCES.resolve("package.json"));
+    Path installed = NODE_DIR.resolve("package.json");
+    boolean cached =
+        Files.isDirectory(NODE_DIR.resolve("node_modules/@modelcontextprotocol/sdk"))
+            && Files.exists(installed)
+            && java.util.Arrays.equals(Files.readAllBytes(installed), packageJson);
+    Files.copy(
+        NODE_SOURCES.resolve("client.mjs"),
+        NODE_DIR.resolve("client.mjs"),
+        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    if (!cached) {
+      Files.write(installed, packageJson);
+      Process npm =
+          new ProcessBuilder("npm", "install", "--no-audit", "--no-fund", "--loglevel=error")
+              .directory(NODE_DIR.toFile())
+              .redirectErrorStream(true)
+              .redirectOutput(NODE_DIR.resolve("npm-install.log").toFile())
+              .start();
+      assertThat(npm.waitFor(5, TimeUnit.MINUTES)).as("npm install finished").isTrue();
+      assertThat(npm.exitValue())
+          .as("npm install: %s", Files.readString(NODE_DIR.resolve("npm-install.log")))
+          .isZero();
+    }
+  }
+
+  @Test
+  void theTypeScriptSdkListsAndCallsTheCoderTools(@TempDir Path root) throws Exception {
+    List<String> command = new ArrayList<>(List.of("node", "client.mjs"));
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.add("--enable-native-access=ALL-UNNAMED");
+    command.add("-cp");
+    command.add(System.getProperty("java.class.path"));
+    command.add(HostServerMain.class.getName());
+    command.add(root.toString());
+    Path stderr = root.resolveSibling(root.getFileName() + "-stderr.log");
+    Process client =
+        new ProcessBuilder(command)
+            .directory(NODE_DIR.toFile())
+            .redirectError(stderr.toFile())
+            .start();
+    client.getOutputStream().close();
+    boolean done = client.waitFor(2, TimeUnit.MINUTES);
+    String out = new String(client.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (!done) {
+      client.destroyForcibly();
+    }
+    String err = Files.readString(stderr);
+    Files.writeString(NODE_DIR.resolve("last-result.json"), out); // for a reader of a failure
+    assertThat(done).as("client finished; stderr: %s", err).isTrue();
+    assertThat(client.exitValue()).as("client exit; stdout: %s; stderr: %s", out, err).isZero();
+
+    JsonNode result = new ObjectMapper().readTree(out);
+    assertThat(result.path("server").path("name").asText()).isEqualTo("sandbox4j");
+    List<String> names = new ArrayList<>();
+    result.path("tools").forEach(t -> names.add(t.path("name").asText()));
+    assertThat(names)
+        .contains(
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_directory",
+            "find_files",
+            "grep",
+            "shell",
+            "check_command",
+            "stop_command");
+    result
+        .path("tools")
+        .forEach(
+            t -> {
+              assertThat(t.path("hasDescription").asBoolean()).isTrue();
+              assertThat(t.path("schemaType").asText()).isEqualTo("object");
+            });
+
+    assertThat(result.path("write").path("isError").asBoolean(false)).isFalse();
+    assertThat(Files.readString(root.resolve(onlyWorkspace(root), "hello.txt")))
+        .isEqualTo("hello from mcp\n");
+    assertThat(text(result.path("read"))).contains("hello from mcp");
+    assertThat(result.path("read").path("isError").asBoolean(false)).isFalse();
+    assertThat(text(result.path("shell"))).contains("hi");
+    assertThat(result.path("shell").path("isError").asBoolean(false)).isFalse();
+    assertThat(result.path("missing").path("isError").asBoolean()).isTrue();
+    assertThat(text(result.path("missing"))).contains("no-such-file");
+    assertThat(result.path("invalid").path("isError").asBoolean()).isTrue();
+    assertThat(text(result.path("invalid"))).isNotBlank();
+  }
+
+  private static String onlyWorkspace(Path root) throws IOException {
+    try (var dirs = Files.list(root)) {
+      List<Path> all = dirs.filter(Files::isDirectory).toList();
+      assertThat(all).hasSize(1);
+      return all.getFirst().getFileName().toString();
+    }
+  }
+
+  private static String text(JsonNode callResult) {
+    StringBuilder s = new StringBuilder();
+    callResult.path("content").forEach(c -> s.append(c.path("text").asText()));
+    return s.toString();
+  }
+
+  private static boolean onPath(String program) {
+    String path = System.getenv("PATH");
+    if (path == null) {
+      return false;
+    }
+    for (String dir : path.split(File.pathSeparator)) {
+      if (Files.isExecutable(Path.of(dir, program))) {
+        return true;
+      }
+    }
+    return false;
+  }
+}
