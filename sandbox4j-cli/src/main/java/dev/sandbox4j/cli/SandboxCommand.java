@@ -56,6 +56,7 @@ import picocli.CommandLine.Spec;
       SnapshotCommand.class,
       GcCommand.class,
       RunCommand.class,
+      McpCommand.class,
       DemoCommand.class
     })
 final class SandboxCommand implements Runnable {
@@ -137,7 +138,7 @@ final class SandboxCommand implements Runnable {
     throw new ParameterException(
         spec.commandLine(),
         "missing a command: setup, doctor, image, create, exec, shell, cp, ls, rm, suspend,"
-            + " resume, stop, start, hibernate, fork, snapshot, gc, run or demo");
+            + " resume, stop, start, hibernate, fork, snapshot, gc, run, mcp or demo");
   }
 
   /**
