@@ -10,7 +10,9 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
@@ -30,27 +32,30 @@ class McpToolServerClientTest {
   static void installClient() throws Exception {
     Prerequisites.require(onPath("node") && onPath("npm"), "node and npm (Debian: nodejs, npm)");
     Files.createDirectories(NODE_DIR);
-    byte[] packageJson = Files.readAllBytes(NODE_SOURCES.resolve("package.json"));
-    Path installed = NODE_DIR.resolve("package.json");
-    boolean cached =
-        Files.isDirectory(NODE_DIR.resolve("node_modules/@modelcontextprotocol/sdk"))
-            && Files.exists(installed)
-            && java.util.Arrays.equals(Files.readAllBytes(installed), packageJson);
+    // the lock file pins every package npm installs; an unchanged pair reuses the installed copy
+    boolean cached = Files.isDirectory(NODE_DIR.resolve("node_modules/@modelcontextprotocol/sdk"));
+    for (String file : List.of("package.json", "package-lock.json")) {
+      byte[] wanted = Files.readAllBytes(NODE_SOURCES.resolve(file));
+      Path installed = NODE_DIR.resolve(file);
+      if (!Files.exists(installed) || !Arrays.equals(Files.readAllBytes(installed), wanted)) {
+        cached = false;
+        Files.write(installed, wanted);
+      }
+    }
     Files.copy(
         NODE_SOURCES.resolve("client.mjs"),
         NODE_DIR.resolve("client.mjs"),
-        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        StandardCopyOption.REPLACE_EXISTING);
     if (!cached) {
-      Files.write(installed, packageJson);
       Process npm =
-          new ProcessBuilder("npm", "install", "--no-audit", "--no-fund", "--loglevel=error")
+          new ProcessBuilder("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
               .directory(NODE_DIR.toFile())
               .redirectErrorStream(true)
               .redirectOutput(NODE_DIR.resolve("npm-install.log").toFile())
               .start();
-      assertThat(npm.waitFor(5, TimeUnit.MINUTES)).as("npm install finished").isTrue();
+      assertThat(npm.waitFor(5, TimeUnit.MINUTES)).as("npm ci finished").isTrue();
       assertThat(npm.exitValue())
-          .as("npm install: %s", Files.readString(NODE_DIR.resolve("npm-install.log")))
+          .as("npm ci: %s", Files.readString(NODE_DIR.resolve("npm-install.log")))
           .isZero();
     }
   }
