@@ -61,22 +61,38 @@ class McpToolServerClientTest {
   }
 
   @Test
-  void theTypeScriptSdkListsAndCallsTheCoderTools(@TempDir Path root) throws Exception {
+  void theTypeScriptSdkListsAndCallsTheCoderToolsInAHostWorkspace(@TempDir Path root)
+      throws Exception {
+    JsonNode result = runClient(root, List.of("host", root.toString()));
+    assertListsAndCalls(result);
+    assertThat(Files.readString(root.resolve(onlyWorkspace(root), "hello.txt")))
+        .isEqualTo("hello from mcp\n");
+  }
+
+  @Test
+  void theTypeScriptSdkListsAndCallsTheCoderToolsInALocalSandbox(@TempDir Path logs)
+      throws Exception {
+    requireLocalEngine();
+    assertListsAndCalls(runClient(logs, List.of("local")));
+  }
+
+  /** Runs the client against {@link ServerMain} with {@code serverArgs}; its JSON output. */
+  private static JsonNode runClient(Path logs, List<String> serverArgs) throws Exception {
     List<String> command = new ArrayList<>(List.of("node", "client.mjs"));
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     command.add("--enable-native-access=ALL-UNNAMED");
     command.add("-cp");
     command.add(System.getProperty("java.class.path"));
-    command.add(HostServerMain.class.getName());
-    command.add(root.toString());
-    Path stderr = root.resolveSibling(root.getFileName() + "-stderr.log");
+    command.add(ServerMain.class.getName());
+    command.addAll(serverArgs);
+    Path stderr = logs.resolveSibling(logs.getFileName() + "-stderr.log");
     Process client =
         new ProcessBuilder(command)
             .directory(NODE_DIR.toFile())
             .redirectError(stderr.toFile())
             .start();
     client.getOutputStream().close();
-    boolean done = client.waitFor(2, TimeUnit.MINUTES);
+    boolean done = client.waitFor(3, TimeUnit.MINUTES);
     String out = new String(client.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     if (!done) {
       client.destroyForcibly();
@@ -85,8 +101,10 @@ class McpToolServerClientTest {
     Files.writeString(NODE_DIR.resolve("last-result.json"), out); // for a reader of a failure
     assertThat(done).as("client finished; stderr: %s", err).isTrue();
     assertThat(client.exitValue()).as("client exit; stdout: %s; stderr: %s", out, err).isZero();
+    return new ObjectMapper().readTree(out);
+  }
 
-    JsonNode result = new ObjectMapper().readTree(out);
+  private static void assertListsAndCalls(JsonNode result) {
     assertThat(result.path("server").path("name").asText()).isEqualTo("sandbox4j");
     List<String> names = new ArrayList<>();
     result.path("tools").forEach(t -> names.add(t.path("name").asText()));
@@ -110,8 +128,6 @@ class McpToolServerClientTest {
             });
 
     assertThat(result.path("write").path("isError").asBoolean(false)).isFalse();
-    assertThat(Files.readString(root.resolve(onlyWorkspace(root), "hello.txt")))
-        .isEqualTo("hello from mcp\n");
     assertThat(text(result.path("read"))).contains("hello from mcp");
     assertThat(result.path("read").path("isError").asBoolean(false)).isFalse();
     assertThat(text(result.path("shell"))).contains("hi");
@@ -120,6 +136,15 @@ class McpToolServerClientTest {
     assertThat(text(result.path("missing"))).contains("no-such-file");
     assertThat(result.path("invalid").path("isError").asBoolean()).isTrue();
     assertThat(text(result.path("invalid"))).isNotBlank();
+  }
+
+  /** Root on Linux with a crun (sandbox4j setup); skips without, except under CI=true. */
+  private static void requireLocalEngine() {
+    Prerequisites.require(System.getProperty("os.name").equals("Linux"), "Linux");
+    Prerequisites.require("root".equals(System.getProperty("user.name")), "root");
+    Prerequisites.require(
+        Files.isExecutable(Path.of("/usr/local/libexec/sandbox4j/crun")) || onPath("crun"),
+        "crun (sandbox4j setup)");
   }
 
   private static String onlyWorkspace(Path root) throws IOException {
