@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.File;
 import java.io.IOException;
@@ -73,6 +76,14 @@ class McpToolServerClientTest {
   void theTypeScriptSdkListsAndCallsTheCoderToolsInALocalSandbox(@TempDir Path logs)
       throws Exception {
     requireLocalEngine();
+    // builds the default image now if it is missing: within a call, the client would time out
+    LocalSandbox sandboxes = new LocalSandbox();
+    WorkspaceBackend warmUp = sandboxes.newBackend();
+    try {
+      Workspace.of(warmUp).open();
+    } finally {
+      warmUp.ref().ifPresent(sandboxes::destroy);
+    }
     assertListsAndCalls(runClient(logs, List.of("local")));
   }
 
