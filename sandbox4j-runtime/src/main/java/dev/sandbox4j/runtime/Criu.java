@@ -152,49 +152,47 @@ final class Criu {
             + DIR
             + " (live fork and hibernate need it; about a minute)");
     long start = System.nanoTime();
-    Path work = DebianSource.workDirectory("criu");
-    boolean keep = false;
-    try {
-      DebianSource.Source source =
-          DebianSource.fetch(
-              "criu", work, v -> OciRuntime.atLeast(v, FIRST_WORKING), "4.0 or newer", progress);
-      DebianSource.installBuildPackages("criu", BUILD_PACKAGES, progress);
-      Path log = work.resolve("build.log");
-      progress.accept("criu: unpacking " + source.tarball().getFileName());
-      Path dir = DebianSource.unpack("criu", source, work, log);
-      patch(dir, progress);
-      int jobs = Runtime.getRuntime().availableProcessors();
-      progress.accept("criu: make -j" + jobs + " criu lib/c/libcriu.so (log: " + log + ")");
-      List<String> make = List.of("make", "-j" + jobs, "NO_GNUTLS=1");
-      DebianSource.logged("criu", DebianSource.concat(make, List.of("criu")), dir, log);
-      DebianSource.logged("criu", DebianSource.concat(make, List.of("lib/c/libcriu.so")), dir, log);
-      HostCommand.Result check =
-          HostCommand.run(List.of(dir.resolve("criu/criu").toString(), "check"));
-      if (!check.ok()) {
-        keep = true;
-        throw new WorkspaceException(
-            "criu: the CRIU built in "
-                + work
-                + " fails `criu check` on this kernel: "
-                + lastLine(check.output()));
-      }
-      place(dir, source.upstreamVersion());
-      progress.accept(
-          "criu: installed "
-              + OciRuntime.versionLine(BINARY)
-              + " at "
-              + BINARY
-              + ", `criu check` passes, in "
-              + (System.nanoTime() - start) / 1_000_000_000
-              + " s");
-    } catch (DebianSource.BuildFailed e) {
-      keep = true;
-      throw new WorkspaceException(e.getMessage() + " (the build directory " + work + " is kept)");
-    } finally {
-      if (!keep) {
-        DebianSource.delete("criu", work, progress);
-      }
-    }
+    DebianSource.inWorkDirectory(
+        "criu",
+        progress,
+        work -> {
+          DebianSource.Source source =
+              DebianSource.fetch(
+                  "criu",
+                  work,
+                  v -> OciRuntime.atLeast(v, FIRST_WORKING),
+                  "4.0 or newer",
+                  progress);
+          DebianSource.installBuildPackages("criu", BUILD_PACKAGES, progress);
+          Path log = work.resolve("build.log");
+          progress.accept("criu: unpacking " + source.tarball().getFileName());
+          Path dir = DebianSource.unpack("criu", source, work, log);
+          patch(dir, progress);
+          int jobs = Runtime.getRuntime().availableProcessors();
+          progress.accept("criu: make -j" + jobs + " criu lib/c/libcriu.so (log: " + log + ")");
+          List<String> make = List.of("make", "-j" + jobs, "NO_GNUTLS=1");
+          DebianSource.logged("criu", DebianSource.concat(make, List.of("criu")), dir, log);
+          DebianSource.logged(
+              "criu", DebianSource.concat(make, List.of("lib/c/libcriu.so")), dir, log);
+          HostCommand.Result check =
+              HostCommand.run(List.of(dir.resolve("criu/criu").toString(), "check"));
+          if (!check.ok()) {
+            throw new DebianSource.BuildKept(
+                "criu: the CRIU built in "
+                    + work
+                    + " fails `criu check` on this kernel: "
+                    + lastLine(check.output()));
+          }
+          place(dir, source.upstreamVersion());
+          progress.accept(
+              "criu: installed "
+                  + OciRuntime.versionLine(BINARY)
+                  + " at "
+                  + BINARY
+                  + ", `criu check` passes, in "
+                  + (System.nanoTime() - start) / 1_000_000_000
+                  + " s");
+        });
   }
 
   /** The SO_PASSCRED/SO_PASSSEC fix, unless the source has it already. */

@@ -259,17 +259,7 @@ final class DebianSource {
       return;
     }
     progress.accept(label + ": installing build dependencies: " + String.join(" ", missing));
-    List<String> install =
-        concat(
-            List.of(
-                "apt-get",
-                "install",
-                "-y",
-                "-q",
-                "--no-install-recommends",
-                "-o",
-                "DPkg::Lock::Timeout=120"),
-            missing);
+    List<String> install = HostSetup.aptInstall(missing);
     if (HostSetup.stream(install, null, progress) == 0) {
       return;
     }
@@ -345,6 +335,39 @@ final class DebianSource {
       Trees.delete(work);
     } catch (IOException e) {
       progress.accept(label + ": could not delete " + work + ": " + e.getMessage());
+    }
+  }
+
+  /**
+   * Runs {@code build} in a fresh work directory for {@code label}, deleted afterwards; when a
+   * build step failed ({@link BuildFailed}) it is kept for a look, and the error names it.
+   */
+  static void inWorkDirectory(String label, Consumer<String> progress, Consumer<Path> build) {
+    Path work = workDirectory(label);
+    boolean keep = false;
+    try {
+      build.accept(work);
+    } catch (BuildFailed e) {
+      keep = true;
+      throw new WorkspaceException(e.getMessage() + " (the build directory " + work + " is kept)");
+    } catch (BuildKept e) {
+      keep = true;
+      throw e;
+    } finally {
+      if (!keep) {
+        delete(label, work, progress);
+      }
+    }
+  }
+
+  /**
+   * A build that ran but whose result is wrong: its directory is kept, and the message names it.
+   */
+  static final class BuildKept extends WorkspaceException {
+    private static final long serialVersionUID = 1L;
+
+    BuildKept(String message) {
+      super(message);
     }
   }
 

@@ -107,47 +107,43 @@ final class FixedCrun {
             + (wantsCriu ? " with CRIU support" : "")
             + " (about a minute)");
     long start = System.nanoTime();
-    Path work = DebianSource.workDirectory("crun");
-    boolean keep = false;
-    try {
-      DebianSource.Source source =
-          DebianSource.fetch(
-              "crun",
-              work,
-              v -> OciRuntime.atLeast(v, OciRuntime.FIRST_SAFE_CRUN),
-              "1.9 or newer",
-              progress);
-      DebianSource.installBuildPackages("crun", BUILD_PACKAGES, progress);
-      Path built = build(work, source, progress);
-      String version = OciRuntime.versionLine(built);
-      if (!OciRuntime.atLeast(version, OciRuntime.FIRST_SAFE_CRUN)) {
-        keep = true;
-        throw new WorkspaceException(
-            "crun: the binary built in " + work + " reports '" + version + "', not 1.9 or newer");
-      }
-      if (wantsCriu && !OciRuntime.supportsCheckpoint(built)) {
-        keep = true;
-        throw new WorkspaceException(
-            "crun: the binary built in " + work + " has no CRIU support (`crun --version`)");
-      }
-      DebianSource.place("crun", built, OciRuntime.FIXED_CRUN, "rwxr-xr-x");
-      progress.accept(
-          "crun: installed "
-              + version
-              + (wantsCriu ? " +CRIU" : "")
-              + " at "
-              + OciRuntime.FIXED_CRUN
-              + " in "
-              + (System.nanoTime() - start) / 1_000_000_000
-              + " s");
-    } catch (DebianSource.BuildFailed e) {
-      keep = true;
-      throw new WorkspaceException(e.getMessage() + " (the build directory " + work + " is kept)");
-    } finally {
-      if (!keep) {
-        DebianSource.delete("crun", work, progress);
-      }
-    }
+    DebianSource.inWorkDirectory(
+        "crun",
+        progress,
+        work -> {
+          DebianSource.Source source =
+              DebianSource.fetch(
+                  "crun",
+                  work,
+                  v -> OciRuntime.atLeast(v, OciRuntime.FIRST_SAFE_CRUN),
+                  "1.9 or newer",
+                  progress);
+          DebianSource.installBuildPackages("crun", BUILD_PACKAGES, progress);
+          Path built = build(work, source, progress);
+          String version = OciRuntime.versionLine(built);
+          if (!OciRuntime.atLeast(version, OciRuntime.FIRST_SAFE_CRUN)) {
+            throw new DebianSource.BuildKept(
+                "crun: the binary built in "
+                    + work
+                    + " reports '"
+                    + version
+                    + "', not 1.9 or newer");
+          }
+          if (wantsCriu && !OciRuntime.supportsCheckpoint(built)) {
+            throw new DebianSource.BuildKept(
+                "crun: the binary built in " + work + " has no CRIU support (`crun --version`)");
+          }
+          DebianSource.place("crun", built, OciRuntime.FIXED_CRUN, "rwxr-xr-x");
+          progress.accept(
+              "crun: installed "
+                  + version
+                  + (wantsCriu ? " +CRIU" : "")
+                  + " at "
+                  + OciRuntime.FIXED_CRUN
+                  + " in "
+                  + (System.nanoTime() - start) / 1_000_000_000
+                  + " s");
+        });
   }
 
   /** Unpacks, configures (with CRIU when setup's CRIU is installed) and compiles crun. */

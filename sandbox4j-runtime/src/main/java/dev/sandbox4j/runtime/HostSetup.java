@@ -457,17 +457,7 @@ public final class HostSetup {
     if (stream(List.of("apt-get", "update", "-q"), progress) != 0) {
       progress.accept("  apt-get update failed; trying to install from the current package lists");
     }
-    List<String> install =
-        new ArrayList<>(
-            List.of(
-                "apt-get",
-                "install",
-                "-y",
-                "-q",
-                "--no-install-recommends",
-                "-o",
-                "DPkg::Lock::Timeout=120"));
-    install.addAll(missing);
+    List<String> install = aptInstall(missing);
     progress.accept("$ apt-get install -y --no-install-recommends " + String.join(" ", missing));
     int exit = stream(install, progress);
     if (exit != 0) {
@@ -519,6 +509,22 @@ public final class HostSetup {
 
   /** One line of {@code /proc/self/mountinfo}: where, what type, with which super options. */
   record Mount(Path mountPoint, String fsType, List<String> options) {}
+
+  /** {@code apt-get install} of {@code packages}: quiet, no recommends, waiting for dpkg's lock. */
+  static List<String> aptInstall(List<String> packages) {
+    List<String> argv =
+        new ArrayList<>(
+            List.of(
+                "apt-get",
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "-o",
+                "DPkg::Lock::Timeout=120"));
+    argv.addAll(packages);
+    return argv;
+  }
 
   static List<Mount> mounts() {
     List<Mount> mounts = new ArrayList<>();
