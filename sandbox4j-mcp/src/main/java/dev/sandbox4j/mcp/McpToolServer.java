@@ -97,7 +97,8 @@ public final class McpToolServer {
             (exchange, request) ->
                 call(
                     tool,
-                    new Call(run, definition.name() + "-" + calls.incrementAndGet()),
+                    new Call(
+                        run, definition.name() + "-" + calls.incrementAndGet(), definition.name()),
                     request.arguments()))
         .build();
   }
@@ -147,12 +148,7 @@ public final class McpToolServer {
   }
 
   /** One call: its output while it runs goes nowhere (the client sees the result). */
-  private record Call(RunContext run, String toolCallId) implements ToolContext {
-    @Override
-    public String toolName() {
-      return toolCallId.substring(0, toolCallId.lastIndexOf('-'));
-    }
-
+  private record Call(RunContext run, String toolCallId, String toolName) implements ToolContext {
     @Override
     public void emitOutput(String stream, String text) {}
   }

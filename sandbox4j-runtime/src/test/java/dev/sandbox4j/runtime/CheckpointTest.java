@@ -1,10 +1,13 @@
 package dev.sandbox4j.runtime;
 
+import static dev.sandbox4j.runtime.SandboxProcesses.awaitAbove;
+import static dev.sandbox4j.runtime.SandboxProcesses.awaitProcess;
+import static dev.sandbox4j.runtime.SandboxProcesses.check;
+import static dev.sandbox4j.runtime.SandboxProcesses.counter;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.sandbox4j.workspace.BackgroundCommand;
 import dev.sandbox4j.workspace.Command;
-import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -217,36 +220,6 @@ class CheckpointTest {
     Workspace ws = Workspace.of(SANDBOXES.newBackend());
     own.add(ws.open());
     return ws;
-  }
-
-  private static String check(Workspace ws, String script) {
-    CommandResult r = ws.run(Command.shell(script), RunOptions.withTimeout(Duration.ofSeconds(60)));
-    assertThat(r.exitCode()).as(script + ": " + r.stderrText()).isZero();
-    return r.stdoutText().strip();
-  }
-
-  private static long counter(Workspace ws) {
-    return Long.parseLong(check(ws, "cat /tmp/c"));
-  }
-
-  /** Waits up to 5 s for the counter to pass {@code value}; returns it. */
-  private static long awaitAbove(Workspace ws, long value) throws InterruptedException {
-    long end = System.nanoTime() + Duration.ofSeconds(5).toNanos();
-    long now = counter(ws);
-    while (now <= value && System.nanoTime() < end) {
-      Thread.sleep(100);
-      now = counter(ws);
-    }
-    return now;
-  }
-
-  private static void awaitProcess(Workspace ws, String pattern) throws InterruptedException {
-    for (int i = 0; i < 100; i++) {
-      if (!check(ws, "pgrep -f '" + pattern + "' || true").isEmpty()) {
-        return;
-      }
-      Thread.sleep(50);
-    }
   }
 
   private static long p50(List<Duration> durations) {
