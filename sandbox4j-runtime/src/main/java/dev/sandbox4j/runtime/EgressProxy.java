@@ -852,10 +852,11 @@ final class EgressProxy implements AutoCloseable {
         plain.setSoTimeout(connectTimeout);
         s.startHandshake();
         return s;
-      } catch (SSLException e) {
+      } catch (IOException e) {
         closeQuietly(plain);
+        String why = e instanceof SocketTimeoutException ? "timed out" : e.getMessage();
         throw new Refusal(
-            502, "sandbox4j egress proxy: TLS to " + target.host() + " failed: " + e.getMessage());
+            502, "sandbox4j egress proxy: TLS to " + target.host() + " failed: " + why);
       }
     }
   }
