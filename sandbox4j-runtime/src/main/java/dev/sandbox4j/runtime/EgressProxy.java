@@ -317,6 +317,11 @@ final class EgressProxy implements AutoCloseable {
       } catch (IOException e) {
         if (!closed) {
           LOG.log(Level.WARNING, "egress proxy accept failed", e);
+          try {
+            Thread.sleep(50); // out of descriptors, say: do not spin while it lasts
+          } catch (InterruptedException ie) {
+            return;
+          }
         }
         continue;
       }
@@ -616,6 +621,9 @@ final class EgressProxy implements AutoCloseable {
         throws IOException, HttpWire.Malformed, Refusal {
       String method = parts[0];
       HttpWire.Framing body = HttpWire.requestFraming(head);
+      if (parts[2].equals("HTTP/1.0") && body instanceof HttpWire.Framing.Chunked) {
+        throw new HttpWire.Malformed(400, "HTTP/1.0 has no chunked encoding");
+      }
       boolean clientKeepAlive =
           parts[2].equals("HTTP/1.1")
               ? !head.hasToken("Connection", "close")
@@ -721,7 +729,8 @@ final class EgressProxy implements AutoCloseable {
       }
       inject.keySet().forEach(k -> drop.add(k.toLowerCase(Locale.ROOT)));
       StringBuilder b = new StringBuilder(512);
-      b.append(parts[0]).append(' ').append(parts[1]).append(" HTTP/1.1\r\n");
+      // An HTTP/1.0 client's request goes up as 1.0, so no chunked answer comes back to it.
+      b.append(parts[0]).append(' ').append(parts[1]).append(' ').append(parts[2]).append("\r\n");
       String hostHeader = target.host().contains(":") ? "[" + target.host() + "]" : target.host();
       b.append("Host: ").append(hostHeader);
       if (target.port() != (tls ? 443 : 80)) {
