@@ -325,21 +325,32 @@ final class EgressProxy implements AutoCloseable {
         }
         continue;
       }
-      Thread.ofVirtual().name("egress-proxy-conn").start(() -> serve(client));
+      // Counted here, in accept order, so the limits do not depend on thread scheduling.
+      InetAddress source = client.getInetAddress();
+      // compute/computeIfPresent: a count and its removal at zero are atomic per source.
+      int count =
+          perClient
+              .compute(source, (k, v) -> v == null ? new AtomicInteger(1) : increment(v))
+              .get();
+      boolean admitted = connections.tryAcquire();
+      open.add(client);
+      Thread.ofVirtual()
+          .name("egress-proxy-conn")
+          .start(() -> serve(client, source, admitted && count <= maxPerClient, admitted));
     }
+  }
+
+  private static AtomicInteger increment(AtomicInteger v) {
+    v.incrementAndGet();
+    return v;
   }
 
   // ---- one client connection ----
 
-  private void serve(Socket client) {
-    InetAddress source = client.getInetAddress();
-    AtomicInteger mine = perClient.computeIfAbsent(source, k -> new AtomicInteger());
-    boolean admitted = connections.tryAcquire();
-    int count = mine.incrementAndGet();
-    open.add(client);
+  private void serve(Socket client, InetAddress source, boolean serve, boolean holdsPermit) {
     try {
       client.setTcpNoDelay(true);
-      if (!admitted || count > maxPerClient) {
+      if (!serve) {
         client.setSoTimeout(1_000);
         respond(
             client.getOutputStream(),
@@ -353,12 +364,10 @@ final class EgressProxy implements AutoCloseable {
     } finally {
       open.remove(client);
       closeQuietly(client);
-      if (admitted) {
+      if (holdsPermit) {
         connections.release();
       }
-      if (mine.decrementAndGet() == 0) {
-        perClient.remove(source, mine);
-      }
+      perClient.computeIfPresent(source, (k, v) -> v.decrementAndGet() == 0 ? null : v);
     }
   }
 

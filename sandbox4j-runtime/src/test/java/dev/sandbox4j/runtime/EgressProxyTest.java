@@ -476,6 +476,63 @@ class EgressProxyTest {
   }
 
   @Test
+  void connectionsBeyondTheClientsShareAreRefused() throws Exception {
+    policies.put(SANDBOX, EgressPolicy.all());
+    try (EgressProxy small =
+            EgressProxy.builder(source -> Optional.ofNullable(policies.get(source)))
+                .home(home)
+                .bind(addr("127.0.0.1"), 0)
+                .alsoPublic("127.0.1.0/24")
+                .maxConnections(10, 2)
+                .start();
+        Socket idle1 = client(SANDBOX, small);
+        Socket idle2 = client(SANDBOX, small)) {
+      // Two connections that sent nothing yet hold the client's share; the proxy has them both
+      // once a third, from another source, is served.
+      policies.put(OTHER_SANDBOX, EgressPolicy.all());
+      try (Socket other = client(OTHER_SANDBOX, small)) {
+        assertThat(
+                exchange(
+                        other,
+                        "GET http://api.test:"
+                            + port(api)
+                            + "/ HTTP/1.1\r\n"
+                            + "Connection: close\r\n\r\n")
+                    .status())
+            .isEqualTo(200);
+      }
+      try (Socket third = client(SANDBOX, small)) {
+        Response r = readResponse(third.getInputStream());
+
+        assertThat(r.status()).isEqualTo(503);
+        assertThat(r.body()).contains("too many open connections from 127.0.0.2");
+      }
+    }
+  }
+
+  @Test
+  void anIdleTunnelIsClosed() throws Exception {
+    policies.put(SANDBOX, EgressPolicy.all());
+    try (EgressProxy quick =
+        EgressProxy.builder(source -> Optional.ofNullable(policies.get(source)))
+            .home(home)
+            .bind(addr("127.0.0.1"), 0)
+            .alsoPublic("127.0.1.0/24")
+            .idleTimeout(Duration.ofSeconds(1))
+            .start()) {
+      Tunnel t = connect(SANDBOX, "api.test:" + echo.getLocalPort(), quick);
+      assertThat(t.status).isEqualTo(200);
+      try (Socket s = t.socket) {
+        s.getOutputStream().write("ping".getBytes());
+        assertThat(s.getInputStream().readNBytes(4)).isEqualTo("ping".getBytes());
+        // Nothing more either way: the proxy ends the tunnel; without it this read times out.
+        s.setSoTimeout(60_000);
+        assertThat(s.getInputStream().read()).isEqualTo(-1);
+      }
+    }
+  }
+
+  @Test
   void originFormRequestsAreToldToUseTheProxyAsAProxy() throws Exception {
     policies.put(SANDBOX, EgressPolicy.all());
 
@@ -510,9 +567,13 @@ class EgressProxyTest {
   }
 
   static Socket client(InetAddress source) throws IOException {
+    return client(source, proxy);
+  }
+
+  static Socket client(InetAddress source, EgressProxy to) throws IOException {
     Socket s = new Socket();
     s.bind(new InetSocketAddress(source, 0));
-    s.connect(proxy.address(), 5_000);
+    s.connect(to.address(), 5_000);
     s.setSoTimeout(30_000);
     return s;
   }
@@ -586,7 +647,11 @@ class EgressProxyTest {
   }
 
   static Tunnel connect(InetAddress source, String authority) throws IOException {
-    Socket s = client(source);
+    return connect(source, authority, proxy);
+  }
+
+  static Tunnel connect(InetAddress source, String authority, EgressProxy to) throws IOException {
+    Socket s = client(source, to);
     s.getOutputStream()
         .write(
             ("CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n").getBytes());
