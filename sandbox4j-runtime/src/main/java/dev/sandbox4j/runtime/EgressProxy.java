@@ -412,7 +412,7 @@ final class EgressProxy implements AutoCloseable {
             connect(parts[1], policy, in, out);
             return;
           }
-          if (!forward(parts, head, policy, in, out, client)) {
+          if (!forward(parts, head, policy, in, out)) {
             return;
           }
         } catch (HttpWire.Malformed e) {
@@ -576,12 +576,7 @@ final class EgressProxy implements AutoCloseable {
 
     /** Forwards one absolute-form request; whether the client connection may carry another. */
     private boolean forward(
-        String[] parts,
-        HttpWire.Head head,
-        EgressPolicy policy,
-        HttpWire in,
-        OutputStream out,
-        Socket socket)
+        String[] parts, HttpWire.Head head, EgressPolicy policy, HttpWire in, OutputStream out)
         throws IOException, HttpWire.Malformed, Refusal {
       String uri = parts[1];
       if (!uri.regionMatches(true, 0, "http://", 0, 7)) {
@@ -661,6 +656,7 @@ final class EgressProxy implements AutoCloseable {
         while (true) {
           try {
             response = upIn.readHead(System.nanoTime() + (long) idleTimeout * 1_000_000);
+            status = response == null ? 0 : statusOf(response);
           } catch (HttpWire.Malformed e) {
             throw new Refusal(
                 502,
@@ -679,7 +675,6 @@ final class EgressProxy implements AutoCloseable {
                     + target.host()
                     + " closed the connection without a response");
           }
-          status = statusOf(response);
           if (status == 100 || status == 102 || status == 103) {
             if (status != 100) {
               writeResponseHead(out, response, false);
