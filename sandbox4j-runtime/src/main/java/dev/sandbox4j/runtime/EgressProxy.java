@@ -112,7 +112,7 @@ final class EgressProxy implements AutoCloseable {
   private final PolicyLookup lookup;
   private final EgressResolver resolver;
   private final ProxyCaSource ca;
-  private final SSLSocketFactory upstreamTls;
+  private final UpstreamTrust upstreamTrust;
   private final Predicate<InetAddress> isPublic;
   private final int connectTimeout;
   private final int idleTimeout;
@@ -156,6 +156,40 @@ final class EgressProxy implements AutoCloseable {
   }
 
   /**
+   * PEM certificates the proxy trusts for upstream TLS besides the JDK's (a test's fake servers);
+   * re-read when it changes.
+   */
+  static Path upstreamTrustFile(Path home) {
+    return home.resolve("network").resolve("upstream-trust.pem");
+  }
+
+  /** The client TLS factory for upstream servers, rebuilt when the extra trust file changes. */
+  private static final class UpstreamTrust {
+    private final Path file;
+
+    /** Guarded by {@code this}. */
+    private SSLSocketFactory factory;
+
+    private String seen;
+
+    UpstreamTrust(Path file) {
+      this.file = file;
+    }
+
+    synchronized SSLSocketFactory factory() throws GeneralSecurityException, IOException {
+      String now = "none";
+      if (file != null && Files.exists(file)) {
+        now = Files.getLastModifiedTime(file) + "/" + Files.size(file);
+      }
+      if (factory == null || !now.equals(seen)) {
+        factory = upstreamContext(now.equals("none") ? null : file).getSocketFactory();
+        seen = now;
+      }
+      return factory;
+    }
+  }
+
+  /**
    * The PEM certificate of {@code home}'s proxy CA (created if missing), for net-core to install
    * into a sandbox whose policy intercepts TLS.
    */
@@ -188,10 +222,14 @@ final class EgressProxy implements AutoCloseable {
       this.lookup = java.util.Objects.requireNonNull(lookup, "lookup");
     }
 
-    /** The home's hosts file and CA directory. */
+    /**
+     * The home's hosts file, CA directory and extra upstream trust file ({@code
+     * network/upstream-trust.pem}, used if present).
+     */
     Builder home(Path home) {
       this.hostsFile = EgressProxy.hostsFile(home);
       this.caDirectory = EgressProxy.caDirectory(home);
+      this.upstreamTrust = EgressProxy.upstreamTrustFile(home);
       return this;
     }
 
@@ -263,8 +301,9 @@ final class EgressProxy implements AutoCloseable {
     this.lookup = b.lookup;
     this.resolver = new EgressResolver(b.hostsFile);
     this.ca = new ProxyCaSource(b.caDirectory);
+    this.upstreamTrust = new UpstreamTrust(b.upstreamTrust);
     try {
-      this.upstreamTls = upstreamContext(b.upstreamTrust).getSocketFactory();
+      upstreamTrust.factory(); // a broken trust file is an error at start, not per request
     } catch (GeneralSecurityException e) {
       throw new IOException("cannot set up upstream TLS: " + e.getMessage(), e);
     }
@@ -854,7 +893,8 @@ final class EgressProxy implements AutoCloseable {
       Socket plain = open(target);
       try {
         SSLSocket s =
-            (SSLSocket) upstreamTls.createSocket(plain, target.host(), target.port(), true);
+            (SSLSocket)
+                upstreamTrust.factory().createSocket(plain, target.host(), target.port(), true);
         SSLParameters p = s.getSSLParameters();
         p.setEndpointIdentificationAlgorithm("HTTPS");
         p.setApplicationProtocols(new String[] {"http/1.1"});
@@ -865,7 +905,7 @@ final class EgressProxy implements AutoCloseable {
         plain.setSoTimeout(connectTimeout);
         s.startHandshake();
         return s;
-      } catch (IOException e) {
+      } catch (IOException | GeneralSecurityException e) {
         closeQuietly(plain);
         String why = e instanceof SocketTimeoutException ? "timed out" : e.getMessage();
         throw new Refusal(
@@ -1092,10 +1132,11 @@ final class EgressProxy implements AutoCloseable {
       KeyStore store = KeyStore.getInstance("PKCS12");
       store.load(null, null);
       int i = 0;
-      for (var cert :
-          java.security.cert.CertificateFactory.getInstance("X.509")
-              .generateCertificates(Files.newInputStream(extraTrust))) {
-        store.setCertificateEntry("extra-" + i++, cert);
+      try (InputStream pem = Files.newInputStream(extraTrust)) {
+        for (var cert :
+            java.security.cert.CertificateFactory.getInstance("X.509").generateCertificates(pem)) {
+          store.setCertificateEntry("extra-" + i++, cert);
+        }
       }
       TrustManagerFactory f =
           TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());

@@ -45,12 +45,18 @@ final class PublicAddresses {
   /** Whether {@code address} is in the public internet: in no reserved range, not the host's. */
   static boolean isPublic(InetAddress address) {
     InetAddress a = unmapped(address);
+    return !inReservedRange(a) && !hostAddresses().contains(a);
+  }
+
+  /** Whether {@code address} is in one of the ranges that are never public. */
+  static boolean inReservedRange(InetAddress address) {
+    InetAddress a = unmapped(address);
     for (EgressPolicy.Cidr cidr : NON_PUBLIC) {
       if (cidr.contains(a)) {
-        return false;
+        return true;
       }
     }
-    return !hostAddresses().contains(a);
+    return false;
   }
 
   /**

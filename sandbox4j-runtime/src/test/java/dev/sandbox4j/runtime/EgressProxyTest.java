@@ -94,8 +94,9 @@ class EgressProxyTest {
     secure.createContext("/", ex -> record(ex, seenTls));
     secure.setExecutor(Executors.newVirtualThreadPerTaskExecutor());
     secure.start();
-    Path trust = home.resolve("upstream-trust.pem");
-    Files.writeString(trust, realWorldCa.certificatePem());
+    Files.createDirectories(home.resolve("network"));
+    // The home's extra upstream trust: the proxy verifies secure.test against it.
+    Files.writeString(EgressProxy.upstreamTrustFile(home), realWorldCa.certificatePem());
 
     echo = new ServerSocket(0, 50, addr("127.0.1.1"));
     Thread.ofVirtual()
@@ -132,7 +133,6 @@ class EgressProxyTest {
         EgressProxy.builder(source -> Optional.ofNullable(policies.get(source)))
             .home(home)
             .bind(addr("127.0.0.1"), 0)
-            .upstreamTrust(trust)
             .alsoPublic("127.0.1.0/24")
             .headTimeout(Duration.ofSeconds(2))
             .start();
