@@ -285,6 +285,15 @@ final class EgressProxy implements AutoCloseable {
       return this;
     }
 
+    /**
+     * How long a tunnel of an intercepting policy waits for the client's first byte before taking
+     * it for a server-speaks-first protocol and tunnelling it blindly.
+     */
+    Builder tlsSniff(Duration d) {
+      this.tlsSniff = d;
+      return this;
+    }
+
     Builder maxConnections(int total, int perClient) {
       this.maxConnections = total;
       this.maxPerClient = perClient;

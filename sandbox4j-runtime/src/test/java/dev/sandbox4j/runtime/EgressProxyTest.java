@@ -135,6 +135,7 @@ class EgressProxyTest {
             .bind(addr("127.0.0.1"), 0)
             .alsoPublic("127.0.1.0/24")
             .headTimeout(Duration.ofSeconds(2))
+            .tlsSniff(Duration.ofSeconds(20)) // a loaded machine must not turn TLS into a tunnel
             .start();
   }
 
@@ -361,6 +362,23 @@ class EgressProxyTest {
         .containsExactlyInAnyOrder(
             java.nio.file.attribute.PosixFilePermission.OWNER_READ,
             java.nio.file.attribute.PosixFilePermission.OWNER_WRITE);
+  }
+
+  @Test
+  void underInterceptionATunnelThatDoesNotStartWithTlsStaysOpaque() throws Exception {
+    policies.put(
+        SANDBOX,
+        EgressPolicy.allow("api.test")
+            .withHeader("api.test", "X-Key", SECRET)
+            .withInterceptTls(true));
+
+    Tunnel t = connect(SANDBOX, "api.test:" + echo.getLocalPort());
+    try (Socket s = t.socket) {
+      s.getOutputStream().write("plain bytes, not TLS".getBytes());
+      s.shutdownOutput();
+
+      assertThat(new String(s.getInputStream().readAllBytes())).isEqualTo("plain bytes, not TLS");
+    }
   }
 
   @Test
@@ -673,6 +691,16 @@ class EgressProxyTest {
   }
 
   static SSLSocket tls(Socket plain, String host, X509Certificate trusted) throws Exception {
+    SSLSocket s =
+        (SSLSocket) clientContext(trusted).getSocketFactory().createSocket(plain, host, 443, true);
+    SSLParameters p = s.getSSLParameters();
+    p.setEndpointIdentificationAlgorithm("HTTPS");
+    s.setSSLParameters(p);
+    s.startHandshake();
+    return s;
+  }
+
+  static SSLContext clientContext(X509Certificate trusted) throws Exception {
     KeyStore ts = KeyStore.getInstance("PKCS12");
     ts.load(null, null);
     ts.setCertificateEntry("ca", trusted);
@@ -681,12 +709,7 @@ class EgressProxyTest {
     tmf.init(ts);
     SSLContext c = SSLContext.getInstance("TLS");
     c.init(null, tmf.getTrustManagers(), null);
-    SSLSocket s = (SSLSocket) c.getSocketFactory().createSocket(plain, host, 443, true);
-    SSLParameters p = s.getSSLParameters();
-    p.setEndpointIdentificationAlgorithm("HTTPS");
-    s.setSSLParameters(p);
-    s.startHandshake();
-    return s;
+    return c;
   }
 
   static javax.security.auth.x500.X500Principal issuer(SSLSocket s) throws Exception {
