@@ -382,6 +382,51 @@ class EgressProxyTest {
   }
 
   @Test
+  void theJdksHttpClientWorksThroughTheProxyForHttpAndInterceptedHttps() throws Exception {
+    policies.put(
+        SANDBOX,
+        EgressPolicy.allow("api.test", "secure.test")
+            .withHeader("*.test", "X-Key", SECRET)
+            .withInterceptTls(true));
+    X509Certificate proxyCa = ProxyCa.readCertificate(EgressProxy.caCertificatePem(home));
+    try (java.net.http.HttpClient http =
+        java.net.http.HttpClient.newBuilder()
+            .proxy(java.net.ProxySelector.of(proxy.address()))
+            .localAddress(SANDBOX)
+            .sslContext(clientContext(proxyCa))
+            .build()) {
+      var plain =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(
+                      java.net.URI.create("http://api.test:" + port(api) + "/a"))
+                  .POST(java.net.http.HttpRequest.BodyPublishers.ofString("body"))
+                  .build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      var tls =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(
+                      java.net.URI.create("https://secure.test:" + port(secure) + "/b"))
+                  .build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      var denied =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(
+                      java.net.URI.create("http://other.test:" + port(api) + "/c"))
+                  .build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+
+      assertThat(plain.statusCode()).isEqualTo(200);
+      assertThat(plain.body()).isEqualTo("POST /a body");
+      assertThat(seen.getFirst().get("X-key")).containsExactly(SECRET);
+      assertThat(tls.statusCode()).isEqualTo(200);
+      assertThat(tls.body()).isEqualTo("GET /b");
+      assertThat(seenTls.getFirst().get("X-key")).containsExactly(SECRET);
+      assertThat(denied.statusCode()).isEqualTo(403);
+      assertThat(denied.body()).startsWith("sandbox4j egress policy denies other.test");
+    }
+  }
+
+  @Test
   void interceptionRefusesAServerItCannotVerify() throws Exception {
     // The echo server sends the proxy's ClientHello back: the TLS handshake upstream fails.
     policies.put(SANDBOX, EgressPolicy.allow("api.test").withInterceptTls(true));
