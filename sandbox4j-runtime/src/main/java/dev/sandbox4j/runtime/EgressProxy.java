@@ -107,6 +107,12 @@ final class EgressProxy implements AutoCloseable {
           "expect");
 
   private static final int BUFFER = 64 * 1024;
+
+  /**
+   * Output buffers gather heads; bodies pass them by (a write larger than the buffer goes through).
+   */
+  private static final int HEAD_BUFFER = 16 * 1024;
+
   private static final byte TLS_HANDSHAKE = 0x16;
 
   private final PolicyLookup lookup;
@@ -444,7 +450,7 @@ final class EgressProxy implements AutoCloseable {
 
     void run() throws IOException {
       HttpWire in = new HttpWire(client, idleTimeout);
-      OutputStream out = new BufferedOutputStream(client.getOutputStream(), BUFFER);
+      OutputStream out = new BufferedOutputStream(client.getOutputStream(), HEAD_BUFFER);
       while (!closed) {
         HttpWire.Head head;
         String method;
@@ -578,7 +584,7 @@ final class EgressProxy implements AutoCloseable {
       open.add(tls);
       try {
         HttpWire in = new HttpWire(tls, idleTimeout);
-        OutputStream out = new BufferedOutputStream(tls.getOutputStream(), BUFFER);
+        OutputStream out = new BufferedOutputStream(tls.getOutputStream(), HEAD_BUFFER);
         EgressPolicy policy = firstPolicy;
         while (!closed) {
           try {
@@ -684,7 +690,7 @@ final class EgressProxy implements AutoCloseable {
       open.add(upstream);
       try {
         upstream.setSoTimeout(idleTimeout);
-        OutputStream up = new BufferedOutputStream(upstream.getOutputStream(), BUFFER);
+        OutputStream up = new BufferedOutputStream(upstream.getOutputStream(), HEAD_BUFFER);
         writeRequestHead(up, parts, head, policy, target, body, tls);
         if (head.hasToken("Expect", "100-continue")) {
           // The proxy asks upstream nothing about it: it says go on itself, then streams.

@@ -249,6 +249,7 @@ final class HttpWire extends InputStream {
         int r;
         while ((r = read(scratch, 0, scratch.length)) > 0) {
           out.write(scratch, 0, r);
+          flushIfDry(out);
         }
       }
       case Framing.Chunked c -> {
@@ -276,6 +277,7 @@ final class HttpWire extends InputStream {
           }
           out.write('\r');
           out.write('\n');
+          flushIfDry(out);
         }
         int total = 0;
         while (true) { // trailer fields, then the empty line
@@ -303,6 +305,17 @@ final class HttpWire extends InputStream {
       }
       out.write(scratch, 0, r);
       left -= r;
+      flushIfDry(out);
+    }
+  }
+
+  /**
+   * Flushes when nothing more is buffered here: a stream (server-sent events, a model's tokens)
+   * must reach the other side as it comes, not when a buffer fills.
+   */
+  private void flushIfDry(OutputStream out) throws IOException {
+    if (pos == lim) {
+      out.flush();
     }
   }
 

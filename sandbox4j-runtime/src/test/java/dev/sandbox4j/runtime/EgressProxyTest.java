@@ -57,6 +57,8 @@ class EgressProxyTest {
   static final List<Map<String, List<String>>> seen = new CopyOnWriteArrayList<>();
   static final List<Map<String, List<String>>> seenTls = new CopyOnWriteArrayList<>();
 
+  static final java.util.concurrent.CountDownLatch firstChunkSeen =
+      new java.util.concurrent.CountDownLatch(1);
   static HttpServer api; // api.test, www.api.test, other.test: 127.0.1.1
   static HttpServer hostLocal; // rebind.test: 127.0.0.1, not public
   static HttpsServer secure; // secure.test: 127.0.1.2, its own CA
@@ -68,6 +70,7 @@ class EgressProxyTest {
   static void start() throws Exception {
     api = HttpServer.create(new InetSocketAddress(addr("127.0.1.1"), 0), 50);
     api.createContext("/", ex -> record(ex, seen));
+    api.createContext("/stream", EgressProxyTest::stream);
     api.setExecutor(Executors.newVirtualThreadPerTaskExecutor());
     api.start();
     hostLocal = HttpServer.create(new InetSocketAddress(addr("127.0.0.1"), 0), 50);
@@ -298,6 +301,31 @@ class EgressProxyTest {
                 + "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n");
     assertThat(chunked.status()).isEqualTo(200);
     assertThat(chunked.body()).isEqualTo("POST /echo hello world");
+  }
+
+  @Test
+  void aStreamedResponseReachesTheClientAsItComes() throws Exception {
+    policies.put(SANDBOX, EgressPolicy.allow("api.test"));
+    try (Socket s = client(SANDBOX)) {
+      s.getOutputStream()
+          .write(
+              ("GET http://api.test:" + port(api) + "/stream HTTP/1.1\r\nConnection: close\r\n\r\n")
+                  .getBytes());
+      InputStream in = s.getInputStream();
+      assertThat(readLine(in)).isEqualTo("HTTP/1.1 200 OK");
+      while (!readLine(in).isEmpty()) {
+        // headers
+      }
+      // The server sends "second" only once the client has "first": a proxy that held the first
+      // chunk back until more came would make it send "late" instead, 30 s on.
+      int size = Integer.parseInt(readLine(in), 16);
+      assertThat(new String(in.readNBytes(size))).isEqualTo("first\n");
+      firstChunkSeen.countDown();
+      readLine(in);
+      size = Integer.parseInt(readLine(in), 16);
+
+      assertThat(new String(in.readNBytes(size))).isEqualTo("second\n");
+    }
   }
 
   @Test
@@ -626,6 +654,21 @@ class EgressProxyTest {
     ex.sendResponseHeaders(200, uri.contains("echo") ? 0 : out.length);
     try (OutputStream o = ex.getResponseBody()) {
       o.write(out);
+    }
+  }
+
+  static void stream(HttpExchange ex) throws IOException {
+    ex.sendResponseHeaders(200, 0);
+    try (OutputStream o = ex.getResponseBody()) {
+      o.write("first\n".getBytes());
+      o.flush();
+      boolean seen;
+      try {
+        seen = firstChunkSeen.await(30, java.util.concurrent.TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        seen = false;
+      }
+      o.write((seen ? "second\n" : "late\n").getBytes());
     }
   }
 
