@@ -36,7 +36,9 @@ import java.util.regex.Pattern;
  *       example.com} itself) and the listed CIDRs ({@code 203.0.113.0/24}; a bare address means
  *       that one address). A domain is reached through the proxy, which resolves it itself and
  *       refuses a name resolving to a non-public address unless a CIDR of the policy allows that
- *       address. Domains compare case-insensitively, a trailing dot ignored. Internationalized
+ *       address. A name that matches no domain rule is refused without being resolved, even if it
+ *       would resolve into an allowed CIDR: a denied name never reaches DNS, so it cannot carry
+ *       data out. Domains compare case-insensitively, a trailing dot ignored. Internationalized
  *       names are written in their ASCII ({@code xn--}) form.
  * </ul>
  *
