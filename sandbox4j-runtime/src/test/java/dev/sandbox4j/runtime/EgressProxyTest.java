@@ -624,6 +624,38 @@ class EgressProxyTest {
   }
 
   @Test
+  void garbageNeverReachesAServerNorStopsTheProxy() throws Exception {
+    policies.put(SANDBOX, EgressPolicy.allow("other.test"));
+    Random random = new Random(42);
+    String[] prefixes = {
+      "",
+      "GET ",
+      "GET http://api.test:" + port(api) + "/ HTTP/1.1\r\n",
+      "CONNECT api.test:",
+      "POST http://api.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    };
+    for (int i = 0; i < 200; i++) {
+      byte[] junk = new byte[random.nextInt(300)];
+      random.nextBytes(junk);
+      try (Socket s = client(SANDBOX)) {
+        s.getOutputStream().write(prefixes[i % prefixes.length].getBytes());
+        s.getOutputStream().write(junk);
+        s.shutdownOutput();
+        String first = readLine(s.getInputStream());
+        // An answer is an error status; no answer is a closed connection.
+        if (!first.isEmpty()) {
+          assertThat(first).as("answer to garbage #%d", i).matches("HTTP/1\\.1 [45]\\d\\d .*");
+        }
+      } catch (java.net.SocketException e) {
+        // the proxy reset a connection it gave up on: also an answer
+      }
+    }
+
+    assertThat(seen).isEmpty();
+    assertThat(get(SANDBOX, "http://other.test:" + port(api) + "/").status()).isEqualTo(200);
+  }
+
+  @Test
   void originFormRequestsAreToldToUseTheProxyAsAProxy() throws Exception {
     policies.put(SANDBOX, EgressPolicy.all());
 
