@@ -495,6 +495,73 @@ class EgressProxyTest {
   }
 
   @Test
+  void aServerThatIsNotThereIsABadGatewayForHttpAndConnect() throws Exception {
+    policies.put(SANDBOX, EgressPolicy.allow("api.test"));
+    int closedPort;
+    try (ServerSocket gone = new ServerSocket(0, 1, addr("127.0.1.1"))) {
+      closedPort = gone.getLocalPort();
+    }
+
+    Response r = get(SANDBOX, "http://api.test:" + closedPort + "/");
+    Tunnel t = connect(SANDBOX, "api.test:" + closedPort);
+
+    assertThat(r.status()).isEqualTo(502);
+    assertThat(r.body())
+        .startsWith("sandbox4j egress proxy: cannot connect to api.test:" + closedPort);
+    assertThat(t.status).isEqualTo(502);
+  }
+
+  @Test
+  void aFailingPolicyLookupIsAServerErrorNotAPass() throws Exception {
+    try (EgressProxy broken =
+        EgressProxy.builder(
+                source -> {
+                  throw new IllegalStateException("policy file unreadable");
+                })
+            .home(home)
+            .bind(addr("127.0.0.1"), 0)
+            .alsoPublic("127.0.1.0/24")
+            .start()) {
+      try (Socket s = client(SANDBOX, broken)) {
+        Response r =
+            exchange(
+                s, "GET http://api.test:" + port(api) + "/ HTTP/1.1\r\nConnection: close\r\n\r\n");
+
+        assertThat(r.status()).isEqualTo(500);
+        assertThat(r.body()).contains("policy file unreadable");
+      }
+    }
+    assertThat(seen).isEmpty();
+  }
+
+  @Test
+  void closingTheProxyEndsItsTunnels() throws Exception {
+    policies.put(SANDBOX, EgressPolicy.all());
+    EgressProxy closing =
+        EgressProxy.builder(source -> Optional.ofNullable(policies.get(source)))
+            .home(home)
+            .bind(addr("127.0.0.1"), 0)
+            .alsoPublic("127.0.1.0/24")
+            .start();
+    Tunnel t = connect(SANDBOX, "api.test:" + echo.getLocalPort(), closing);
+    try (Socket s = t.socket) {
+      s.getOutputStream().write("x".getBytes());
+      assertThat(s.getInputStream().read()).isEqualTo('x');
+
+      closing.close();
+
+      s.setSoTimeout(60_000);
+      int next;
+      try {
+        next = s.getInputStream().read();
+      } catch (java.net.SocketException reset) {
+        next = -1;
+      }
+      assertThat(next).isEqualTo(-1);
+    }
+  }
+
+  @Test
   void anUnknownSourceIsRefused() throws Exception {
     policies.put(SANDBOX, EgressPolicy.all());
 
