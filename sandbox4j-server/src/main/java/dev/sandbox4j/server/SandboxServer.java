@@ -93,6 +93,8 @@ public final class SandboxServer implements AutoCloseable {
       context.addServlet(new ServletHolder(m.servlet()), m.pathSpec());
     }
     context.addServlet(new ServletHolder(api), "/");
+    context.setErrorHandler(new JsonErrors.Servlets());
+    jetty.setErrorHandler(new JsonErrors.Core());
     jetty.setHandler(context);
   }
 
