@@ -108,6 +108,11 @@ final class TestServer implements AutoCloseable {
     return id;
   }
 
+  /** Destroys {@code id} on {@link #close} (a sandbox made by a fork). */
+  void track(String id) {
+    created.add(id);
+  }
+
   /** The NDJSON events of a POST exec. */
   List<JsonNode> exec(String key, String id, String json) throws IOException, InterruptedException {
     Answer a = call(key, "POST", "/v1/sandboxes/" + id + "/exec", json);
