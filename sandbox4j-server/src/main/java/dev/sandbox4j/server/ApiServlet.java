@@ -458,7 +458,7 @@ final class ApiServlet extends HttpServlet {
     JettyWebSocketServerContainer container =
         JettyWebSocketServerContainer.getContainer(getServletContext());
     if (!container.upgrade(
-        (req, resp) -> new WebSocketEndpoints.ExecSocket(ws, metrics, active, s -> {}),
+        (req, resp) -> new WebSocketEndpoints.ExecSocket(ws, metrics, active),
         c.request,
         c.response)) {
       throw ApiException.invalid(null, "the WebSocket upgrade failed");

@@ -8,7 +8,6 @@ import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.runtime.SnapshotInfo;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
-import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -76,20 +75,7 @@ final class Sandboxes {
   record View(Database.SandboxRow row, SandboxInfo info) {}
 
   View create(Organization org, CreateSpec spec) {
-    TokenBucket bucket =
-        createBuckets.computeIfAbsent(
-            org.id(), k -> new TokenBucket(limits.createBurst(), limits.createRefill()));
-    long waitMs = bucket.take();
-    if (waitMs > 0) {
-      long seconds = Math.max(1, (waitMs + 999) / 1000);
-      throw new ApiException(
-          429,
-          "rate_limited",
-          "too many sandboxes created: retry in " + seconds + " s",
-          null,
-          null,
-          seconds);
-    }
+    takeCreateToken(org);
     LocalSandbox.Builder b = configure(spec);
     String snapshotEngineName = null;
     if (spec.snapshot() != null) {
@@ -139,6 +125,24 @@ final class Sandboxes {
       return view(row);
     } finally {
       lock.unlock();
+    }
+  }
+
+  /** The create rate limit: a token from the organization's bucket, or {@code rate_limited}. */
+  private void takeCreateToken(Organization org) {
+    TokenBucket bucket =
+        createBuckets.computeIfAbsent(
+            org.id(), k -> new TokenBucket(limits.createBurst(), limits.createRefill()));
+    long waitMs = bucket.take();
+    if (waitMs > 0) {
+      long seconds = Math.max(1, (waitMs + 999) / 1000);
+      throw new ApiException(
+          429,
+          "rate_limited",
+          "too many sandboxes created: retry in " + seconds + " s",
+          null,
+          null,
+          seconds);
     }
   }
 
@@ -351,6 +355,7 @@ final class Sandboxes {
 
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
+    takeCreateToken(org);
     ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
     lock.lock();
     try {
@@ -464,10 +469,5 @@ final class Sandboxes {
     }
     String cut = s.length() > 80 ? s.substring(0, 80) + "..." : s;
     return cut.replaceAll("\\p{Cntrl}", "?");
-  }
-
-  /** Whether the engine says a sandbox is gone, so its row can be forgotten. */
-  static boolean gone(RuntimeException e) {
-    return e instanceof WorkspaceUnavailableException;
   }
 }
