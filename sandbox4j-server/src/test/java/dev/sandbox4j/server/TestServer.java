@@ -27,7 +27,7 @@ final class TestServer implements AutoCloseable {
   final Path data;
   final LocalSandbox engine;
   final List<String> logLines = new CopyOnWriteArrayList<>();
-  final HttpClient http = HttpClient.newHttpClient();
+  final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   SandboxServer server;
   private final List<String> created = new ArrayList<>();
 
