@@ -28,7 +28,8 @@ import java.util.stream.Collectors;
  *
  * <p>Every lookup by id goes through {@link #owned}: a sandbox of another organization, or one that
  * never existed, is the same {@code not_found}. Thread-safe: the database serializes its
- * statements; creation is serialized per organization so that the quota holds.
+ * statements; a create reserves its place under the quota under a per-organization lock, so
+ * concurrent creates run in parallel and still cannot overshoot the quota together.
  */
 final class Sandboxes {
 
@@ -44,6 +45,7 @@ final class Sandboxes {
   private final ServerLimits limits;
   private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
   private final Map<Long, ReentrantLock> createLocks = new ConcurrentHashMap<>();
+  private final Map<Long, Integer> pending = new ConcurrentHashMap<>(); // guarded by createLocks
   private final Map<Long, TokenBucket> createBuckets = new ConcurrentHashMap<>();
 
   Sandboxes(LocalSandbox engine, Database db, ServerLimits limits) {
@@ -101,10 +103,7 @@ final class Sandboxes {
     } catch (IllegalArgumentException e) {
       throw ApiException.invalid("snapshot", e.getMessage());
     }
-    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
-    lock.lock();
-    try {
-      checkQuota(org);
+    try (Reservation reserved = reserve(org)) {
       Workspace ws = Workspace.of(provider.newBackend());
       WorkspaceRef ref = ws.open();
       Database.SandboxRow row =
@@ -123,8 +122,6 @@ final class Sandboxes {
       }
       workspaces.put(ref.id(), ws);
       return view(row);
-    } finally {
-      lock.unlock();
     }
   }
 
@@ -146,13 +143,43 @@ final class Sandboxes {
     }
   }
 
-  private void checkQuota(Organization org) {
+  /** A place under the organization's quota, held while its sandbox is made and recorded. */
+  private interface Reservation extends AutoCloseable {
+    @Override
+    void close();
+  }
+
+  /**
+   * Reserves a place under the quota, or {@code quota_exceeded}. The check and the reservation
+   * happen under the organization's lock; the (slow) creation does not, so concurrent creates of
+   * one organization run in parallel and still cannot overshoot the quota together.
+   */
+  private Reservation reserve(Organization org) {
+    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
+    lock.lock();
+    try {
+      checkQuota(org, pending.getOrDefault(org.id(), 0));
+      pending.merge(org.id(), 1, Integer::sum);
+    } finally {
+      lock.unlock();
+    }
+    return () -> {
+      lock.lock();
+      try {
+        pending.merge(org.id(), -1, Integer::sum);
+      } finally {
+        lock.unlock();
+      }
+    };
+  }
+
+  private void checkQuota(Organization org, int pendingCreates) {
     List<Database.SandboxRow> rows = db.sandboxes(org.id(), null);
-    if (rows.size() < limits.maxSandboxesPerOrganization()) {
+    if (rows.size() + pendingCreates < limits.maxSandboxesPerOrganization()) {
       return;
     }
     Set<String> live = liveIds();
-    long count = 0;
+    long count = pendingCreates;
     for (Database.SandboxRow r : rows) {
       if (live.contains(r.id())) {
         count++;
@@ -356,10 +383,7 @@ final class Sandboxes {
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
     takeCreateToken(org);
-    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
-    lock.lock();
-    try {
-      checkQuota(org);
+    try (Reservation reserved = reserve(org)) {
       WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
       ForkResult result = filesOnly ? engine.forkFiles(ref) : engine.fork(ref);
       Database.SandboxRow child =
@@ -372,8 +396,6 @@ final class Sandboxes {
               Instant.now().toString());
       db.insertSandbox(child);
       return new Fork(view(child), result);
-    } finally {
-      lock.unlock();
     }
   }
 
