@@ -27,6 +27,24 @@ class MountTest {
     protected void doGet(HttpServletRequest request, HttpServletResponse response)
         throws IOException {
       Tenant tenant = Tenant.of(request);
+      if (request.getParameter("async") != null) { // as the MCP transport answers: later, elsewhere
+        var async = request.startAsync();
+        Thread.ofVirtual()
+            .start(
+                () -> {
+                  try {
+                    async
+                        .getResponse()
+                        .getOutputStream()
+                        .write(("async " + tenant.organization()).getBytes(StandardCharsets.UTF_8));
+                  } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                  } finally {
+                    async.complete();
+                  }
+                });
+        return;
+      }
       String id = request.getParameter("sandbox");
       String body = tenant.organization();
       if ("new".equals(id)) {
@@ -54,6 +72,7 @@ class MountTest {
       assertThat(anonymous.status()).isEqualTo(401);
       assertThat(anonymous.error().get("code").asText()).isEqualTo("unauthenticated");
       assertThat(s.call(a, "GET", "/tenant/x", null).text()).isEqualTo("mount-a");
+      assertThat(s.call(a, "GET", "/tenant/x?async=1", null).text()).isEqualTo("async mount-a");
 
       String created = s.call(a, "GET", "/tenant/x?sandbox=new", null).text();
       assertThat(created).startsWith("mount-a created ");
