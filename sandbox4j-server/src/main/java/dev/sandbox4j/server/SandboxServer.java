@@ -16,6 +16,8 @@ import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.ee10.websocket.server.config.JettyWebSocketServletContainerInitializer;
+import org.eclipse.jetty.server.HttpConfiguration;
+import org.eclipse.jetty.server.HttpConnectionFactory;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.util.thread.QueuedThreadPool;
@@ -70,7 +72,11 @@ public final class SandboxServer implements AutoCloseable {
     threads.setName("sandbox4j-server");
     threads.setVirtualThreadsExecutor(Executors.newVirtualThreadPerTaskExecutor());
     this.jetty = new Server(threads);
-    this.connector = new ServerConnector(jetty);
+    HttpConfiguration http = new HttpConfiguration();
+    http.setSendServerVersion(false);
+    // a 4096-byte sandbox path, percent-encoded, is up to 12 KiB of request line
+    http.setRequestHeaderSize(32 * 1024);
+    this.connector = new ServerConnector(jetty, new HttpConnectionFactory(http));
     connector.setHost(b.host);
     connector.setPort(b.port);
     // an exec may be silent for as long as the engine lets it (30 min without output)
