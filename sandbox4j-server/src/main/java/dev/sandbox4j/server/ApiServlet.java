@@ -61,6 +61,7 @@ final class ApiServlet extends HttpServlet {
   private final transient RequestLog log;
   private final transient ActiveExecs active;
   private final long maxJsonBytes;
+  private final Duration keepAlive;
   private final transient List<Route> routes;
   private final transient Map<String, Background> commands = new ConcurrentHashMap<>();
   private final byte[] openApi;
@@ -74,7 +75,9 @@ final class ApiServlet extends HttpServlet {
       Metrics metrics,
       RequestLog log,
       ActiveExecs active,
-      long maxJsonBytes) {
+      long maxJsonBytes,
+      Duration keepAlive) {
+    this.keepAlive = keepAlive;
     this.sandboxes = sandboxes;
     this.db = db;
     this.metrics = metrics;
@@ -440,10 +443,25 @@ final class ApiServlet extends HttpServlet {
             },
             metrics);
     active.add(run);
+    Thread keeper =
+        Thread.ofVirtual()
+            .name("sandbox4j-exec-keepalive")
+            .start(
+                () -> {
+                  try {
+                    while (true) {
+                      Thread.sleep(keepAlive);
+                      run.keepAlive();
+                    }
+                  } catch (InterruptedException e) {
+                    // the command ended
+                  }
+                });
     try {
       out.flush(); // the status line now: the client knows the command started
       run.run();
     } finally {
+      keeper.interrupt();
       active.remove(run);
     }
   }

@@ -66,7 +66,8 @@ public final class SandboxServer implements AutoCloseable {
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
     this.active = new ActiveExecs();
-    this.api = new ApiServlet(sandboxes, db, metrics, log, active, limits.maxJsonBytes());
+    this.api =
+        new ApiServlet(sandboxes, db, metrics, log, active, limits.maxJsonBytes(), b.keepAlive);
 
     QueuedThreadPool threads = new QueuedThreadPool();
     threads.setName("sandbox4j-server");
@@ -179,6 +180,7 @@ public final class SandboxServer implements AutoCloseable {
     private Duration createRefill = ServerLimits.DEFAULTS.createRefill();
     private long maxJsonBytes = ServerLimits.DEFAULTS.maxJsonBytes();
     private Consumer<String> requestLog = System.err::println;
+    private Duration keepAlive = Duration.ofSeconds(15);
     private final List<Mount> mounts = new ArrayList<>();
 
     private Builder() {}
@@ -270,6 +272,12 @@ public final class SandboxServer implements AutoCloseable {
             "pathSpec must be a path of its own such as /mcp/*, was " + pathSpec);
       }
       mounts.add(new Mount(pathSpec, servlet));
+      return this;
+    }
+
+    /** How often a silent NDJSON exec stream gets a keepalive event (tests shorten it). */
+    Builder keepAlive(Duration interval) {
+      this.keepAlive = Objects.requireNonNull(interval, "interval");
       return this;
     }
 
