@@ -160,6 +160,25 @@ class ServerApiTest {
   }
 
   @Test
+  void webSocketBadRequestsAndFramesAreErrorEventsNamingTheField() throws Exception {
+    Socket bad = Socket.open(s, key, sandbox);
+    bad.send("{\"argv\": [\"true\"], \"timeoutMs\": -5}");
+    assertThat(bad.closed.get(30, TimeUnit.SECONDS)).isEqualTo(1008);
+    JsonNode error = bad.events().getLast();
+    assertThat(error.get("type").asText()).isEqualTo("error");
+    assertThat(error.get("error").get("code").asText()).isEqualTo("invalid_request");
+    assertThat(error.get("error").get("field").asText()).isEqualTo("timeoutMs");
+
+    Socket badFrame = Socket.open(s, key, sandbox);
+    badFrame.send("{\"shell\": \"echo ready; sleep 1000\"}");
+    badFrame.awaitOutput("ready");
+    badFrame.send("{\"type\": \"stdin\", \"data\": 5}");
+    assertThat(badFrame.closed.get(30, TimeUnit.SECONDS)).isEqualTo(1008);
+    assertThat(badFrame.events().getLast().get("error").get("field").asText()).isEqualTo("data");
+    assertThat(badFrame.events()).noneMatch(e -> e.get("type").asText().equals("exit"));
+  }
+
+  @Test
   void closingTheWebSocketKillsTheCommand() throws Exception {
     Socket ws = Socket.open(s, key, sandbox);
     ws.send("{\"shell\": \"echo $$ > /tmp/ws-close; echo ready; sleep 1000\"}");
