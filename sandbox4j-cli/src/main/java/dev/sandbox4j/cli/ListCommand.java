@@ -23,12 +23,13 @@ import picocli.CommandLine.Spec;
       "Local sandboxes show their state (running, suspended, stopped, hibernated; creating or"
           + " destroying while that happens), image, creation time (UTC), when a timer destroys"
           + " them at the latest (ENDS: the end of their lifetime or their --delete-after time) and"
-          + " labels; host workspaces have none of these ('-')."
+          + " labels, and the URL serving their ports (PORTURL, {port} standing for the port: see"
+          + " 'sandbox4j url'); host workspaces have none of these ('-')."
     })
 final class ListCommand implements Callable<Integer> {
 
   private static final List<String> COLUMNS =
-      List.of("state", "image", "created", "ends", "labels");
+      List.of("state", "image", "created", "ends", "labels", "portUrl");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -45,7 +46,7 @@ final class ListCommand implements Callable<Integer> {
           "Print a JSON array instead: objects with provider and id, and for local sandboxes"
               + " state, image, created, labels, cpus, memoryBytes, pids, and timers"
               + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
-              + " with ends.")
+              + " with ends, and portUrl.")
   boolean json;
 
   @Override

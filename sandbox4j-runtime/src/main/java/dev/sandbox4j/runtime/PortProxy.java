@@ -76,6 +76,9 @@ final class PortProxy implements AutoCloseable {
   private static final int HEAD_TIMEOUT_MILLIS = 30_000;
   private static final int BUFFER = 32 * 1024;
   private static final long TOUCH_EVERY_NANOS = 1_000_000_000L;
+  private static final long WAKE_CHECK_NANOS = 100_000_000L;
+  private static final long SWITCH_WAIT_MILLIS = 2_000;
+  private static final int MAX_CHUNK_LINE = 4096;
   private static final Pattern HOST =
       Pattern.compile("([1-9][0-9]{0,4})-([a-z0-9]{1,32})\\.localhost(?::([0-9]{1,5}))?");
   private static final Pattern TOKEN_CHARS = Pattern.compile("[!#$%&'*+.^_`|~0-9A-Za-z-]+");
@@ -338,54 +341,168 @@ final class PortProxy implements AutoCloseable {
 
   /** One client connection of the HTTP proxy. */
   private void serveHttp(Socket client) {
+    HttpConnection connection = new HttpConnection(client);
     try {
-      client.setTcpNoDelay(true);
-      client.setSoTimeout(HEAD_TIMEOUT_MILLIS);
-      InputStream in = client.getInputStream();
-      OutputStream out = client.getOutputStream();
-      Head head;
-      try {
-        head = Head.read(in);
-      } catch (BadRequest e) {
-        respond(out, e.status, e.getMessage());
-        return;
-      }
-      if (head == null) {
-        return; // closed before a request
-      }
-      Target target;
-      try {
-        target = target(head);
-      } catch (BadRequest e) {
-        respond(out, e.status, e.getMessage());
-        return;
-      }
-      client.setSoTimeout(0); // from here on idle connections (WebSockets) are legitimate
-      SocketChannel upstream = connectForClient(target.id(), target.port(), out);
-      if (upstream == null) {
-        return;
-      }
-      open.add(upstream.socket());
-      try {
-        OutputStream up = upstream.socket().getOutputStream();
-        up.write(head.forwarded());
-        up.flush();
-        pipe(client, upstream.socket(), target.id());
-      } finally {
-        open.remove(upstream.socket());
-        closeQuietly(upstream.socket());
-      }
+      connection.run();
     } catch (IOException e) {
       // the client or the server went away: nothing to answer
     } catch (RuntimeException e) {
       log.say("port proxy: " + e);
+    } finally {
+      connection.closeUpstream();
     }
+  }
+
+  /**
+   * A client connection: reads each request head and frames each request body (Content-Length or
+   * chunked), so that every request is checked and stripped of the token, while responses stream
+   * back untouched on their own thread. A request for another target than the connection's current
+   * upstream (a client that pools connections by address) ends that upstream and opens the new one,
+   * with the full checks; an upgrade request ({@code Upgrade:} WebSocket, h2c) turns the rest of
+   * the connection into a byte pipe to its target.
+   */
+  private final class HttpConnection {
+    private final Socket client;
+    private Target target; // the authorized target of the current upstream, or null
+    private Socket upstream;
+    private Thread downstream;
+    private Activity activity;
+    private volatile boolean switching;
+
+    HttpConnection(Socket client) {
+      this.client = client;
+    }
+
+    void run() throws IOException {
+      client.setTcpNoDelay(true);
+      client.setSoTimeout(HEAD_TIMEOUT_MILLIS);
+      ClientInput in = new ClientInput(client.getInputStream());
+      OutputStream out = client.getOutputStream();
+      while (true) {
+        Head head;
+        Target next;
+        try {
+          head = in.readHead();
+          if (head == null) {
+            endUpstream(); // the client is done: let the last response finish
+            return;
+          }
+          client.setSoTimeout(0); // idle keep-alive and upgraded connections are legitimate
+          next = target(head, target);
+          head.checkFraming();
+        } catch (BadRequest e) {
+          if (endUpstream()) {
+            respond(out, e.status, e.getMessage());
+          }
+          return;
+        }
+        if (!next.equals(target) || downstream == null || !downstream.isAlive()) {
+          if (target != null && !endUpstream()) {
+            return; // the previous response did not end: this connection cannot go on
+          }
+          Socket opened = connectForClient(next.id(), next.port(), out);
+          if (opened == null) {
+            return;
+          }
+          open(next, opened);
+        } else {
+          activity.wake();
+        }
+        OutputStream up = upstream.getOutputStream();
+        up.write(head.bytes());
+        if (head.isUpgrade()) {
+          in.spliceTo(up, activity);
+          upstream.shutdownOutput();
+          join(downstream, 0);
+          return;
+        }
+        try {
+          head.copyBody(in, up);
+        } catch (BadRequest e) {
+          return; // a malformed chunked body, half sent: only closing is left
+        }
+        up.flush();
+      }
+    }
+
+    private void open(Target next, Socket opened) {
+      target = next;
+      upstream = opened;
+      open.add(opened);
+      activity = new Activity(next.id(), engine.dir(next.id()));
+      switching = false;
+      Socket up = opened;
+      Activity a = activity;
+      downstream =
+          Thread.ofVirtual()
+              .start(
+                  () -> {
+                    try {
+                      copy(up.getInputStream(), client.getOutputStream(), a::touch);
+                      if (!switching) {
+                        client.shutdownOutput(); // as the server closed: a close-delimited body
+                      }
+                    } catch (IOException e) {
+                      if (!switching) {
+                        closeQuietly(client);
+                      }
+                    }
+                  });
+    }
+
+    /**
+     * Ends the current upstream after its response: half-closes it and waits a little for the
+     * server to finish and close; returns false if it did not (the connection must end).
+     */
+    private boolean endUpstream() {
+      if (upstream == null) {
+        return true;
+      }
+      switching = true;
+      boolean done;
+      try {
+        upstream.shutdownOutput();
+        done = join(downstream, SWITCH_WAIT_MILLIS);
+      } catch (IOException e) {
+        done = true; // already closed
+      }
+      closeUpstream();
+      return done;
+    }
+
+    void closeUpstream() {
+      if (upstream != null) {
+        open.remove(upstream);
+        closeQuietly(upstream);
+        join(downstream, SWITCH_WAIT_MILLIS);
+        upstream = null;
+        downstream = null;
+        target = null;
+      }
+    }
+  }
+
+  /** Waits for {@code t} to end, at most {@code millis} (0: no limit); whether it ended. */
+  private static boolean join(Thread t, long millis) {
+    try {
+      if (millis == 0) {
+        t.join();
+      } else {
+        t.join(millis);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    return !t.isAlive();
   }
 
   private record Target(String id, int port) {}
 
-  /** Checks the host, the sandbox and the token, and strips the token from the head. */
-  private Target target(Head head) throws BadRequest {
+  /**
+   * Checks the host, the sandbox and the token (unless the request is for {@code authorized}, the
+   * connection's current target), and strips the token from the head.
+   */
+  private Target target(Head head, Target authorized) throws BadRequest {
     List<String> hosts = head.values("host");
     if (hosts.size() != 1) {
       throw new BadRequest(400, "exactly one Host header is needed, " + hostForm());
@@ -403,6 +520,12 @@ final class PortProxy implements AutoCloseable {
     }
     String id = m.group(2);
     Path dir = engine.dir(id);
+    Target target = new Target(id, sandboxPort);
+    if (target.equals(authorized)) {
+      head.removeQueryParameter(TOKEN_PARAM);
+      head.removeHeader(TOKEN_HEADER.toLowerCase(Locale.ROOT));
+      return target;
+    }
     if (!engine.isAlive(id)) {
       throw new BadRequest(404, "no sandbox local:" + id + " here");
     }
@@ -433,7 +556,7 @@ final class PortProxy implements AutoCloseable {
                 + TOKEN_PARAM);
       }
     }
-    return new Target(id, sandboxPort);
+    return target;
   }
 
   private String hostForm() {
@@ -444,11 +567,10 @@ final class PortProxy implements AutoCloseable {
    * Wakes the sandbox if it sleeps, stamps it active, and connects to its port; on failure answers
    * the client itself and returns null.
    */
-  private SocketChannel connectForClient(String id, int sandboxPort, OutputStream out)
-      throws IOException {
+  private Socket connectForClient(String id, int sandboxPort, OutputStream out) throws IOException {
     String failure;
     try {
-      return wakeAndConnect(id, sandboxPort);
+      return wakeAndConnect(id, sandboxPort).socket();
     } catch (WorkspaceUnavailableException e) {
       respond(out, 404, "no sandbox local:" + id + " here: " + e.getMessage());
       return null;
@@ -475,24 +597,27 @@ final class PortProxy implements AutoCloseable {
     return NetNamespace.connect(engine, id, sandboxPort);
   }
 
-  /** Copies bytes both ways until both sides are done; stamps the sandbox active meanwhile. */
+  /**
+   * Copies bytes both ways until both sides are done. Bytes either way stamp the sandbox active;
+   * bytes from the client first wake it if it fell asleep since (a kept-alive connection outlives a
+   * suspend), checked at most every {@link #WAKE_CHECK_NANOS}.
+   */
   private void pipe(Socket client, Socket upstream, String id) throws IOException {
-    Path dir = engine.dir(id);
-    long[] lastTouch = {System.nanoTime()};
+    Activity activity = new Activity(id, engine.dir(id));
     Thread up =
         Thread.ofVirtual()
             .start(
                 () -> {
                   try {
-                    copy(client.getInputStream(), upstream.getOutputStream(), dir, lastTouch);
+                    copy(client.getInputStream(), upstream.getOutputStream(), activity::wake);
                     upstream.shutdownOutput();
-                  } catch (IOException e) {
+                  } catch (IOException | RuntimeException e) {
                     closeQuietly(upstream); // a broken half breaks the whole
                     closeQuietly(client);
                   }
                 });
     try {
-      copy(upstream.getInputStream(), client.getOutputStream(), dir, lastTouch);
+      copy(upstream.getInputStream(), client.getOutputStream(), activity::touch);
       client.shutdownOutput();
     } catch (IOException e) {
       closeQuietly(upstream);
@@ -505,18 +630,47 @@ final class PortProxy implements AutoCloseable {
     }
   }
 
-  private static void copy(InputStream from, OutputStream to, Path dir, long[] lastTouch)
+  /** The activity stamps of one connection: touched at most once a second. */
+  private final class Activity {
+    private final String id;
+    private final Path dir;
+    private volatile long lastTouch = System.nanoTime();
+    private volatile long lastWakeCheck = System.nanoTime();
+
+    Activity(String id, Path dir) {
+      this.id = id;
+      this.dir = dir;
+    }
+
+    void touch() {
+      long now = System.nanoTime();
+      if (now - lastTouch > TOUCH_EVERY_NANOS) {
+        lastTouch = now;
+        Timers.touch(dir);
+      }
+    }
+
+    void wake() {
+      long now = System.nanoTime();
+      if (now - lastWakeCheck > WAKE_CHECK_NANOS) {
+        lastWakeCheck = now;
+        lastTouch = now;
+        Timers.touch(dir); // before waking: the supervisor must not suspend it again
+        engine.wake(id); // unavailable once destroyed: ends the pipe
+      } else {
+        touch();
+      }
+    }
+  }
+
+  private static void copy(InputStream from, OutputStream to, Runnable beforeWrite)
       throws IOException {
     byte[] buffer = new byte[BUFFER];
     int n;
     while ((n = from.read(buffer)) >= 0) {
+      beforeWrite.run();
       to.write(buffer, 0, n);
       to.flush();
-      long now = System.nanoTime();
-      if (now - lastTouch[0] > TOUCH_EVERY_NANOS) {
-        lastTouch[0] = now;
-        Timers.touch(dir);
-      }
     }
   }
 
@@ -527,6 +681,7 @@ final class PortProxy implements AutoCloseable {
             + status
             + " "
             + reason(status)
+            + (status == 401 ? "\r\nWWW-Authenticate: " + TOKEN_HEADER : "")
             + "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
             + body.length
             + "\r\nConnection: close\r\n\r\n";
@@ -566,55 +721,130 @@ final class PortProxy implements AutoCloseable {
     }
   }
 
-  /** The first request of a connection: its line, its headers, and the bytes read past it. */
-  private static final class Head {
-    private final String method;
-    private String target;
-    private final String version;
-    private final List<String[]> headers; // name as sent, value
-    private final byte[] rest;
+  /** The client's bytes, buffered: request heads are parsed, bodies copied on as framed. */
+  private static final class ClientInput {
+    private final InputStream in;
+    private byte[] buf = new byte[16 * 1024];
+    private int pos;
+    private int lim;
 
-    private Head(
-        String method, String target, String version, List<String[]> headers, byte[] rest) {
-      this.method = method;
-      this.target = target;
-      this.version = version;
-      this.headers = headers;
-      this.rest = rest;
+    ClientInput(InputStream in) {
+      this.in = in;
     }
 
-    /** Reads and parses a head; null if the connection closes before any byte. */
-    static Head read(InputStream in) throws IOException, BadRequest {
-      byte[] buf = new byte[8192];
-      int len = 0;
-      int end;
+    /** The next request head; null if the client closed the connection between requests. */
+    Head readHead() throws IOException, BadRequest {
+      int scanned = 0; // bytes after pos already searched (offsets survive fill's compaction)
       while (true) {
-        end = headEnd(buf, len);
-        if (end >= 0) {
-          break;
+        for (int i = pos + Math.max(0, scanned - 3); i + 3 < lim; i++) {
+          if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') {
+            Head head = Head.parse(new String(buf, pos, i - pos, StandardCharsets.ISO_8859_1));
+            pos = i + 4;
+            return head;
+          }
         }
-        if (len == MAX_HEAD) {
+        scanned = lim - pos;
+        if (scanned >= MAX_HEAD) {
           throw new BadRequest(431, "request head larger than " + MAX_HEAD + " bytes");
-        }
-        if (len == buf.length) {
-          buf = java.util.Arrays.copyOf(buf, Math.min(buf.length * 2, MAX_HEAD));
         }
         int n;
         try {
-          n = in.read(buf, len, buf.length - len);
+          n = fill();
         } catch (SocketTimeoutException e) {
           throw new BadRequest(
               408, "no complete request head within " + HEAD_TIMEOUT_MILLIS + " ms");
         }
         if (n < 0) {
-          if (len == 0) {
+          if (lim == pos) {
             return null;
           }
           throw new BadRequest(400, "connection closed in the request head");
         }
-        len += n;
       }
-      String text = new String(buf, 0, end, StandardCharsets.ISO_8859_1);
+    }
+
+    /** Reads more bytes after {@code lim}, compacting or growing the buffer; -1 at EOF. */
+    private int fill() throws IOException {
+      if (lim == buf.length) {
+        if (pos > 0) {
+          System.arraycopy(buf, pos, buf, 0, lim - pos);
+          lim -= pos;
+          pos = 0;
+        } else {
+          buf = java.util.Arrays.copyOf(buf, buf.length * 2);
+        }
+      }
+      int n = in.read(buf, lim, buf.length - lim);
+      if (n > 0) {
+        lim += n;
+      }
+      return n;
+    }
+
+    /** Copies exactly {@code n} bytes to {@code out}. */
+    void copy(long n, OutputStream out) throws IOException {
+      while (n > 0) {
+        if (pos == lim) {
+          pos = lim = 0;
+          if (fill() < 0) {
+            throw new IOException("the client closed the connection in a request body");
+          }
+        }
+        int k = (int) Math.min(n, lim - pos);
+        out.write(buf, pos, k);
+        pos += k;
+        n -= k;
+      }
+    }
+
+    /** Reads a CRLF-terminated line (of a chunked body) and copies it on; returns it. */
+    String copyLine(OutputStream out) throws IOException, BadRequest {
+      int scanned = 0;
+      while (true) {
+        for (int i = pos + Math.max(0, scanned - 1); i + 1 < lim; i++) {
+          if (buf[i] == '\r' && buf[i + 1] == '\n') {
+            String line = new String(buf, pos, i - pos, StandardCharsets.ISO_8859_1);
+            out.write(buf, pos, i + 2 - pos);
+            pos = i + 2;
+            return line;
+          }
+        }
+        scanned = lim - pos;
+        if (scanned > MAX_CHUNK_LINE) {
+          throw new BadRequest(400, "chunk line longer than " + MAX_CHUNK_LINE + " bytes");
+        }
+        if (fill() < 0) {
+          throw new IOException("the client closed the connection in a chunked body");
+        }
+      }
+    }
+
+    /** Copies what is buffered, then everything the client sends, until it closes. */
+    void spliceTo(OutputStream out, Activity activity) throws IOException {
+      if (lim > pos) {
+        out.write(buf, pos, lim - pos);
+        out.flush();
+        pos = lim;
+      }
+      PortProxy.copy(in, out, activity::wake);
+    }
+  }
+
+  /** A request head: its line and headers. */
+  private static final class Head {
+    private final String method;
+    private String target;
+    private final String version;
+    private final List<String[]> headers; // name as sent, value
+
+    private Head(String method, String target, String version, List<String[]> headers) {
+      this.method = method;
+      this.target = target;
+      this.version = version;
+      this.headers = headers;
+    }
+
+    static Head parse(String text) throws BadRequest {
       String[] lines = text.split("\r\n", -1);
       String[] requestLine = lines[0].split(" ", -1);
       if (requestLine.length != 3
@@ -623,7 +853,7 @@ final class PortProxy implements AutoCloseable {
         throw new BadRequest(400, "bad request line: expected METHOD /path HTTP/1.1");
       }
       if (!requestLine[1].startsWith("/")
-          || requestLine[1].chars().anyMatch(c -> c <= 0x20 || c == 0x7f)) {
+          || requestLine[1].chars().anyMatch(c -> c <= 0x20 || c >= 0x7f)) {
         throw new BadRequest(400, "bad request target: expected a path starting with /");
       }
       List<String[]> headers = new ArrayList<>();
@@ -639,18 +869,7 @@ final class PortProxy implements AutoCloseable {
         }
         headers.add(new String[] {line.substring(0, colon), value});
       }
-      byte[] rest = java.util.Arrays.copyOfRange(buf, end + 4, len);
-      return new Head(requestLine[0], requestLine[1], requestLine[2], headers, rest);
-    }
-
-    /** The index of the {@code \r\n\r\n} ending the head, or -1. */
-    private static int headEnd(byte[] buf, int len) {
-      for (int i = 0; i + 3 < len; i++) {
-        if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') {
-          return i;
-        }
-      }
-      return -1;
+      return new Head(requestLine[0], requestLine[1], requestLine[2], headers);
     }
 
     List<String> values(String lowerName) {
@@ -693,18 +912,72 @@ final class PortProxy implements AutoCloseable {
       return values;
     }
 
-    /** The head as forwarded, followed by the bytes read past it. */
-    byte[] forwarded() {
+    /**
+     * Refuses bodies whose end the proxy could not find the same way as the server (request
+     * smuggling): both Content-Length and Transfer-Encoding, differing lengths, or a transfer
+     * coding other than chunked last.
+     */
+    void checkFraming() throws BadRequest {
+      List<String> te = values("transfer-encoding");
+      List<String> cl = values("content-length");
+      if (!te.isEmpty() && !cl.isEmpty()) {
+        throw new BadRequest(400, "both Content-Length and Transfer-Encoding");
+      }
+      if (!te.isEmpty()) {
+        String codings = String.join(",", te).toLowerCase(Locale.ROOT).replace(" ", "");
+        if (!codings.equals("chunked")) {
+          throw new BadRequest(400, "unsupported Transfer-Encoding '" + printable(codings) + "'");
+        }
+      }
+      if (cl.stream().distinct().count() > 1) {
+        throw new BadRequest(400, "conflicting Content-Length headers");
+      }
+      if (!cl.isEmpty() && !cl.get(0).matches("[0-9]{1,18}")) {
+        throw new BadRequest(400, "bad Content-Length '" + printable(cl.get(0)) + "'");
+      }
+    }
+
+    /** Whether the request asks to switch protocols (WebSocket, h2c). */
+    boolean isUpgrade() {
+      return !values("upgrade").isEmpty()
+          && values("connection").stream()
+              .anyMatch(v -> v.toLowerCase(Locale.ROOT).contains("upgrade"));
+    }
+
+    /** Copies the request's body, as framed by its headers, from {@code in} to {@code out}. */
+    void copyBody(ClientInput in, OutputStream out) throws IOException, BadRequest {
+      if (!values("transfer-encoding").isEmpty()) {
+        while (true) {
+          String line = in.copyLine(out);
+          String size = line.split(";", 2)[0].strip();
+          if (!size.matches("[0-9a-fA-F]{1,15}")) {
+            throw new BadRequest(400, "bad chunk size");
+          }
+          long n = Long.parseLong(size, 16);
+          if (n == 0) {
+            while (!in.copyLine(out).isEmpty()) {
+              // trailer fields, copied on
+            }
+            return;
+          }
+          in.copy(n + 2, out); // the chunk and its CRLF
+        }
+      }
+      List<String> cl = values("content-length");
+      if (!cl.isEmpty()) {
+        in.copy(Long.parseLong(cl.get(0)), out);
+      }
+    }
+
+    /** The head as forwarded. */
+    byte[] bytes() {
       StringBuilder b = new StringBuilder();
       b.append(method).append(' ').append(target).append(' ').append(version).append("\r\n");
       for (String[] h : headers) {
         b.append(h[0]).append(": ").append(h[1]).append("\r\n");
       }
       b.append("\r\n");
-      byte[] head = b.toString().getBytes(StandardCharsets.ISO_8859_1);
-      byte[] all = java.util.Arrays.copyOf(head, head.length + rest.length);
-      System.arraycopy(rest, 0, all, head.length, rest.length);
-      return all;
+      return b.toString().getBytes(StandardCharsets.ISO_8859_1);
     }
   }
 
