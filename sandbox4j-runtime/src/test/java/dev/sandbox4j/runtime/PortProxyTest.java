@@ -112,6 +112,35 @@ class PortProxyTest {
   }
 
   @Test
+  void aChunkedUploadIsFramedAndPassedOn() throws Exception {
+    int proxyPort = sandboxes.url(webRef, PORT).getPort();
+    try (Socket s = new Socket("127.0.0.1", proxyPort)) {
+      s.setSoTimeout(30_000);
+      OutputStream out = s.getOutputStream();
+      out.write(
+          ("POST /chunked HTTP/1.1\r\nHost: "
+                  + PORT
+                  + "-"
+                  + webRef.id()
+                  + ".localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  + "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n")
+              .getBytes(StandardCharsets.ISO_8859_1));
+      assertThat(readResponse(s)).startsWith("HTTP/1.1 200").contains("\"bodyLength\":11");
+      assertThat(exchange(s, PORT + "-" + webRef.id() + ".localhost", "/next", ""))
+          .startsWith("HTTP/1.1 200")
+          .contains("\"url\":\"/next\"");
+      out.write(
+          ("POST /smuggle HTTP/1.1\r\nHost: "
+                  + PORT
+                  + "-"
+                  + webRef.id()
+                  + ".localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n")
+              .getBytes(StandardCharsets.ISO_8859_1));
+      assertThat(readResponse(s)).startsWith("HTTP/1.1 400");
+    }
+  }
+
+  @Test
   void aWebSocketEchoesThroughTheUrl() throws Exception {
     URI url = sandboxes.url(webRef, PORT);
     URI ws = URI.create("ws://" + url.getAuthority() + "/chat");
@@ -190,6 +219,25 @@ class PortProxyTest {
       assertThat(seen).doesNotContain(token).doesNotContainIgnoringCase("x-sandbox4j-token");
       CommandResult env = ws.run(Command.shell("env; cat /proc/*/environ 2>/dev/null; true"));
       assertThat(env.stdoutText()).doesNotContain(token);
+
+      // One kept-alive connection, as a client pooling by address uses it: the token is stripped
+      // from every request, and a request for another sandbox is checked on its own.
+      int proxyPort = url.getPort();
+      String guardedHost = PORT + "-" + ref.id() + ".localhost";
+      String webHost = PORT + "-" + webRef.id() + ".localhost";
+      try (Socket s = new Socket("127.0.0.1", proxyPort)) {
+        s.setSoTimeout(30_000);
+        assertThat(exchange(s, guardedHost, "/one", "X-Sandbox4j-Token: " + token))
+            .startsWith("HTTP/1.1 200");
+        assertThat(exchange(s, guardedHost, "/two?s4j_token=" + token, "X-Sandbox4j-Token: x"))
+            .startsWith("HTTP/1.1 200")
+            .contains("\"url\":\"/two\"");
+        assertThat(exchange(s, webHost, "/other", "")).startsWith("HTTP/1.1 200");
+        assertThat(exchange(s, guardedHost, "/three", "")).startsWith("HTTP/1.1 401");
+      }
+      String after = ws.run(Command.shell("cat /tmp/requests-" + PORT + ".log")).stdoutText();
+      assertThat(after.lines()).hasSize(4);
+      assertThat(after).doesNotContain(token).doesNotContainIgnoringCase("x-sandbox4j-token");
     } finally {
       guarded.destroy(ref);
     }
@@ -305,6 +353,39 @@ class PortProxyTest {
       out.flush();
       return new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     }
+  }
+
+  /** One GET on a kept-alive socket; the response (node answers with a Content-Length). */
+  private static String exchange(Socket s, String host, String path, String header)
+      throws IOException {
+    s.getOutputStream()
+        .write(
+            ("GET "
+                    + path
+                    + " HTTP/1.1\r\nHost: "
+                    + host
+                    + "\r\n"
+                    + (header.isEmpty() ? "" : header + "\r\n")
+                    + "\r\n")
+                .getBytes(StandardCharsets.ISO_8859_1));
+    return readResponse(s);
+  }
+
+  /** Reads one response: its head, and as many body bytes as its Content-Length says. */
+  private static String readResponse(Socket s) throws IOException {
+    InputStream in = s.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      if (b < 0) {
+        return head.toString();
+      }
+      head.append((char) b);
+    }
+    java.util.regex.Matcher m =
+        java.util.regex.Pattern.compile("(?i)content-length: *([0-9]+)").matcher(head);
+    int length = m.find() ? Integer.parseInt(m.group(1)) : 0;
+    return head + new String(in.readNBytes(length), StandardCharsets.UTF_8);
   }
 
   private static HttpRequest get(URI uri) {

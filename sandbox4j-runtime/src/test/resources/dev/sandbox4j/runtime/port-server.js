@@ -17,7 +17,9 @@ const server = http.createServer((req, res) => {
     const out = JSON.stringify({
       method: req.method, url: req.url, headers: req.headers, bodyLength: b.length, count,
     });
-    res.writeHead(200, { 'content-type': 'application/json' });
+    res.writeHead(200, {
+      'content-type': 'application/json', 'content-length': Buffer.byteLength(out),
+    });
     res.end(out);
   });
 });
