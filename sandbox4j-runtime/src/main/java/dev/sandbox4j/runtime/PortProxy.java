@@ -365,6 +365,7 @@ final class PortProxy implements AutoCloseable {
     private final Socket client;
     private Target target; // the authorized target of the current upstream, or null
     private Socket upstream;
+    private OutputStream upstreamOut; // buffered: a request's head and body leave in one write
     private Thread downstream;
     private Activity activity;
     private volatile boolean switching;
@@ -408,9 +409,10 @@ final class PortProxy implements AutoCloseable {
         } else {
           activity.wake();
         }
-        OutputStream up = upstream.getOutputStream();
+        OutputStream up = upstreamOut;
         up.write(head.bytes());
         if (head.isUpgrade()) {
+          up.flush();
           in.spliceTo(up, activity);
           upstream.shutdownOutput();
           join(downstream, 0);
@@ -425,9 +427,10 @@ final class PortProxy implements AutoCloseable {
       }
     }
 
-    private void open(Target next, Socket opened) {
+    private void open(Target next, Socket opened) throws IOException {
       target = next;
       upstream = opened;
+      upstreamOut = new java.io.BufferedOutputStream(opened.getOutputStream(), BUFFER);
       open.add(opened);
       activity = new Activity(next.id(), engine.dir(next.id()));
       switching = false;
@@ -594,7 +597,9 @@ final class PortProxy implements AutoCloseable {
     Path dir = engine.dir(id);
     Timers.touch(dir); // before waking: the supervisor must not suspend it again
     engine.wake(id);
-    return NetNamespace.connect(engine, id, sandboxPort);
+    SocketChannel channel = NetNamespace.connect(engine, id, sandboxPort);
+    channel.socket().setTcpNoDelay(true); // a head and its body are two writes: no Nagle wait
+    return channel;
   }
 
   /**
