@@ -23,7 +23,7 @@ import picocli.CommandLine.Spec;
       "Local sandboxes show their state (running, suspended, stopped, hibernated; creating or"
           + " destroying while that happens), image, creation time (UTC), when a timer destroys"
           + " them at the latest (ENDS: the end of their lifetime or their --delete-after time) and"
-          + " labels, and the URL serving their ports (PORTURL, {port} standing for the port: see"
+          + " labels, and the URL serving their ports (URL, {port} standing for the port: see"
           + " 'sandbox4j url'); host workspaces have none of these ('-')."
     })
 final class ListCommand implements Callable<Integer> {
@@ -85,7 +85,8 @@ final class ListCommand implements Callable<Integer> {
   private static void printTable(PrintStream out, List<Map<String, Object>> rows) {
     List<List<String>> table = new ArrayList<>();
     List<String> heading = new ArrayList<>(List.of("REF"));
-    COLUMNS.forEach(c -> heading.add(c.toUpperCase(java.util.Locale.ROOT)));
+    COLUMNS.forEach(
+        c -> heading.add(c.equals("portUrl") ? "URL" : c.toUpperCase(java.util.Locale.ROOT)));
     table.add(heading);
     for (Map<String, Object> row : rows) {
       List<String> cells = new ArrayList<>(List.of(row.get("provider") + ":" + row.get("id")));
