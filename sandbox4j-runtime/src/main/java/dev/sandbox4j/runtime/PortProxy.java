@@ -94,6 +94,7 @@ final class PortProxy implements AutoCloseable {
   private volatile ServerSocket server;
   private volatile int port;
   private volatile boolean closed;
+  private String lastBindFailure;
   private Thread forwardScanner;
 
   /** Where the supervisor's log lines go. */
@@ -290,7 +291,11 @@ final class PortProxy implements AutoCloseable {
         Thread.ofVirtual().name("port-proxy").start(() -> acceptLoop(s, this::serveHttp));
         log.say("port proxy listens on http://127.0.0.1:" + wanted + "/");
       } catch (IOException | RuntimeException e) {
-        log.say("port proxy cannot listen yet: " + e.getMessage());
+        String why = "port proxy cannot listen yet: " + e.getMessage();
+        if (!why.equals(lastBindFailure)) { // retried every scan: said once
+          log.say(why);
+          lastBindFailure = why;
+        }
       }
     }
     if (forwardScanner == null) {
@@ -1027,8 +1032,11 @@ final class PortProxy implements AutoCloseable {
               }
               String key = id + ":" + name;
               wanted.add(key);
-              if (!forwards.containsKey(key)) {
+              Forward bound = forwards.get(key);
+              if (bound == null) {
                 bindForward(id, Integer.parseInt(name), f, key);
+              } else {
+                rewriteIfCleared(f, bound);
               }
             }
           } catch (IOException e) {
@@ -1047,6 +1055,19 @@ final class PortProxy implements AutoCloseable {
           log.say("closed the forward of port " + gone.sandboxPort() + " of local:" + gone.id());
         }
       }
+    }
+  }
+
+  /** Writes the bound port again if someone cleared the file (a JVM that found no supervisor). */
+  private static void rewriteIfCleared(Path file, Forward bound) {
+    try {
+      String text = Files.readString(file).strip();
+      String port = Integer.toString(bound.listener().getLocalPort());
+      if (!text.equals(port)) {
+        AtomicFiles.write(file, (port + "\n").getBytes(StandardCharsets.US_ASCII));
+      }
+    } catch (IOException e) {
+      // destroyed meanwhile: the next scan closes the forward
     }
   }
 

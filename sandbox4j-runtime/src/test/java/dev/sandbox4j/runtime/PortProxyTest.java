@@ -274,6 +274,38 @@ class PortProxyTest {
   }
 
   @Test
+  void aRequestRestoresAHibernatedSandboxAndStartsAStoppedOne() throws Exception {
+    Prerequisites.require(
+        Checkpoints.unavailable(sandboxes.engine().runtime()).isEmpty(),
+        "checkpoint/restore: "
+            + Checkpoints.unavailable(sandboxes.engine().runtime()).orElse("")
+            + " (sandbox4j setup)");
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    try {
+      startServer(ws, PORT);
+      URI url = sandboxes.url(ref, PORT);
+      sandboxes.hibernate(ref);
+      assertThat(state(ref)).isEqualTo("hibernated");
+      HttpResponse<String> restored = HTTP.send(get(url.resolve("/restored")), text());
+      assertThat(restored.statusCode()).as(restored.body()).isEqualTo(200);
+      assertThat(restored.body()).contains("\"url\":\"/restored\"");
+      assertThat(state(ref)).isEqualTo("running");
+
+      sandboxes.stop(ref);
+      assertThat(state(ref)).isEqualTo("stopped");
+      HttpResponse<String> started = HTTP.send(get(url.resolve("/started")), text());
+      assertThat(started.statusCode())
+          .as("a stopped sandbox starts afresh, without its server")
+          .isEqualTo(502);
+      assertThat(started.body()).contains("nothing listens on port " + PORT);
+      assertThat(state(ref)).isEqualTo("running");
+    } finally {
+      sandboxes.destroy(ref);
+    }
+  }
+
+  @Test
   void tcpForwardingReachesTheSandboxPort() throws Exception {
     int hostPort = sandboxes.forwardTcp(webRef, PORT);
     assertThat(sandboxes.forwardTcp(webRef, PORT)).isEqualTo(hostPort);
