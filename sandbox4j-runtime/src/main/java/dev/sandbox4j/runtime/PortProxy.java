@@ -88,7 +88,7 @@ final class PortProxy implements AutoCloseable {
 
   private final Engine engine;
   private final Path sandboxes;
-  private final Consumer log;
+  private final Log log;
   private final Map<String, Forward> forwards = new ConcurrentHashMap<>();
   private final Set<Socket> open = ConcurrentHashMap.newKeySet();
   private volatile ServerSocket server;
@@ -98,11 +98,11 @@ final class PortProxy implements AutoCloseable {
   private Thread forwardScanner;
 
   /** Where the supervisor's log lines go. */
-  interface Consumer {
+  interface Log {
     void say(String line);
   }
 
-  PortProxy(Engine engine, Consumer log) {
+  PortProxy(Engine engine, Log log) {
     this.engine = engine;
     this.sandboxes = engine.home().resolve("sandboxes");
     this.log = log;
@@ -351,6 +351,8 @@ final class PortProxy implements AutoCloseable {
       connection.run();
     } catch (IOException e) {
       // the client or the server went away: nothing to answer
+    } catch (WorkspaceUnavailableException e) {
+      // the sandbox was destroyed while the connection was open: it ends with it
     } catch (RuntimeException e) {
       log.say("port proxy: " + e);
     } finally {
