@@ -170,6 +170,29 @@ class PortProxyTest {
   }
 
   @Test
+  void anH2cUpgradeTurnsTheConnectionIntoABytePipe() throws Exception {
+    int proxyPort = sandboxes.url(webRef, PORT).getPort();
+    try (Socket s = new Socket("127.0.0.1", proxyPort)) {
+      s.setSoTimeout(30_000);
+      OutputStream out = s.getOutputStream();
+      out.write(
+          ("GET / HTTP/1.1\r\nHost: "
+                  + PORT
+                  + "-"
+                  + webRef.id()
+                  + ".localhost\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                  + "HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+              .getBytes(StandardCharsets.ISO_8859_1));
+      assertThat(readResponse(s)).startsWith("HTTP/1.1 101");
+      // Not HTTP/1.1 any more: the HTTP/2 preface must pass through untouched, not be parsed.
+      byte[] preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
+      out.write(preface);
+      out.flush();
+      assertThat(s.getInputStream().readNBytes(preface.length)).isEqualTo(preface);
+    }
+  }
+
+  @Test
   void aTokenIsRequiredAndNeverReachesTheSandbox() throws Exception {
     LocalSandbox guarded =
         LocalSandbox.builder().home(home).progress(line -> {}).portToken(true).build();

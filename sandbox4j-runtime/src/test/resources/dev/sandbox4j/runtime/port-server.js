@@ -1,6 +1,6 @@
 // A test server for port URLs: answers every HTTP request with what it received (as JSON) and
 // logs it to /tmp/requests-PORT.log; echoes WebSocket text frames as "echo:TEXT" (frames written
-// by hand, on node's 'upgrade' event).
+// by hand, on node's 'upgrade' event); accepts Upgrade: h2c and then echoes raw bytes.
 const http = require('http');
 const crypto = require('crypto');
 const fs = require('fs');
@@ -24,6 +24,13 @@ const server = http.createServer((req, res) => {
   });
 });
 server.on('upgrade', (req, socket) => {
+  if ((req.headers.upgrade || '').toLowerCase() === 'h2c') {
+    // Stands in for an HTTP/2 server: accepts the upgrade, then echoes the raw bytes it gets.
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n');
+    socket.on('data', (d) => socket.write(d));
+    socket.on('error', () => {});
+    return;
+  }
   if ((req.headers.upgrade || '').toLowerCase() !== 'websocket') {
     socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     return;
