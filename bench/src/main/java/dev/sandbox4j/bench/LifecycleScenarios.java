@@ -2,6 +2,7 @@ package dev.sandbox4j.bench;
 
 import dev.sandbox4j.runtime.ForkResult;
 import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.PortBench;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
@@ -39,6 +40,7 @@ final class LifecycleScenarios implements AutoCloseable {
   private Workspace big;
   private Workspace live;
   private String smallSnapshot;
+  private PortBench ports;
   private int counter;
 
   /**
@@ -64,7 +66,24 @@ final class LifecycleScenarios implements AutoCloseable {
         new WorkspaceBench.Scenario(
             "snapshot_200mb", Math.min(warmup, 2), heavier, this::snapshot200Mb),
         new WorkspaceBench.Scenario(
-            "create_from_snapshot", warmup, iterations, this::createFromSnapshot));
+            "create_from_snapshot", warmup, iterations, this::createFromSnapshot),
+        new WorkspaceBench.Scenario(
+            "port_url_1kib", warmup, iterations * 5, () -> ports().viaProxy()),
+        new WorkspaceBench.Scenario(
+            "port_direct_1kib", warmup, iterations * 5, () -> ports().direct()),
+        new WorkspaceBench.Scenario(
+            "port_url_1kib_new_connection",
+            warmup,
+            iterations * 5,
+            () -> ports().viaProxyNewConnection()));
+  }
+
+  /** The port URL scenarios' sandbox and connections, made on first use. */
+  private PortBench ports() throws Exception {
+    if (ports == null) {
+      ports = new PortBench(sandboxes);
+    }
+    return ports;
   }
 
   private Workspace small() {
@@ -165,7 +184,10 @@ final class LifecycleScenarios implements AutoCloseable {
   }
 
   @Override
-  public void close() {
+  public void close() throws Exception {
+    if (ports != null) {
+      ports.close();
+    }
     for (Workspace ws : new Workspace[] {small, big, live}) {
       if (ws != null) {
         ws.ref().ifPresent(sandboxes::destroy);

@@ -120,6 +120,13 @@ final class CreateCommand implements Callable<Integer> {
   String deleteAfter;
 
   @Option(
+      names = "--port-token",
+      description =
+          "Require a token for the sandbox's port URLs ('sandbox4j url ID PORT --token' prints"
+              + " it). Default: none, any local process can open them.")
+  boolean portToken;
+
+  @Option(
       names = "--json",
       description = "Print {\"provider\":...,\"id\":...,\"workingDirectory\":...} instead.")
   boolean json;
@@ -199,7 +206,8 @@ final class CreateCommand implements Callable<Integer> {
         root.provider(
             spec,
             provider,
-            new Providers.Settings(env, workdir, image, cpus, memory, labels, snapshot, timers()));
+            new Providers.Settings(
+                env, workdir, image, cpus, memory, labels, snapshot, timers(), portToken));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref = workspace.open();

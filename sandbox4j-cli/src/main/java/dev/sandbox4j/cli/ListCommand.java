@@ -23,12 +23,13 @@ import picocli.CommandLine.Spec;
       "Local sandboxes show their state (running, suspended, stopped, hibernated; creating or"
           + " destroying while that happens), image, creation time (UTC), when a timer destroys"
           + " them at the latest (ENDS: the end of their lifetime or their --delete-after time) and"
-          + " labels; host workspaces have none of these ('-')."
+          + " labels, and the URL serving their ports (URL, {port} standing for the port: see"
+          + " 'sandbox4j url'); host workspaces have none of these ('-')."
     })
 final class ListCommand implements Callable<Integer> {
 
   private static final List<String> COLUMNS =
-      List.of("state", "image", "created", "ends", "labels");
+      List.of("state", "image", "created", "ends", "labels", "portUrl");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -45,7 +46,7 @@ final class ListCommand implements Callable<Integer> {
           "Print a JSON array instead: objects with provider and id, and for local sandboxes"
               + " state, image, created, labels, cpus, memoryBytes, pids, and timers"
               + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
-              + " with ends.")
+              + " with ends, and portUrl.")
   boolean json;
 
   @Override
@@ -84,7 +85,8 @@ final class ListCommand implements Callable<Integer> {
   private static void printTable(PrintStream out, List<Map<String, Object>> rows) {
     List<List<String>> table = new ArrayList<>();
     List<String> heading = new ArrayList<>(List.of("REF"));
-    COLUMNS.forEach(c -> heading.add(c.toUpperCase(java.util.Locale.ROOT)));
+    COLUMNS.forEach(
+        c -> heading.add(c.equals("portUrl") ? "URL" : c.toUpperCase(java.util.Locale.ROOT)));
     table.add(heading);
     for (Map<String, Object> row : rows) {
       List<String> cells = new ArrayList<>(List.of(row.get("provider") + ":" + row.get("id")));

@@ -42,6 +42,7 @@ final class Providers {
    * @param labels labels of a new sandbox
    * @param snapshot the snapshot a new sandbox starts from, or null
    * @param timers the timers of a new sandbox, or null for the defaults
+   * @param portToken whether a new sandbox's port URLs need a token
    */
   record Settings(
       Map<String, String> env,
@@ -51,7 +52,8 @@ final class Providers {
       Long memoryBytes,
       Map<String, String> labels,
       String snapshot,
-      Timers timers) {
+      Timers timers,
+      boolean portToken) {
 
     static final Settings DEFAULTS = new Settings(Map.of(), null, null, null, null, Map.of());
 
@@ -67,17 +69,17 @@ final class Providers {
         Integer cpus,
         Long memoryBytes,
         Map<String, String> labels) {
-      this(env, workingDirectory, image, cpus, memoryBytes, labels, null, null);
+      this(env, workingDirectory, image, cpus, memoryBytes, labels, null, null, false);
     }
 
     Settings withEnv(Map<String, String> env) {
       return new Settings(
-          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers);
+          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers, portToken);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
       return new Settings(
-          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers);
+          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers, portToken);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -89,6 +91,7 @@ final class Providers {
       set.put("--memory", memoryBytes != null);
       set.put("--label", !labels.isEmpty());
       set.put("--snapshot", snapshot != null);
+      set.put("--port-token", portToken);
       if (timers != null) {
         set.put("--auto-suspend", timers.autoSuspend() != null);
         set.put("--lifetime", timers.lifetime() != null);
@@ -196,6 +199,7 @@ final class Providers {
       b.snapshot(settings.snapshot());
     }
     settings.labels().forEach(b::label);
+    b.portToken(settings.portToken());
     Timers timers = settings.timers();
     if (timers != null) {
       if (timers.autoSuspend() != null) {
@@ -274,6 +278,7 @@ final class Providers {
       more.put("timers", timers);
       more.put("ends", t.ends().truncatedTo(ChronoUnit.SECONDS).toString());
     }
+    more.put("portUrl", s.portUrl());
     return fields(s.ref(), more);
   }
 

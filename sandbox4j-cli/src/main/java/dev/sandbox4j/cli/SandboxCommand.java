@@ -55,6 +55,8 @@ import picocli.CommandLine.Spec;
       ForkCommand.class,
       SnapshotCommand.class,
       GcCommand.class,
+      PortCommands.Url.class,
+      PortCommands.Forward.class,
       RunCommand.class,
       McpCommand.class,
       ServeCommand.class,

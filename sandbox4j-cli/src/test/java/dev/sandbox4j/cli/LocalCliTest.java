@@ -204,9 +204,37 @@ class LocalCliTest {
     assertThat(table.out().lines().toList())
         .first()
         .asString()
-        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS");
+        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +URL");
     assertThat(table.out())
-        .containsPattern(ref + " +running +default +\\S+Z +\\S+Z +purpose=cli-test,team=x");
+        .containsPattern(
+            ref
+                + " +running +default +\\S+Z +\\S+Z +purpose=cli-test,team=x +http://\\{port\\}-"
+                + id
+                + "\\.localhost:[0-9]+/");
+    assertThat(mine.path("portUrl").asText())
+        .matches("http://\\{port\\}-" + id + "\\.localhost:\\d+/");
+  }
+
+  @Test
+  void urlAndForwardPrintWhereASandboxPortIsServed() throws Exception {
+    String ref = create("--port-token");
+    String id = ref.substring("local:".length());
+    Run url = run("url", id, "8080");
+    assertThat(url.exitCode()).as(url.err()).isZero();
+    assertThat(url.out()).matches("http://8080-" + id + "\\.localhost:\\d+/\n");
+    Run withToken = run("url", ref, "8080", "--with-token", "--token");
+    assertThat(withToken.out())
+        .matches(
+            "http://8080-"
+                + id
+                + "\\.localhost:\\d+/\\?s4j_token=[A-Za-z0-9_-]{43}\n[A-Za-z0-9_-]{43}\n");
+    Run forward = run("forward", id, "8080");
+    assertThat(forward.exitCode()).as(forward.err()).isZero();
+    assertThat(forward.out()).matches("127\\.0\\.0\\.1:\\d+\n");
+    assertThat(run("forward", id, "8080").out()).isEqualTo(forward.out());
+    Run bad = run("url", id, "70000");
+    assertThat(bad.exitCode()).isNotZero();
+    assertThat(bad.err()).contains("PORT must be from 1 to 65535");
   }
 
   @Test

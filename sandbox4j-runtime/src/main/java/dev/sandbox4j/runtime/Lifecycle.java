@@ -452,6 +452,7 @@ final class Lifecycle {
       Files.createDirectories(dir.resolve("rootfs"));
       renameHost(upper, parentId, id);
       Timers.inherit(engine.dir(parentId), dir);
+      PortProxy.inherit(engine.dir(parentId), dir);
     }
 
     /** A files-only copy: the parent frozen meanwhile if it runs. */

@@ -44,6 +44,12 @@ import java.util.regex.Pattern;
  * and that outlives the JVM ({@code $SANDBOX4J_HOME/supervisor.log}); a sandbox a timer ended
  * raises {@link WorkspaceUnavailableException} saying which.
  *
+ * <p>Every sandbox's ports are served on the host by that supervisor: {@link #url} gives {@code
+ * http://{port}-{id}.localhost:{proxyPort}/} (HTTP/1.1, WebSocket and {@code h2c} upgrades pass
+ * through; a request wakes a sleeping sandbox), optionally guarded by a per-sandbox token ({@link
+ * Builder#portToken}, {@link #portToken}); {@link #forwardTcp} forwards a host port to a sandbox
+ * port for any other protocol.
+ *
  * <p>Constructing does no I/O. The first operation needs root, Linux, an OCI runtime and a prepared
  * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
  * minute; {@code progress} reports it). Instances are thread-safe.
@@ -75,6 +81,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final Duration noOutputTimeout;
   private final String snapshot;
   private final Timers.Config timers;
+  private final boolean portToken;
   private final ImageStore images;
   private volatile Engine engine;
 
@@ -98,6 +105,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.snapshot = b.snapshot;
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
+    this.portToken = b.portToken;
     this.images = new ImageStore(home.resolve("images"));
   }
 
@@ -309,12 +317,78 @@ public final class LocalSandbox implements WorkspaceProvider {
   public List<SandboxInfo> list() {
     Engine e = engine();
     Supervisor.ensureRunning(e);
+    int proxyPort = PortProxy.port(home);
     return e.list().stream()
         .map(
             r ->
                 SandboxInfo.of(
-                    r, Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null)))
+                    r,
+                    Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null),
+                    PortProxy.urlTemplate(proxyPort, r.id())))
         .toList();
+  }
+
+  // ---- ports -------------------------------------------------------------------------------
+
+  /**
+   * The URL on this host that serves port {@code port} of {@code ref}'s sandbox: {@code
+   * http://{port}-{id}.localhost:{proxyPort}/}, answered by the state directory's supervisor (which
+   * this starts if needed). The proxy's port is 7780 for the default state directory; another one
+   * gets a free port, chosen once and kept in {@code $SANDBOX4J_HOME/network/proxy-port}. Clients
+   * that do not resolve {@code *.localhost} to 127.0.0.1 by themselves can connect to {@code
+   * 127.0.0.1:proxyPort} and send the URL's host as the {@code Host} header.
+   *
+   * <p>A request wakes a suspended, hibernated or stopped sandbox and counts as activity for its
+   * idle timers. If the sandbox has a token ({@link #portToken}), each connection's first request
+   * must carry it in header {@code X-Sandbox4j-Token} or query parameter {@code s4j_token}, else it
+   * gets 401 and nothing reaches the sandbox; the token is removed from that request before it is
+   * forwarded. Nothing listening on the port gives 502; a sandbox that does not exist, 404.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
+   */
+  public java.net.URI url(WorkspaceRef ref, int port) {
+    PortProxy.checkPort(port);
+    String id = localId(ref);
+    Engine e = engine();
+    e.record(id);
+    Supervisor.ensureRunning(e);
+    return PortProxy.url(PortProxy.port(home), id, port);
+  }
+
+  /**
+   * The access token of {@code ref}'s port URLs, if it was created with one ({@link
+   * Builder#portToken}). It is kept in the state directory, readable by root only, and never in the
+   * sandbox.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public Optional<String> portToken(WorkspaceRef ref) {
+    String id = localId(ref);
+    Engine e = engine();
+    e.record(id);
+    return PortProxy.token(e.dir(id));
+  }
+
+  /**
+   * Forwards a port on 127.0.0.1 of this host to port {@code port} of {@code ref}'s sandbox, raw
+   * TCP, and returns the host port. The supervisor listens on it until the sandbox is destroyed
+   * (also across supervisor restarts, on the same port where it is still free); asking again for
+   * the same sandbox port returns the same host port. Each connection wakes a sleeping sandbox and
+   * counts as activity; one that finds nothing listening is closed at once. There is no token: any
+   * local process that can connect to the host port reaches the sandbox port.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
+   */
+  public int forwardTcp(WorkspaceRef ref, int port) {
+    PortProxy.checkPort(port);
+    String id = localId(ref);
+    Engine e = engine();
+    e.record(id);
+    boolean running = Supervisor.isRunning(home);
+    Supervisor.ensureRunning(e);
+    return PortProxy.forward(e, id, port, running);
   }
 
   /**
@@ -413,6 +487,10 @@ public final class LocalSandbox implements WorkspaceProvider {
     return timers;
   }
 
+  boolean portToken() {
+    return portToken;
+  }
+
   /**
    * What a new sandbox is made of; from a snapshot, its layers and size.
    *
@@ -504,6 +582,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     private Duration sandboxTimeout = Timers.MAX_LIFETIME;
     private Duration idleTimeout = Duration.ZERO;
     private java.time.Instant deleteAfter;
+    private boolean portToken;
     private final Map<String, String> labels = new LinkedHashMap<>();
     private Consumer<String> progress =
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
@@ -662,8 +741,8 @@ public final class LocalSandbox implements WorkspaceProvider {
      * auto_suspend_timeout}); zero, the default, never suspends it. Idle means: no command the
      * engine started is running, no command or file operation started or ended within that time,
      * and its processes used less than 0.1 CPU (so CPU-bound work left in the background is not
-     * suspended). Any operation wakes it. (Inbound connections to exposed ports will count too once
-     * sandboxes have ports.)
+     * suspended). Any operation wakes it. Traffic through its port URLs and TCP forwards counts as
+     * activity too, and a request wakes it.
      */
     public Builder autoSuspendTimeout(Duration idle) {
       this.autoSuspendTimeout = nonNegative(idle, "autoSuspendTimeout");
@@ -702,6 +781,16 @@ public final class LocalSandbox implements WorkspaceProvider {
      */
     public Builder deleteAfter(java.time.Instant when) {
       this.deleteAfter = when;
+      return this;
+    }
+
+    /**
+     * Whether a new sandbox's port URLs need an access token (default false: any local process can
+     * open them). The token is random, kept in the state directory (root only, never in the
+     * sandbox) and read with {@link LocalSandbox#portToken}; a fork gets a token of its own.
+     */
+    public Builder portToken(boolean required) {
+      this.portToken = required;
       return this;
     }
 

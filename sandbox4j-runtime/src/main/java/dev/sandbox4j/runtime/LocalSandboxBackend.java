@@ -64,7 +64,9 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
           engine.create(
               settings.spec(),
               settings.progress(),
-              Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer));
+              PortProxy.creatingWith(
+                  settings.portToken(),
+                  Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer)));
       ready = true;
       Supervisor.ensureRunning(engine);
     } else if (!ready) {

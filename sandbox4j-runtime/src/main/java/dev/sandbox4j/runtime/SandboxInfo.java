@@ -21,6 +21,8 @@ import java.util.Map;
  * @param pids its limit on processes
  * @param timers its timers, or null for a sandbox created without them (before they existed, or by
  *     a fork)
+ * @param portUrl the URL serving its ports, with {@code {port}} standing for the port: {@code
+ *     http://{port}-<id>.localhost:<proxyPort>/} (see {@link LocalSandbox#url})
  */
 public record SandboxInfo(
     WorkspaceRef ref,
@@ -31,14 +33,15 @@ public record SandboxInfo(
     int cpus,
     long memoryBytes,
     int pids,
-    SandboxTimers timers) {
+    SandboxTimers timers,
+    String portUrl) {
 
   /** Copies the labels. */
   public SandboxInfo {
     labels = Map.copyOf(labels);
   }
 
-  static SandboxInfo of(SandboxRecord r, SandboxTimers timers) {
+  static SandboxInfo of(SandboxRecord r, SandboxTimers timers, String portUrl) {
     return new SandboxInfo(
         new WorkspaceRef(LocalSandbox.NAME, r.id()),
         r.status().name().toLowerCase(java.util.Locale.ROOT),
@@ -48,6 +51,7 @@ public record SandboxInfo(
         r.cpus(),
         r.memoryBytes(),
         r.pids(),
-        timers);
+        timers,
+        portUrl);
   }
 }

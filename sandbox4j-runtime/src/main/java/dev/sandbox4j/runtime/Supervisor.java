@@ -25,14 +25,14 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Stream;
 
 /**
- * The process that enforces the timers of one state directory's sandboxes ({@link Timers}), also
- * when no JVM of the user runs.
+ * The process that enforces the timers of one state directory's sandboxes ({@link Timers}) and
+ * serves their ports ({@link PortProxy}), also when no JVM of the user runs.
  *
  * <p><b>Start.</b> The engine starts it ({@link #ensureRunning}) when a sandbox is created or
- * attached to, and on {@code list} and {@code gc}, if some sandbox has timers and nobody holds
- * {@code $home/supervisor.lock}: {@code setsid java -cp <this runtime's jars> ...Supervisor <home>
- * <runtime>}, stdin from {@code /dev/null}, stdout and stderr appended to {@code
- * $home/supervisor.log}. In a session of its own it outlives the JVM that started it.
+ * attached to, and on {@code list}, {@code gc}, {@code url} and {@code forwardTcp}, if some sandbox
+ * exists and nobody holds {@code $home/supervisor.lock}: {@code setsid java -cp <this runtime's
+ * jars> ...Supervisor <home> <runtime>}, stdin from {@code /dev/null}, stdout and stderr appended
+ * to {@code $home/supervisor.log}. In a session of its own it outlives the JVM that started it.
  *
  * <p><b>Lock.</b> It holds an OS lock ({@code flock}) on {@code $home/supervisor.lock} for as long
  * as it runs, so at most one runs per state directory; one started while another runs exits at
@@ -49,7 +49,10 @@ import java.util.stream.Stream;
  * only memory is the previous CPU sample: a sandbox it sees running for the first time is judged
  * from the second scan on).
  *
- * <p><b>Exit.</b> Once no sandbox has had timers for {@link #LINGER}, it releases the lock, looks
+ * <p><b>Ports.</b> It runs the home's {@link PortProxy} for as long as it runs, binding its port
+ * again on every scan until that succeeds (another process may hold it for a while).
+ *
+ * <p><b>Exit.</b> Once the home has had no sandbox for {@link #LINGER}, it releases the lock, looks
  * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
  * there is one, in which case it takes the lock again and goes on.
  */
@@ -68,15 +71,17 @@ final class Supervisor {
   private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
 
   private final Engine engine;
+  private final PortProxy ports;
   private final Map<String, CpuSample> cpu = new HashMap<>();
 
   private record CpuSample(long usageMicros, long atNanos) {}
 
-  private Supervisor(Engine engine) {
+  private Supervisor(Engine engine, PortProxy ports) {
     this.engine = engine;
+    this.ports = ports;
   }
 
-  /** {@code Supervisor HOME [RUNTIME]}: supervises HOME until no sandbox there has timers. */
+  /** {@code Supervisor HOME [RUNTIME]}: supervises HOME until it has no sandboxes. */
   public static void main(String[] args) throws Exception {
     Path home = Path.of(args[0]);
     Optional<FileLock> lock = FileLock.tryAcquire(home.resolve(LOCK));
@@ -89,14 +94,15 @@ final class Supervisor {
       settings.runtime(args[1]);
     }
     FileLock held = lock.get();
-    try {
-      held = new Supervisor(settings.build().engine()).run(held);
+    Engine engine = settings.build().engine();
+    try (PortProxy ports = new PortProxy(engine, Supervisor::say)) {
+      held = new Supervisor(engine, ports).run(held);
     } finally {
       if (held != null) {
         held.close();
       }
     }
-    say("supervisor " + ProcessHandle.current().pid() + " exits: no sandbox has timers");
+    say("supervisor " + ProcessHandle.current().pid() + " exits: the home has no sandboxes");
   }
 
   /** Scans until there is nothing to supervise; returns the lock if it still holds it. */
@@ -104,6 +110,7 @@ final class Supervisor {
     Path sandboxes = engine.home().resolve("sandboxes");
     long emptySince = -1;
     while (true) {
+      ports.start();
       int supervised = scan();
       if (supervised > 0) {
         emptySince = -1;
@@ -111,7 +118,7 @@ final class Supervisor {
         emptySince = System.nanoTime();
       } else if (System.nanoTime() - emptySince >= LINGER.toNanos()) {
         lock.close();
-        if (!anyTimers(sandboxes)) {
+        if (!anySandboxes(sandboxes)) {
           return null;
         }
         Optional<FileLock> again = FileLock.tryAcquire(engine.home().resolve(LOCK));
@@ -125,18 +132,18 @@ final class Supervisor {
     }
   }
 
-  /** One pass over every sandbox; returns how many have timers. */
+  /** One pass over every sandbox; returns how many there are. */
   int scan() {
     int supervised = 0;
     Set<String> seen = new java.util.HashSet<>();
     for (SandboxRecord record : engine.list()) {
       String id = record.id();
       Path dir = engine.dir(id);
+      supervised++; // its ports are served, timers or not
       Optional<Timers.Settings> settings = Timers.read(dir);
       if (settings.isEmpty()) {
         continue;
       }
-      supervised++;
       seen.add(id);
       if (!record.status().isUsable()) {
         continue; // being created or destroyed
@@ -231,14 +238,14 @@ final class Supervisor {
   // ---- starting one ---------------------------------------------------------------------------
 
   /**
-   * Starts the supervisor of {@code engine}'s state directory unless it runs or no sandbox there
-   * has timers. Never fails: a supervisor that cannot start is logged, and the next use of the
-   * engine tries again.
+   * Starts the supervisor of {@code engine}'s state directory unless it runs or there is no sandbox
+   * there. Never fails: a supervisor that cannot start is logged, and the next use of the engine
+   * tries again.
    */
   static void ensureRunning(Engine engine) {
     Path home = engine.home();
     try {
-      if (!anyTimers(home.resolve("sandboxes"))) {
+      if (!anySandboxes(home.resolve("sandboxes"))) {
         return;
       }
       Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
@@ -254,12 +261,26 @@ final class Supervisor {
       spawn(home, engine.runtime().binary());
     } catch (IOException | RuntimeException e) {
       System.getLogger(Supervisor.class.getName())
-          .log(System.Logger.Level.WARNING, "cannot start the timer supervisor of " + home, e);
+          .log(System.Logger.Level.WARNING, "cannot start the supervisor of " + home, e);
     }
   }
 
-  /** Whether any sandbox directory under {@code sandboxes} has timers. */
-  static boolean anyTimers(Path sandboxes) throws IOException {
+  /** Whether a supervisor holds the lock of {@code home} (it runs). */
+  static boolean isRunning(Path home) {
+    try {
+      Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
+      if (free.isEmpty()) {
+        return true;
+      }
+      free.get().close();
+      return false;
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  /** Whether there is any sandbox directory (with a record) under {@code sandboxes}. */
+  static boolean anySandboxes(Path sandboxes) throws IOException {
     if (!Files.isDirectory(sandboxes)) {
       return false;
     }
@@ -267,7 +288,7 @@ final class Supervisor {
       return dirs.anyMatch(
           d ->
               !d.getFileName().toString().startsWith(".")
-                  && Files.isRegularFile(Timers.settingsFile(d)));
+                  && Files.isRegularFile(d.resolve("state.json")));
     }
   }
 

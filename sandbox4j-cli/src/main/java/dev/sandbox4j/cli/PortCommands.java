@@ -1,0 +1,102 @@
+package dev.sandbox4j.cli;
+
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
+import picocli.CommandLine.Spec;
+
+/** {@code sandbox4j url ID PORT} and {@code sandbox4j forward ID PORT}: a sandbox's ports. */
+final class PortCommands {
+  private PortCommands() {}
+
+  /** What both take: one local sandbox and one of its ports. */
+  abstract static class OnePort implements Callable<Integer> {
+    @ParentCommand SandboxCommand root;
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "ID", description = "A local sandbox's ref or id.")
+    String ref;
+
+    @Parameters(
+        index = "1",
+        paramLabel = "PORT",
+        description = "The port inside the sandbox, 1 to 65535.")
+    int port;
+
+    WorkspaceRef parsed() {
+      if (port < 1 || port > 65535) {
+        throw new picocli.CommandLine.ParameterException(
+            spec.commandLine(), "PORT must be from 1 to 65535, was " + port);
+      }
+      return StateCommands.localRefs(root, spec, List.of(ref)).get(0);
+    }
+  }
+
+  @Command(
+      name = "url",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Prints the URL on this host that serves PORT of a local sandbox:"
+            + " http://PORT-ID.localhost:PROXYPORT/ (HTTP/1.1, WebSocket, h2c upgrade).",
+        "The home's supervisor serves it (this starts it); a request wakes a sleeping sandbox."
+            + " Browsers resolve *.localhost to 127.0.0.1; other clients can connect to"
+            + " 127.0.0.1:PROXYPORT and send the URL's host as Host. A sandbox created with"
+            + " --port-token needs its token (header X-Sandbox4j-Token or query parameter"
+            + " s4j_token): --token prints it, --with-token puts it into the URL."
+      })
+  static final class Url extends OnePort {
+    @Option(
+        names = "--with-token",
+        description = "Print the URL with ?s4j_token=TOKEN when the sandbox has a token.")
+    boolean withToken;
+
+    @Option(names = "--token", description = "Print the sandbox's token on a second line, if any.")
+    boolean token;
+
+    @Override
+    public Integer call() {
+      WorkspaceRef r = parsed();
+      LocalSandbox local = root.providers().local();
+      URI url = local.url(r, port);
+      Optional<String> secret = withToken || token ? local.portToken(r) : Optional.<String>empty();
+      String line = url.toString();
+      if (withToken && secret.isPresent()) {
+        line += "?s4j_token=" + URLEncoder.encode(secret.get(), StandardCharsets.UTF_8);
+      }
+      root.context().out().println(line);
+      if (token && secret.isPresent()) {
+        root.context().out().println(secret.get());
+      }
+      return ExitCodes.OK;
+    }
+  }
+
+  @Command(
+      name = "forward",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Forwards a port on 127.0.0.1 of this host to PORT of a local sandbox (raw TCP) and prints"
+            + " 127.0.0.1:HOSTPORT.",
+        "The home's supervisor listens on it until the sandbox is destroyed; asking again prints"
+            + " the same port. Any local process can connect to it (there is no token)."
+      })
+  static final class Forward extends OnePort {
+    @Override
+    public Integer call() {
+      WorkspaceRef r = parsed();
+      int hostPort = root.providers().local().forwardTcp(r, port);
+      root.context().out().println("127.0.0.1:" + hostPort);
+      return ExitCodes.OK;
+    }
+  }
+}
