@@ -71,6 +71,24 @@ final class OciConfig {
       Map<String, String> env,
       Limits limits,
       Optional<String> compiledSeccomp) {
+    return build(
+        id, rootfs, cgroupsPath, env, limits, compiledSeccomp, Optional.empty(), Optional.empty());
+  }
+
+  /**
+   * {@link #build(String, Path, String, Map, Limits, Optional)} joining the network namespace at
+   * {@code netns} (made by {@link Networks}) instead of a new empty one, and with {@code hosts}
+   * bind-mounted read-only at {@code /etc/hosts} (the names of a named network's members).
+   */
+  static byte[] build(
+      String id,
+      Path rootfs,
+      String cgroupsPath,
+      Map<String, String> env,
+      Limits limits,
+      Optional<String> compiledSeccomp,
+      Optional<Path> netns,
+      Optional<Path> hosts) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
     process.put("user", Map.of("uid", 0, "gid", 0));
@@ -94,7 +112,9 @@ final class OciConfig {
         "namespaces",
         List.of(
             Map.of("type", "pid"),
-            Map.of("type", "network"),
+            netns.isPresent()
+                ? Map.of("type", "network", "path", netns.get().toString())
+                : Map.of("type", "network"),
             Map.of("type", "ipc"),
             Map.of("type", "uts"),
             Map.of("type", "mount"),
@@ -135,7 +155,16 @@ final class OciConfig {
     config.put("process", process);
     config.put("root", Map.of("path", rootfs.toString(), "readonly", false));
     config.put("hostname", id);
-    config.put("mounts", mounts());
+    List<Map<String, Object>> mounts = mounts();
+    hosts.ifPresent(
+        h ->
+            mounts.add(
+                mount(
+                    "/etc/hosts",
+                    "bind",
+                    h.toString(),
+                    List.of("bind", "ro", "nosuid", "nodev", "noexec"))));
+    config.put("mounts", mounts);
     config.put("linux", linux);
     compiledSeccomp.ifPresent(
         bpf -> config.put("annotations", Map.of(OciRuntime.SECCOMP_BPF_ANNOTATION, bpf)));

@@ -21,6 +21,9 @@ import java.util.Map;
  * @param pids its limit on processes
  * @param timers its timers, or null for a sandbox created without them (before they existed, or by
  *     a fork)
+ * @param networks the named networks it is on (empty: isolated)
+ * @param egress its egress mode: {@code none}, {@code all}, {@code allowlist}, or {@code loopback}
+ *     for a sandbox created before sandboxes had networks
  */
 public record SandboxInfo(
     WorkspaceRef ref,
@@ -31,14 +34,28 @@ public record SandboxInfo(
     int cpus,
     long memoryBytes,
     int pids,
-    SandboxTimers timers) {
+    SandboxTimers timers,
+    java.util.List<String> networks,
+    String egress) {
 
-  /** Copies the labels. */
+  /** Copies the labels and networks. */
   public SandboxInfo {
     labels = Map.copyOf(labels);
+    networks = java.util.List.copyOf(networks);
   }
 
-  static SandboxInfo of(SandboxRecord r, SandboxTimers timers) {
+  static SandboxInfo of(SandboxRecord r, SandboxTimers timers, java.nio.file.Path dir) {
+    String egress;
+    java.util.List<String> networks;
+    try {
+      boolean has = Networks.saved(dir).isPresent();
+      networks = Networks.networksOf(dir);
+      egress =
+          has ? Networks.policy(dir).mode().name().toLowerCase(java.util.Locale.ROOT) : "loopback";
+    } catch (RuntimeException e) {
+      networks = java.util.List.of(); // being created or destroyed
+      egress = "unknown";
+    }
     return new SandboxInfo(
         new WorkspaceRef(LocalSandbox.NAME, r.id()),
         r.status().name().toLowerCase(java.util.Locale.ROOT),
@@ -48,6 +65,8 @@ public record SandboxInfo(
         r.cpus(),
         r.memoryBytes(),
         r.pids(),
-        timers);
+        timers,
+        networks,
+        egress);
   }
 }

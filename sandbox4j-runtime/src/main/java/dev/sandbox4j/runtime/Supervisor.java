@@ -29,7 +29,7 @@ import java.util.stream.Stream;
  * when no JVM of the user runs.
  *
  * <p><b>Start.</b> The engine starts it ({@link #ensureRunning}) when a sandbox is created or
- * attached to, and on {@code list} and {@code gc}, if some sandbox has timers and nobody holds
+ * attached to, and on {@code list} and {@code gc}, if the home has a sandbox and nobody holds
  * {@code $home/supervisor.lock}: {@code setsid java -cp <this runtime's jars> ...Supervisor <home>
  * <runtime>}, stdin from {@code /dev/null}, stdout and stderr appended to {@code
  * $home/supervisor.log}. In a session of its own it outlives the JVM that started it.
@@ -49,9 +49,10 @@ import java.util.stream.Stream;
  * only memory is the previous CPU sample: a sandbox it sees running for the first time is judged
  * from the second scan on).
  *
- * <p><b>Exit.</b> Once no sandbox has had timers for {@link #LINGER}, it releases the lock, looks
+ * <p><b>Exit.</b> Once the home has had no sandbox for {@link #LINGER}, it releases the lock, looks
  * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
- * there is one, in which case it takes the lock again and goes on.
+ * there is one, in which case it takes the lock again and goes on. (It runs while any sandbox
+ * exists, with timers or not, because it also hosts the home's egress proxy.)
  */
 final class Supervisor {
   /** CPU use (in CPUs, averaged since the previous scan) above which a sandbox counts as busy. */
@@ -105,13 +106,13 @@ final class Supervisor {
     long emptySince = -1;
     while (true) {
       int supervised = scan();
-      if (supervised > 0) {
+      if (supervised > 0 || anySandboxes(sandboxes)) {
         emptySince = -1;
       } else if (emptySince < 0) {
         emptySince = System.nanoTime();
       } else if (System.nanoTime() - emptySince >= LINGER.toNanos()) {
         lock.close();
-        if (!anyTimers(sandboxes)) {
+        if (!anySandboxes(sandboxes)) {
           return null;
         }
         Optional<FileLock> again = FileLock.tryAcquire(engine.home().resolve(LOCK));
@@ -238,7 +239,7 @@ final class Supervisor {
   static void ensureRunning(Engine engine) {
     Path home = engine.home();
     try {
-      if (!anyTimers(home.resolve("sandboxes"))) {
+      if (!anySandboxes(home.resolve("sandboxes"))) {
         return;
       }
       Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
@@ -255,6 +256,19 @@ final class Supervisor {
     } catch (IOException | RuntimeException e) {
       System.getLogger(Supervisor.class.getName())
           .log(System.Logger.Level.WARNING, "cannot start the timer supervisor of " + home, e);
+    }
+  }
+
+  /**
+   * Whether there is any sandbox directory under {@code sandboxes}: the supervisor runs while there
+   * is, since it also hosts the home's services (the egress proxy), not only timers.
+   */
+  static boolean anySandboxes(Path sandboxes) throws IOException {
+    if (!Files.isDirectory(sandboxes)) {
+      return false;
+    }
+    try (Stream<Path> dirs = Files.list(sandboxes)) {
+      return dirs.anyMatch(d -> Engine.isId(d.getFileName().toString()));
     }
   }
 
