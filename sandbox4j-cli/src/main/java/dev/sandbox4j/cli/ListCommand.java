@@ -28,7 +28,7 @@ import picocli.CommandLine.Spec;
 final class ListCommand implements Callable<Integer> {
 
   private static final List<String> COLUMNS =
-      List.of("state", "image", "created", "ends", "labels");
+      List.of("state", "image", "created", "ends", "labels", "egress", "networks");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -43,7 +43,8 @@ final class ListCommand implements Callable<Integer> {
       names = "--json",
       description =
           "Print a JSON array instead: objects with provider and id, and for local sandboxes"
-              + " state, image, created, labels, cpus, memoryBytes, pids, and timers"
+              + " state, image, created, labels, cpus, memoryBytes, pids, egress, networks, and"
+              + " timers"
               + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
               + " with ends.")
   boolean json;
@@ -112,6 +113,11 @@ final class ListCommand implements Callable<Integer> {
   }
 
   private static String cell(Object value) {
+    if (value instanceof List<?> list) {
+      return list.isEmpty()
+          ? "-"
+          : list.stream().map(String::valueOf).collect(Collectors.joining(","));
+    }
     if (value instanceof Map<?, ?> labels) {
       return labels.isEmpty()
           ? "-"

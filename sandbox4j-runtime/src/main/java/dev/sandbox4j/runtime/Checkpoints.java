@@ -91,7 +91,12 @@ final class Checkpoints {
     long start = System.nanoTime();
     Duration took;
     try {
-      checkpoint(runtime, id, images, true);
+      engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
+      try {
+        checkpoint(runtime, id, images, true);
+      } finally {
+        engine.attachNetwork(id, engine.dir(id).resolve("bundle"));
+      }
       took = Duration.ofNanos(System.nanoTime() - start);
       whileFrozen.run();
     } finally {
@@ -110,7 +115,13 @@ final class Checkpoints {
     List<String> notCarried = notCarried(engine, id);
     prepare(images);
     long start = System.nanoTime();
-    checkpoint(engine.runtime(), id, images, false);
+    engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
+    try {
+      checkpoint(engine.runtime(), id, images, false);
+    } catch (RuntimeException e) {
+      engine.attachNetwork(id, engine.dir(id).resolve("bundle")); // it goes on running
+      throw e;
+    }
     Duration took = Duration.ofNanos(System.nanoTime() - start);
     engine.runtime().delete(id); // and with it whatever CRIU did not carry
     return new Dump(images, size(images), took, notCarried);
@@ -159,6 +170,7 @@ final class Checkpoints {
                 () -> new WorkspaceException("crun restore of local:" + id + " wrote no pid file"));
     nsenter(pid, "--uts", List.of("hostname", id));
     nsenter(pid, "--net", List.of("ip", "link", "set", "lo", "up"));
+    engine.networks().attach(engine.dir(id), id, pid); // a new namespace: its veth anew
   }
 
   /**

@@ -294,24 +294,45 @@ final class Engine {
     Bundle bundle = prepareBundle(dir, id, image, limits);
     try {
       runtime.run(id, bundle.path());
+      bundle.finishRules(); // written while the runtime started the container
     } catch (RuntimeException e) {
-      bundle.network().ifPresent(n -> n.rest().exceptionally(ignored -> null).join());
+      bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());
       throw e;
     }
-    bundle.finishNetwork(); // set up while the runtime started the container
+    attachNetwork(id, bundle.path());
   }
 
-  /** A written bundle, and the network setup that may still be running for it. */
-  private record Bundle(Path path, Optional<Networks.Prepared> network) {
-    void finishNetwork() {
-      network.ifPresent(Networks.Prepared::finish);
+  /** Gives the running sandbox its veth, address and routes ({@link Networks#attach}). */
+  void attachNetwork(String id, Path bundle) {
+    Path dir = dir(id);
+    if (Networks.saved(dir).isEmpty()) {
+      return;
+    }
+    long pid =
+        OciRuntime.initPid(bundle)
+            .orElseThrow(
+                () -> new WorkspaceException("the runtime wrote no pid file for local:" + id));
+    networks.attach(dir, id, pid);
+  }
+
+  /** A written bundle, and the rules that may still be being written for it. */
+  private record Bundle(Path path, Optional<java.util.concurrent.CompletableFuture<Void>> rules) {
+    void finishRules() {
+      try {
+        rules.ifPresent(java.util.concurrent.CompletableFuture::join);
+      } catch (java.util.concurrent.CompletionException e) {
+        if (e.getCause() instanceof RuntimeException r) {
+          throw r;
+        }
+        throw e;
+      }
     }
   }
 
   /** Mounts the sandbox's root unless mounted, and writes its OCI bundle; returns the bundle. */
   private Bundle prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
       throws IOException {
-    Optional<Networks.Prepared> network = networks.prepare(dir, id);
+    Optional<java.util.concurrent.CompletableFuture<Void>> rules = networks.rules(dir, id);
     Path rootfs = dir.resolve("rootfs");
     Optional<Path> hosts =
         Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
@@ -324,21 +345,14 @@ final class Engine {
         networks.writeHosts(dir, id);
       }
     } catch (IOException | RuntimeException e) {
-      network.ifPresent(n -> n.rest().exceptionally(ignored -> null).join());
+      rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
       throw e;
     }
     OciConfig.write(
         dir.resolve("bundle"),
         OciConfig.build(
-            id,
-            rootfs,
-            cgroups.pathOf(id),
-            BASE_ENV,
-            limits,
-            runtime.compiledSeccomp(),
-            network.map(Networks.Prepared::netns),
-            hosts));
-    return new Bundle(dir.resolve("bundle"), network);
+            id, rootfs, cgroups.pathOf(id), BASE_ENV, limits, runtime.compiledSeccomp(), hosts));
+    return new Bundle(dir.resolve("bundle"), rules);
   }
 
   /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
@@ -364,7 +378,7 @@ final class Engine {
             id,
             image,
             new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
-    bundle.finishNetwork();
+    bundle.finishRules();
     return bundle.path();
   }
 

@@ -241,6 +241,35 @@ final class Networks {
     return slot >= FIRST_SLOT && slot <= LAST_SLOT ? slot : -1;
   }
 
+  // ---- host prerequisites -------------------------------------------------------------------
+
+  /** The Debian packages sandbox networking needs that are missing: nftables, iproute2. */
+  static List<String> missingPackages() {
+    List<String> missing = new ArrayList<>();
+    if (Nftables.unavailable().isPresent()) {
+      missing.add("nftables");
+    }
+    if (!HostCommand.onPath("ip")) {
+      missing.add("iproute2");
+    }
+    return missing;
+  }
+
+  /** {@code doctor}'s check: the tools sandbox networking uses, and the kernel's veth support. */
+  static HostCheck check() {
+    List<String> missing = missingPackages();
+    if (!missing.isEmpty()) {
+      return HostCheck.missing(
+          "networking",
+          String.join(", ", missing) + " missing: sandboxes cannot get their network",
+          "apt-get install -y --no-install-recommends " + String.join(" ", missing));
+    }
+    return HostCheck.ok(
+        "networking",
+        "nftables and iproute2 installed (each sandbox: own network namespace, veth, nftables"
+            + " rules; IPv4 forwarding is switched on with the first sandbox)");
+  }
+
   // ---- a sandbox's settings -----------------------------------------------------------------
 
   /**
@@ -360,69 +389,100 @@ final class Networks {
   // ---- bringing it up -----------------------------------------------------------------------
 
   /**
-   * Makes sure sandbox {@code id}'s namespace exists (after a reboot it is gone) and returns its
-   * path, or empty for a sandbox without network settings. The rest of the setup — rules, veth
-   * addresses and routes — runs in the returned future, so that the runtime can start the container
-   * meanwhile: the sandbox has no address, so no traffic, until the rules are in place.
+   * Starts writing sandbox {@code id}'s rules, in the background (they are keyed by its veth's
+   * name, so they may precede it), or returns empty for a sandbox without network settings. The
+   * runtime starts the container meanwhile; {@link #attach} then gives it its veth.
    */
-  Optional<Prepared> prepare(Path sandboxDir, String id) {
+  Optional<CompletableFuture<Void>> rules(Path sandboxDir, String id) {
     Optional<Saved> saved = saved(sandboxDir);
     if (saved.isEmpty()) {
       return Optional.empty();
     }
+    EgressPolicy policy = policy(sandboxDir);
+    String script = baseRules() + sandboxRules(id, saved.get().slot(), policy, saved.get());
+    return Optional.of(CompletableFuture.runAsync(() -> Nftables.run(script), VIRTUAL));
+  }
+
+  private static final java.util.concurrent.Executor VIRTUAL =
+      task -> Thread.ofVirtual().start(task);
+
+  /**
+   * Gives running sandbox {@code id} (its init is {@code pid}) its way out, unless it has it: names
+   * its network namespace ({@code ip netns attach}: the namespace is the one the runtime made,
+   * owned by the sandbox's user namespace, as checkpoint/restore needs), and adds the veth pair,
+   * the address and the routes. Idempotent; after a restart or a restore (a new namespace) the
+   * stale name and veth are replaced. Nothing for a sandbox without network settings.
+   */
+  void attach(Path sandboxDir, String id, long pid) {
+    Optional<Saved> saved = saved(sandboxDir);
+    if (saved.isEmpty()) {
+      return;
+    }
     int slot = saved.get().slot();
     Path ns = netnsPath(id);
     String veth = vethName(slot);
-    if (Files.exists(ns) && Files.exists(Path.of("/sys/class/net", veth))) {
-      return Optional.of(new Prepared(ns, CompletableFuture.completedFuture(null)));
+    Path own = Path.of("/proc", Long.toString(pid), "ns", "net");
+    boolean named = sameFile(ns, own);
+    boolean linked = Files.exists(Path.of("/sys/class/net", veth));
+    if (named && linked) {
+      return;
     }
     enableForwarding();
     StringBuilder host = new StringBuilder();
     if (!hasGateway()) {
       host.append("addr replace ").append(gateway()).append("/32 dev lo\n");
     }
-    if (Files.exists(ns)) {
-      host.append("netns delete ").append(netnsName(id)).append('\n'); // half made: anew
+    if (linked) {
+      host.append("link delete ").append(veth).append('\n'); // its peer is in a stale namespace
     }
-    host.append("netns add ").append(netnsName(id)).append('\n');
+    if (!named) {
+      if (Files.exists(ns)) {
+        host.append("netns delete ").append(netnsName(id)).append('\n');
+      }
+      host.append("netns attach ").append(netnsName(id)).append(' ').append(pid).append('\n');
+    }
     host.append("link add ").append(veth).append(" type veth peer name eth0 netns ");
     host.append(netnsName(id)).append('\n');
     host.append("link set ").append(veth).append(" up\n");
     host.append("route replace ").append(address(slot)).append("/32 dev ").append(veth);
     host.append('\n');
     ipBatch(null, host.toString());
-    String inside =
+    ipBatch(
+        netnsName(id),
         "link set lo up\n"
             + ("addr add " + address(slot) + "/32 dev eth0\n")
             + "link set eth0 up\n"
             + ("route add " + gateway() + "/32 dev eth0\n")
-            + ("route add default via " + gateway() + " dev eth0\n");
-    CompletableFuture<Void> rest =
-        CompletableFuture.runAsync(
-            () -> {
-              Nftables.run(baseRules() + sandboxRules(id, slot, policy(sandboxDir), saved.get()));
-              ipBatch(netnsName(id), inside);
-            },
-            Thread.ofVirtual()::start);
-    return Optional.of(new Prepared(ns, rest));
+            + ("route add default via " + gateway() + " dev eth0\n"));
   }
 
-  /** A sandbox's namespace, and the setup still running in it. */
-  record Prepared(Path netns, CompletableFuture<Void> rest) {
-    /** Waits for the setup. */
-    void finish() {
-      try {
-        rest.join();
-      } catch (java.util.concurrent.CompletionException e) {
-        if (e.getCause() instanceof RuntimeException r) {
-          throw r;
-        }
-        throw e;
+  /**
+   * Removes sandbox {@code id}'s veth pair, keeping its rules and slot: before checkpointing it
+   * (CRIU cannot dump a veth whose peer is outside the dumped namespaces); {@link #attach} adds it
+   * again. Nothing for a sandbox without one.
+   */
+  void detach(Path sandboxDir, String id) {
+    Optional<Saved> saved = saved(sandboxDir);
+    if (saved.isPresent()
+        && Files.exists(Path.of("/sys/class/net", vethName(saved.get().slot())))) {
+      HostCommand.Result r =
+          HostCommand.run(List.of("ip", "link", "delete", vethName(saved.get().slot())));
+      if (!r.ok() && Files.exists(Path.of("/sys/class/net", vethName(saved.get().slot())))) {
+        throw new WorkspaceException(
+            "cannot detach the network of local:" + id + " for its checkpoint: " + r.output());
       }
     }
   }
 
-  /** The same settings {@link #prepare} would apply, now: for {@code setEgress}. */
+  private static boolean sameFile(Path a, Path b) {
+    try {
+      return Files.exists(a) && Files.isSameFile(a, b);
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  /** Replaces sandbox {@code id}'s policy and rewrites its rules: for {@code setEgress}. */
   void setPolicy(Path sandboxDir, String id, EgressPolicy policy) {
     Saved saved =
         saved(sandboxDir)
@@ -437,9 +497,7 @@ final class Networks {
     } catch (IOException e) {
       throw new WorkspaceException("cannot write the egress policy of local:" + id + ": " + e, e);
     }
-    if (Files.exists(netnsPath(id))) {
-      Nftables.run(baseRules() + sandboxRules(id, saved.slot(), policy, saved));
-    }
+    Nftables.run(baseRules() + sandboxRules(id, saved.slot(), policy, saved));
   }
 
   private void enableForwarding() {

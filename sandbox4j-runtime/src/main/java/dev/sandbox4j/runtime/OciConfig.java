@@ -71,14 +71,12 @@ final class OciConfig {
       Map<String, String> env,
       Limits limits,
       Optional<String> compiledSeccomp) {
-    return build(
-        id, rootfs, cgroupsPath, env, limits, compiledSeccomp, Optional.empty(), Optional.empty());
+    return build(id, rootfs, cgroupsPath, env, limits, compiledSeccomp, Optional.empty());
   }
 
   /**
-   * {@link #build(String, Path, String, Map, Limits, Optional)} joining the network namespace at
-   * {@code netns} (made by {@link Networks}) instead of a new empty one, and with {@code hosts}
-   * bind-mounted read-only at {@code /etc/hosts} (the names of a named network's members).
+   * {@link #build(String, Path, String, Map, Limits, Optional)} with {@code hosts} bind-mounted
+   * read-only at {@code /etc/hosts} (the names of a named network's members, see {@link Networks}).
    */
   static byte[] build(
       String id,
@@ -87,7 +85,6 @@ final class OciConfig {
       Map<String, String> env,
       Limits limits,
       Optional<String> compiledSeccomp,
-      Optional<Path> netns,
       Optional<Path> hosts) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
@@ -112,9 +109,7 @@ final class OciConfig {
         "namespaces",
         List.of(
             Map.of("type", "pid"),
-            netns.isPresent()
-                ? Map.of("type", "network", "path", netns.get().toString())
-                : Map.of("type", "network"),
+            Map.of("type", "network"),
             Map.of("type", "ipc"),
             Map.of("type", "uts"),
             Map.of("type", "mount"),

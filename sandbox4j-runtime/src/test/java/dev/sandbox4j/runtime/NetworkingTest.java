@@ -209,10 +209,19 @@ class NetworkingTest {
             .as("a server on the host (any address, here %s) is out of reach", a)
             .satisfies(o -> assertThat(blocked(o)).as(o).isTrue());
       }
-      // The host's loopback, addressed from outside: the kernel drops such martians, and the
-      // rules refuse anything for the host anyway.
-      String loopback = run(ws, "sudo ip route add 127.0.0.0/8 dev eth0 2>&1 || true");
-      assertThat(loopback).as("root in the sandbox cannot change its routes").isNotBlank();
+      // Root in the sandbox may change its own routes (its network namespace is its user
+      // namespace's), but the rules sit on the host: a forged source address is dropped too.
+      run(ws, "sudo ip addr add 10.99.0.7/32 dev eth0");
+      assertThat(
+              run(
+                  ws,
+                  "python3 -c \"import socket; s=socket.socket(); s.settimeout(3);"
+                      + " s.bind(('10.99.0.7',0)); print(s.connect_ex(('"
+                      + SITE_A
+                      + "',80)))\""))
+          .as("a forged source address gets nowhere")
+          .doesNotContain("\n0\n")
+          .isNotEqualTo("0\n");
       Thread.sleep(200);
       assertThat(accepted.get()).as("the host's server saw no connection").isZero();
       // Control: the host itself reaches it.
@@ -273,6 +282,20 @@ class NetworkingTest {
     SANDBOXES.setEgress(ref, EgressPolicy.allow(SITE_B));
     assertThat(connect(ws, SITE_A, 80)).isIn("refused", "unreachable");
     assertThat(connect(ws, SITE_B, 80)).isEqualTo("ok");
+  }
+
+  @Test
+  void aLiveForkGetsItsOwnAddressAndItsParentsPolicy() {
+    Workspace parent = sandbox(LocalSandbox.builder().egress(EgressPolicy.allow(SITE_B)));
+    run(parent, "nohup sleep 600 >/dev/null 2>&1 &");
+    ForkResult fork = SANDBOXES.fork(parent.open());
+    own.add(fork.ref());
+    Workspace child = Workspace.of(SANDBOXES.backend(fork.ref()).orElseThrow());
+    assertThat(address(child)).isNotBlank().isNotEqualTo(address(parent));
+    assertThat(SANDBOXES.egress(fork.ref()).cidrs()).containsExactly(SITE_B + "/32");
+    assertThat(connect(child, SITE_B, 80)).isEqualTo("ok");
+    assertThat(connect(child, SITE_A, 80)).isIn("refused", "unreachable");
+    assertThat(connect(parent, SITE_B, 80)).as("the parent keeps its way out").isEqualTo("ok");
   }
 
   // ---- named networks ---------------------------------------------------------------------
