@@ -5,7 +5,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
 import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -80,6 +84,7 @@ public final class EgressPolicy {
 
   static final int MAX_RULES = 1_000;
   static final int MAX_HEADER_VALUE = 8 * 1024;
+  private static final long MAX_FILE_BYTES = 16L * 1024 * 1024;
 
   private static final EgressPolicy NONE =
       new EgressPolicy(Mode.NONE, List.of(), List.of(), List.of(), false);
@@ -398,6 +403,31 @@ public final class EgressPolicy {
       policy = policy.withInterceptTls(intercept.booleanValue());
     }
     return policy;
+  }
+
+  /**
+   * Stores this policy in {@code file} atomically, owner-only (0600) from the start: it may hold
+   * header secrets.
+   */
+  void write(Path file) throws IOException {
+    SecretFiles.write(file, toJson().getBytes(StandardCharsets.UTF_8));
+  }
+
+  /**
+   * Reads a policy {@link #write} stored.
+   *
+   * @throws IllegalArgumentException naming the file, if it does not hold a valid policy
+   */
+  static EgressPolicy read(Path file) throws IOException {
+    if (Files.size(file) > MAX_FILE_BYTES) {
+      throw new IllegalArgumentException(
+          "egress policy file " + file + " is larger than " + MAX_FILE_BYTES + " bytes");
+    }
+    try {
+      return fromJson(Files.readString(file, StandardCharsets.UTF_8));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(file + ": " + e.getMessage(), e);
+    }
   }
 
   private static String text(JsonNode node, String field) {
