@@ -270,6 +270,13 @@ final class Networks {
             + " rules; IPv4 forwarding is switched on with the first sandbox)");
   }
 
+  /** Whether {@code a} is in this home's sandbox subnet (a sandbox, or the gateway). */
+  boolean isSandboxSubnet(InetAddress a) {
+    return a instanceof Inet4Address
+        && a.getAddress()[0] == 10
+        && (a.getAddress()[1] & 0xff) == subnet();
+  }
+
   // ---- a sandbox's settings -----------------------------------------------------------------
 
   /**

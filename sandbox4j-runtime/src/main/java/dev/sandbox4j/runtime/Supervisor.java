@@ -71,6 +71,9 @@ final class Supervisor {
   private final Engine engine;
   private final Map<String, CpuSample> cpu = new HashMap<>();
 
+  /** The home's egress proxy on the sandboxes' gateway; null until that address exists. */
+  private EgressProxy proxy;
+
   private record CpuSample(long usageMicros, long atNanos) {}
 
   private Supervisor(Engine engine) {
@@ -90,9 +93,13 @@ final class Supervisor {
       settings.runtime(args[1]);
     }
     FileLock held = lock.get();
+    Supervisor supervisor = new Supervisor(settings.build().engine());
     try {
-      held = new Supervisor(settings.build().engine()).run(held);
+      held = supervisor.run(held);
     } finally {
+      if (supervisor.proxy != null) {
+        supervisor.proxy.close();
+      }
       if (held != null) {
         held.close();
       }
@@ -105,6 +112,7 @@ final class Supervisor {
     Path sandboxes = engine.home().resolve("sandboxes");
     long emptySince = -1;
     while (true) {
+      ensureProxy();
       int supervised = scan();
       if (supervised > 0 || anySandboxes(sandboxes)) {
         emptySince = -1;
@@ -123,6 +131,32 @@ final class Supervisor {
         emptySince = -1;
       }
       Thread.sleep(SCAN.toMillis());
+    }
+  }
+
+  /**
+   * Starts the egress proxy ({@link EgressProxy}) on the sandboxes' gateway ({@link
+   * Networks#PROXY_PORT}) once the gateway exists; it finds each client's policy through {@link
+   * Networks#policyOf}, read per request, so that a policy changed by any JVM applies at once.
+   */
+  private void ensureProxy() {
+    if (proxy != null) {
+      return;
+    }
+    Networks networks = engine.networks();
+    try {
+      if (!networks.hasGateway()) {
+        return; // no sandbox has a network yet
+      }
+      proxy =
+          EgressProxy.builder(networks::policyOf)
+              .home(engine.home())
+              .bind(Networks.parse(networks.gateway()), Networks.PROXY_PORT)
+              .notPublic(networks::isSandboxSubnet)
+              .start();
+      say("egress proxy listening on " + proxy.address());
+    } catch (IOException | RuntimeException e) {
+      say("cannot start the egress proxy yet: " + e);
     }
   }
 
@@ -323,15 +357,31 @@ final class Supervisor {
             ObjectMapper.class,
             com.fasterxml.jackson.core.JsonFactory.class,
             com.fasterxml.jackson.annotation.JsonProperty.class)) {
-      CodeSource source = c.getProtectionDomain().getCodeSource();
-      if (source != null && source.getLocation() != null) {
-        try {
-          entries.add(Path.of(source.getLocation().toURI()).toString());
-        } catch (URISyntaxException | IllegalArgumentException e) {
-          // not a file: cannot be passed on
-        }
+      addSource(entries, c);
+    }
+    // BouncyCastle (the egress proxy's TLS interception), where it is on this class path.
+    for (String name :
+        List.of(
+            "org.bouncycastle.jce.provider.BouncyCastleProvider",
+            "org.bouncycastle.cert.X509v3CertificateBuilder",
+            "org.bouncycastle.asn1.cms.ContentInfo")) {
+      try {
+        addSource(entries, Class.forName(name, false, Supervisor.class.getClassLoader()));
+      } catch (ClassNotFoundException | LinkageError e) {
+        // not here: interception then fails with a clear error in the supervisor's log
       }
     }
     return String.join(File.pathSeparator, entries);
+  }
+
+  private static void addSource(Set<String> entries, Class<?> c) {
+    CodeSource source = c.getProtectionDomain().getCodeSource();
+    if (source != null && source.getLocation() != null) {
+      try {
+        entries.add(Path.of(source.getLocation().toURI()).toString());
+      } catch (URISyntaxException | IllegalArgumentException e) {
+        // not a file: cannot be passed on
+      }
+    }
   }
 }

@@ -91,6 +91,11 @@ class NetworkingTest {
             .redirectErrorStream(true)
             .redirectOutput(ProcessBuilder.Redirect.DISCARD)
             .start();
+    // The names the egress proxy resolves (its hosts file comes before the system resolver).
+    Path hosts = EgressProxy.hostsFile(SANDBOXES.home());
+    Files.createDirectories(hosts.getParent());
+    Files.writeString(
+        hosts, SITE_A + " allowed.test api.allowed.test\n" + SITE_B + " denied.test\n");
     // Ready once the host reaches it.
     for (int i = 0; i < 200; i++) {
       if (HostCommand.run(List.of("curl", "-sf", "-m", "1", "http://" + SITE_A + "/")).ok()) {
@@ -296,6 +301,114 @@ class NetworkingTest {
     assertThat(connect(child, SITE_B, 80)).isEqualTo("ok");
     assertThat(connect(child, SITE_A, 80)).isIn("refused", "unreachable");
     assertThat(connect(parent, SITE_B, 80)).as("the parent keeps its way out").isEqualTo("ok");
+  }
+
+  // ---- domain rules, through the egress proxy -----------------------------------------------
+
+  /** Waits until the home's egress proxy (in the supervisor, started on create) accepts. */
+  private static void awaitProxy(Workspace ws) throws InterruptedException {
+    String gateway = SANDBOXES.engine().networks().gateway();
+    for (int i = 0; i < 150; i++) {
+      if (connect(ws, gateway, Networks.PROXY_PORT).equals("ok")) {
+        return;
+      }
+      Thread.sleep(100);
+    }
+    throw new AssertionError("the egress proxy did not come up: see supervisor.log in the home");
+  }
+
+  /** What the proxy answers to {@code CONNECT target}, then (if tunnelled) to a GET through it. */
+  private static String connectThroughProxy(Workspace ws, String target) {
+    String gateway = SANDBOXES.engine().networks().gateway();
+    String py =
+        "import socket\n"
+            + "s=socket.create_connection(('"
+            + gateway
+            + "',"
+            + Networks.PROXY_PORT
+            + "),timeout=5)\n"
+            + "s.sendall(b'CONNECT "
+            + target
+            + " HTTP/1.1\\r\\nHost: "
+            + target
+            + "\\r\\n\\r\\n')\n"
+            + "head=s.recv(4096).decode(errors='replace')\n"
+            + "print(head.split('\\r\\n')[0])\n"
+            + "if ' 200' in head.split('\\r\\n')[0]:\n"
+            + "  s.sendall(b'GET /tunnelled HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
+            + "  data=b''\n"
+            + "  while True:\n"
+            + "    b=s.recv(65536)\n"
+            + "    if not b: break\n"
+            + "    data+=b\n"
+            + "  print(data.decode(errors='replace'))\n";
+    return ws.run(Command.argv("python3", "-c", py)).stdoutText();
+  }
+
+  @Test
+  void aDomainAllowlistReachesTheAllowedHostThroughTheProxyAndNothingElse() throws Exception {
+    Workspace ws = sandbox(LocalSandbox.builder().egress(EgressPolicy.allow("*.allowed.test")));
+    awaitProxy(ws);
+    assertThat(run(ws, "echo $HTTP_PROXY")).contains(Networks.PROXY_PORT + "");
+    assertThat(get(ws, "http://api.allowed.test/x")).startsWith("site=" + SITE_A + " path=/x");
+    assertThat(get(ws, "http://denied.test/")).startsWith("HTTP 403").contains("denied.test");
+    assertThat(get(ws, "http://allowed.test/"))
+        .as("*.allowed.test does not match allowed.test itself")
+        .startsWith("HTTP 403");
+    assertThat(get(ws, "http://" + SITE_A + "/"))
+        .as("an IP literal through the proxy needs a CIDR rule")
+        .startsWith("HTTP 403");
+    assertThat(connect(ws, SITE_A, 80))
+        .as("around the proxy, straight to the address: refused at once")
+        .isIn("refused", "unreachable");
+    assertThat(connectThroughProxy(ws, "denied.test:80")).contains(" 403");
+    assertThat(connectThroughProxy(ws, "api.allowed.test:80"))
+        .contains(" 200")
+        .contains("site=" + SITE_A + " path=/tunnelled");
+  }
+
+  @Test
+  void anInjectedHeaderReachesTheApiWhileTheSecretNeverEntersTheSandbox() throws Exception {
+    String secret = "s3cr3t-" + Long.toString(System.nanoTime(), 36) + "-" + SUFFIX;
+    Workspace ws =
+        sandbox(
+            LocalSandbox.builder()
+                .egress(
+                    EgressPolicy.allow("api.allowed.test")
+                        .withHeader("api.allowed.test", "Authorization", "Bearer " + secret)));
+    awaitProxy(ws);
+    assertThat(get(ws, "http://api.allowed.test/v1"))
+        .startsWith("site=" + SITE_A + " path=/v1")
+        .containsIgnoringCase("Authorization: Bearer " + secret);
+    assertThat(get(ws, "http://denied.test/")).startsWith("HTTP 403").doesNotContain(secret);
+    assertThat(SANDBOXES.egress(ws.open()).toString()).doesNotContain(secret);
+
+    assertThat(run(ws, "env; sudo env")).doesNotContain(secret);
+    assertThat(
+            run(ws, "sudo sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' | tr '\\0' '\\n'"))
+        .doesNotContain(secret);
+    String grep =
+        run(
+            ws,
+            "sudo grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -F '"
+                + secret
+                + "' / ; echo GREP-DONE");
+    assertThat(grep).as("no file in the sandbox holds the secret").isEqualTo("GREP-DONE\n");
+    Path upper = SANDBOXES.home().resolve("sandboxes").resolve(ws.open().id()).resolve("upper");
+    try (var files = Files.walk(upper)) {
+      for (Path f : files.filter(Files::isRegularFile).toList()) {
+        assertThat(Files.readString(f, java.nio.charset.StandardCharsets.ISO_8859_1))
+            .as("the upper layer's %s", f)
+            .doesNotContain(secret);
+      }
+    }
+    Path policy =
+        SANDBOXES.home().resolve("sandboxes").resolve(ws.open().id()).resolve("egress.json");
+    assertThat(Files.getPosixFilePermissions(policy))
+        .as("the policy file on the host, with the secret, is root's only")
+        .containsExactlyInAnyOrder(
+            java.nio.file.attribute.PosixFilePermission.OWNER_READ,
+            java.nio.file.attribute.PosixFilePermission.OWNER_WRITE);
   }
 
   // ---- named networks ---------------------------------------------------------------------
