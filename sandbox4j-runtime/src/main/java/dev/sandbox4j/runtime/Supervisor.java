@@ -104,7 +104,7 @@ final class Supervisor {
         held.close();
       }
     }
-    say("supervisor " + ProcessHandle.current().pid() + " exits: no sandbox has timers");
+    say("supervisor " + ProcessHandle.current().pid() + " exits: the home has no sandboxes");
   }
 
   /** Scans until there is nothing to supervise; returns the lock if it still holds it. */

@@ -488,6 +488,84 @@ class NetworkingTest {
     assertThat(warm.run(Command.shell("true")).exitCode()).isZero();
   }
 
+  @Test
+  void gcRemovesTheNetworkLeftoversOfACreateKilledMidway() throws Exception {
+    Networks networks = SANDBOXES.engine().networks();
+    Workspace warm = sandbox(LocalSandbox.builder()); // the table exists from here
+    Path slots = SANDBOXES.home().resolve("network").resolve("slots");
+    int rules = ruleCount(networks);
+    List<String> links = links();
+    List<String> namespaces = namespaces();
+    List<String> slotsBefore = names(slots);
+    String killed = null;
+    for (int attempt = 0; attempt < 6 && killed == null; attempt++) {
+      List<String> argv =
+          List.of(
+              ProcessHandle.current().info().command().orElse("java"),
+              "--enable-native-access=ALL-UNNAMED",
+              "-cp",
+              System.getProperty("java.class.path"),
+              CrashChild.class.getName(),
+              SANDBOXES.home().toString(),
+              "net-" + SUFFIX,
+              "create");
+      Process child =
+          new ProcessBuilder(argv)
+              .redirectErrorStream(true)
+              .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
+              .start();
+      var out =
+          new java.io.BufferedReader(
+              new java.io.InputStreamReader(
+                  child.getInputStream(), java.nio.charset.StandardCharsets.UTF_8));
+      for (String line = out.readLine(); line != null && !line.equals("READY"); ) {
+        line = out.readLine();
+      }
+      Thread.ofVirtual().start(() -> out.lines().forEach(l -> {}));
+      // Killed once it has its address, a little later each attempt: somewhere in its network's
+      // setup or the container's start.
+      String id = null;
+      long deadline = System.nanoTime() + 60_000_000_000L;
+      while (id == null && child.isAlive() && System.nanoTime() < deadline) {
+        for (String slot : names(slots)) {
+          if (!slotsBefore.contains(slot)) {
+            id = Files.readString(slots.resolve(slot)).strip();
+          }
+        }
+      }
+      Thread.sleep(5L * attempt);
+      child.destroyForcibly().waitFor();
+      if (id == null || id.isEmpty()) {
+        continue;
+      }
+      Path state = SANDBOXES.home().resolve("sandboxes").resolve(id).resolve("state.json");
+      if (Files.exists(state)
+          && SandboxRecord.read(state).status() == SandboxRecord.Status.RUNNING) {
+        SANDBOXES.destroy(new WorkspaceRef(LocalSandbox.NAME, id)); // finished before the kill
+        continue;
+      }
+      killed = id;
+    }
+    String victim = killed;
+    assertThat(victim).as("a create killed before it finished").isNotNull();
+    List<String> removed = SANDBOXES.gc();
+    assertThat(removed).anyMatch(l -> l.contains(victim));
+    assertThat(ruleCount(networks)).isEqualTo(rules);
+    assertThat(links()).isEqualTo(links);
+    assertThat(namespaces()).isEqualTo(namespaces);
+    assertThat(names(slots)).isEqualTo(slotsBefore);
+    assertThat(warm.run(Command.shell("true")).exitCode()).isZero();
+  }
+
+  private static List<String> names(Path dir) throws IOException {
+    if (!Files.isDirectory(dir)) {
+      return List.of();
+    }
+    try (var s = Files.list(dir)) {
+      return s.map(p -> p.getFileName().toString()).sorted().toList();
+    }
+  }
+
   /** Rules and map/set elements in the home's table. */
   static int ruleCount(Networks networks) {
     String listing = Nftables.run("list table inet " + networks.table());
