@@ -459,6 +459,29 @@ class NetworkingTest {
     }
     assertThat(address(forked)).isNotEqualTo(address(b));
     assertThat(connect(a, fork.ref().id(), 8080)).isEqualTo("ok");
+
+    // A snapshot keeps its machine's networks: a sandbox made from it joins them.
+    String snapshot = "net-" + SUFFIX;
+    onNet.snapshot(refB, snapshot);
+    try {
+      Workspace fromSnapshot = sandbox(LocalSandbox.builder().snapshot(snapshot).network(net));
+      assertThat(SANDBOXES.list())
+          .filteredOn(i -> i.ref().equals(fromSnapshot.open()))
+          .singleElement()
+          .satisfies(i -> assertThat(i.networks()).containsExactly(net));
+      Workspace plain = sandbox(LocalSandbox.builder().snapshot(snapshot));
+      assertThat(SANDBOXES.list())
+          .filteredOn(i -> i.ref().equals(plain.open()))
+          .singleElement()
+          .satisfies(i -> assertThat(i.networks()).containsExactly(net));
+      assertThat(connect(plain, refB.id(), 8080))
+          .as("on the network: it reaches b's server by b's name")
+          .isEqualTo("ok");
+    } finally {
+      own.forEach(SANDBOXES::destroy);
+      own.clear();
+      SANDBOXES.removeSnapshot(snapshot);
+    }
   }
 
   // ---- cleanup ----------------------------------------------------------------------------
