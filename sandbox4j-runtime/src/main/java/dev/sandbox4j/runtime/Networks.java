@@ -85,6 +85,8 @@ final class Networks {
   private final Path dir;
   private final String hash;
   private volatile int subnet = -1;
+  private volatile boolean gatewaySeen;
+  private volatile boolean forwarding;
 
   Networks(Path home) {
     this.home = home;
@@ -158,10 +160,14 @@ final class Networks {
    * its own: kernels without the dummy module exist, a Firecracker guest's for one).
    */
   boolean hasGateway() {
+    if (gatewaySeen) {
+      return true; // only a reboot removes it, and a reboot ends this JVM
+    }
     try {
       java.net.NetworkInterface lo = java.net.NetworkInterface.getByName("lo");
       InetAddress g = parse(gateway());
-      return lo != null && java.util.Collections.list(lo.getInetAddresses()).contains(g);
+      gatewaySeen = lo != null && java.util.Collections.list(lo.getInetAddresses()).contains(g);
+      return gatewaySeen;
     } catch (java.net.SocketException e) {
       return false;
     }
@@ -296,10 +302,13 @@ final class Networks {
       } catch (FileAlreadyExistsException taken) {
         continue;
       }
-      writePolicy(sandboxDir, settings.egress());
-      AtomicFiles.write(
+      // Not synced here: the sandbox's RUNNING record, written durably later, is the one durable
+      // step of a create, and on ext4 (data=ordered) its commit carries these files' data too.
+      writePolicy(sandboxDir, settings.egress(), false);
+      Files.write(
           sandboxDir.resolve(NETWORK_FILE),
-          JSON.writeValueAsBytes(new Saved(slot, settings.networks())));
+          JSON.writeValueAsBytes(new Saved(slot, settings.networks())),
+          StandardOpenOption.CREATE_NEW);
       return;
     }
     throw new WorkspaceException("no free sandbox address left in " + address(0) + "/16");
@@ -327,15 +336,18 @@ final class Networks {
     }
   }
 
-  private static void writePolicy(Path sandboxDir, EgressPolicy policy) throws IOException {
+  private static void writePolicy(Path sandboxDir, EgressPolicy policy, boolean durably)
+      throws IOException {
     // Root-only from its first byte: it holds the header values, which are secrets.
     Path temp = sandboxDir.resolve("." + EGRESS_FILE + ".new");
     Files.deleteIfExists(temp);
     Files.createFile(
         temp, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
     Files.writeString(temp, policy.toJson());
-    try (var ch = java.nio.channels.FileChannel.open(temp, StandardOpenOption.WRITE)) {
-      ch.force(true);
+    if (durably) {
+      try (var ch = java.nio.channels.FileChannel.open(temp, StandardOpenOption.WRITE)) {
+        ch.force(true);
+      }
     }
     Files.move(
         temp,
@@ -453,14 +465,26 @@ final class Networks {
     host.append("link set ").append(veth).append(" up\n");
     host.append("route replace ").append(address(slot)).append("/32 dev ").append(veth);
     host.append('\n');
-    ipBatch(null, host.toString());
-    ipBatch(
-        netnsName(id),
+    // One spawn for both batches (a spawn from the JVM costs more than the ip runs themselves):
+    // the host's side, then inside the namespace it just named.
+    String inside =
         "link set lo up\n"
             + ("addr add " + address(slot) + "/32 dev eth0\n")
             + "link set eth0 up\n"
             + ("route add " + gateway() + "/32 dev eth0\n")
-            + ("route add default via " + gateway() + " dev eth0\n"));
+            + ("route add default via " + gateway() + " dev eth0\n");
+    HostCommand.checkWithInput(
+        List.of(
+            "sh",
+            "-c",
+            "ip -batch - <<'EOF1'\n"
+                + host
+                + "EOF1\nip -n \"$1\" -batch - <<'EOF2'\n"
+                + inside
+                + "EOF2\n",
+            "sh",
+            netnsName(id)),
+        "");
   }
 
   /**
@@ -500,7 +524,7 @@ final class Networks {
                             + id
                             + " was created before sandboxes had networks: it has loopback only"));
     try {
-      writePolicy(sandboxDir, policy);
+      writePolicy(sandboxDir, policy, true);
     } catch (IOException e) {
       throw new WorkspaceException("cannot write the egress policy of local:" + id + ": " + e, e);
     }
@@ -508,11 +532,15 @@ final class Networks {
   }
 
   private void enableForwarding() {
+    if (forwarding) {
+      return;
+    }
     Path forward = Path.of("/proc/sys/net/ipv4/ip_forward");
     try {
       if (!Files.readString(forward).strip().equals("1")) {
         Files.writeString(forward, "1");
       }
+      forwarding = true;
     } catch (IOException e) {
       throw new WorkspaceException("cannot enable IPv4 forwarding (" + forward + "): " + e, e);
     }
@@ -663,15 +691,6 @@ final class Networks {
       s.append("nameserver ").append(ns).append('\n');
     }
     return s.toString();
-  }
-
-  private static void ipBatch(String netns, String batch) {
-    List<String> argv = new ArrayList<>(List.of("ip"));
-    if (netns != null) {
-      argv.addAll(List.of("-n", netns));
-    }
-    argv.addAll(List.of("-batch", "-"));
-    HostCommand.checkWithInput(argv, batch);
   }
 
   // ---- tearing it down ----------------------------------------------------------------------
