@@ -155,6 +155,9 @@ final class Engine {
       if (!spec.workingDirectory().equals(HOME)) {
         createWorkingDirectory(id, spec.workingDirectory());
       }
+      if (spec.network() != null && spec.network().egress().interceptTls()) {
+        networks.installCaIfIntercepting(this, id);
+      }
       // The one durable step of a create: from here on the sandbox survives a power loss (its
       // name in sandboxes/ too, which reserve did not sync).
       record.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));

@@ -253,7 +253,9 @@ public final class LocalSandbox implements WorkspaceProvider {
    * Replaces the egress policy of {@code ref}'s sandbox. It takes effect at once for new
    * connections (connections already open are kept), and for the proxy variables ({@code
    * HTTP_PROXY} ...) of commands started from now on. The policy, header values included, is kept
-   * in a root-only file of the state directory, never in the sandbox.
+   * in a root-only file of the state directory, never in the sandbox. A policy that intercepts TLS
+   * installs the egress proxy's CA certificate into the sandbox's trust store (and wakes it for
+   * that).
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    * @throws WorkspaceException if it was created before sandboxes had networks (loopback only)
@@ -264,6 +266,10 @@ public final class LocalSandbox implements WorkspaceProvider {
     Engine e = engine();
     e.record(id); // unavailable if gone
     e.networks().setPolicy(e.dir(id), id, policy);
+    if (policy.interceptTls()) {
+      e.wake(id);
+      e.networks().installCaIfIntercepting(e, id);
+    }
   }
 
   /**

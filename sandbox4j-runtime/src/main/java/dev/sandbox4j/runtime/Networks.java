@@ -396,7 +396,43 @@ final class Networks {
     }
     env.put("NO_PROXY", String.join(",", direct));
     env.put("no_proxy", String.join(",", direct));
+    if (p.interceptTls()) {
+      // Node.js and Python's requests bring their own CA lists: point them at the proxy's CA too.
+      env.put("NODE_EXTRA_CA_CERTS", CA_FILE);
+      env.put("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt");
+    }
     return env;
+  }
+
+  /** Where an intercepting policy's proxy CA is installed in a sandbox. */
+  static final String CA_FILE = "/usr/local/share/ca-certificates/sandbox4j-egress-proxy.crt";
+
+  /**
+   * Installs the home's egress-proxy CA into sandbox {@code id}'s trust store ({@code
+   * update-ca-certificates}), for a policy that intercepts TLS; nothing otherwise. The CA
+   * certificate is public; its key stays in the home.
+   */
+  void installCaIfIntercepting(Engine engine, String id) {
+    if (!policy(engine.dir(id)).interceptTls()) {
+      return;
+    }
+    String pem;
+    try {
+      pem = EgressProxy.caCertificatePem(home);
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot read the egress proxy's CA: " + e.getMessage(), e);
+    }
+    Exec.checkAsRoot(
+        engine,
+        id,
+        List.of(
+            "/bin/sh",
+            "-c",
+            "mkdir -p \"$(dirname \"$1\")\" && printf '%s' \"$2\" > \"$1\" &&"
+                + " update-ca-certificates >/dev/null 2>&1",
+            "sh",
+            CA_FILE,
+            pem));
   }
 
   /** Whether the policy needs the egress proxy: domain rules, or headers to inject. */

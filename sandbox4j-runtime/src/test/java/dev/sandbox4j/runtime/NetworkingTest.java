@@ -411,6 +411,25 @@ class NetworkingTest {
             java.nio.file.attribute.PosixFilePermission.OWNER_WRITE);
   }
 
+  @Test
+  void anInterceptingPolicyInstallsTheProxysCaIntoTheSandboxsTrustStore() throws Exception {
+    Workspace ws = sandbox(LocalSandbox.builder().egress(EgressPolicy.none()));
+    String ca = EgressProxy.caCertificatePem(SANDBOXES.home());
+    String body = ca.lines().filter(l -> !l.startsWith("-----")).findFirst().orElseThrow();
+    assertThat(run(ws, "grep -c '" + body + "' /etc/ssl/certs/ca-certificates.crt"))
+        .startsWith("0");
+    SANDBOXES.setEgress(
+        ws.open(),
+        EgressPolicy.allow("api.allowed.test")
+            .withHeader("api.allowed.test", "X-Key", "k")
+            .withInterceptTls(true));
+    assertThat(run(ws, "grep -c '" + body + "' /etc/ssl/certs/ca-certificates.crt"))
+        .startsWith("1");
+    assertThat(run(ws, "echo $NODE_EXTRA_CA_CERTS; cat $NODE_EXTRA_CA_CERTS")).contains(body);
+    awaitProxy(ws);
+    assertThat(get(ws, "http://api.allowed.test/h")).containsIgnoringCase("X-Key: k");
+  }
+
   // ---- named networks ---------------------------------------------------------------------
 
   @Test
