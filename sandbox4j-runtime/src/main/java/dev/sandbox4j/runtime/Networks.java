@@ -87,6 +87,7 @@ final class Networks {
   private volatile int subnet = -1;
   private volatile boolean gatewaySeen;
   private volatile boolean forwarding;
+  private volatile boolean baseWritten;
 
   Networks(Path home) {
     this.home = home;
@@ -454,8 +455,25 @@ final class Networks {
       return Optional.empty();
     }
     EgressPolicy policy = policy(sandboxDir);
-    String script = baseRules() + sandboxRules(id, saved.get().slot(), policy, saved.get());
-    return Optional.of(CompletableFuture.runAsync(() -> Nftables.run(script), VIRTUAL));
+    String script = sandboxRules(id, saved.get().slot(), policy, saved.get());
+    return Optional.of(CompletableFuture.runAsync(() -> runWithBase(script), VIRTUAL));
+  }
+
+  /**
+   * Runs {@code script} after the home's base rules, which are written (flushed and filled anew,
+   * work for the kernel) only the first time in this JVM, or again when the table has gone.
+   */
+  private void runWithBase(String script) {
+    if (baseWritten) {
+      try {
+        Nftables.run(script);
+        return;
+      } catch (WorkspaceException tableGone) {
+        // written again below
+      }
+    }
+    Nftables.run(baseRules() + script);
+    baseWritten = true;
   }
 
   private static final java.util.concurrent.Executor VIRTUAL =
@@ -564,7 +582,7 @@ final class Networks {
     } catch (IOException e) {
       throw new WorkspaceException("cannot write the egress policy of local:" + id + ": " + e, e);
     }
-    Nftables.run(baseRules() + sandboxRules(id, saved.slot(), policy, saved));
+    runWithBase(sandboxRules(id, saved.slot(), policy, saved));
   }
 
   private void enableForwarding() {
@@ -745,26 +763,31 @@ final class Networks {
     }
     removeNetns(id);
     String t = "inet " + table();
+    String c = "sb_" + id;
+    // One transaction (each commit costs the kernel milliseconds): everything it deletes is added
+    // first, a no-op where it exists, so that no delete fails on what is already gone.
     StringBuilder s = new StringBuilder();
+    s.append("add chain ").append(t).append(' ').append(c).append('\n');
     if (saved.isPresent()) {
       int slot = saved.get().slot();
-      s.append("delete element ").append(t).append(" egress { \"").append(vethName(slot));
-      s.append("\" }\n");
-      s.append("delete element ").append(t).append(" proxied { \"").append(vethName(slot));
-      s.append("\" }\n");
+      String veth = "\"" + vethName(slot) + "\"";
+      s.append("add element ").append(t).append(" egress { ").append(veth);
+      s.append(" : jump ").append(c).append(" }\n");
+      s.append("delete element ").append(t).append(" egress { ").append(veth).append(" }\n");
+      s.append("add element ").append(t).append(" proxied { ").append(veth).append(" }\n");
+      s.append("delete element ").append(t).append(" proxied { ").append(veth).append(" }\n");
       for (String network : saved.get().networks()) {
-        s.append("delete element ").append(t).append(' ').append(setName(network));
-        s.append(" { ").append(address(slot)).append(" }\n");
+        String set = t + " " + setName(network);
+        s.append("add set ").append(set).append(" { type ipv4_addr; }\n");
+        s.append("add element ").append(set).append(" { ").append(address(slot)).append(" }\n");
+        s.append("delete element ").append(set).append(" { ").append(address(slot)).append(" }\n");
       }
     }
-    s.append("delete chain ").append(t).append(" sb_").append(id).append('\n');
-    // One at a time: a transaction fails whole when one of its parts is already gone.
-    for (String command : s.toString().split("\n")) {
-      try {
-        Nftables.run(command);
-      } catch (WorkspaceException alreadyGone) {
-        // idempotent
-      }
+    s.append("delete chain ").append(t).append(' ').append(c).append('\n');
+    try {
+      Nftables.run(s.toString());
+    } catch (WorkspaceException noTable) {
+      // no table: nothing of this home's rules exists
     }
     if (saved.isPresent()) {
       releaseSlot(saved.get().slot(), id);
