@@ -290,6 +290,26 @@ class NetworkingTest {
   }
 
   @Test
+  void theWayOutComesBackAfterStopStartAndHibernate() {
+    Workspace ws = sandbox(LocalSandbox.builder().egress(EgressPolicy.allow(SITE_A)));
+    WorkspaceRef ref = ws.open();
+    String address = address(ws);
+    SANDBOXES.stop(ref);
+    SANDBOXES.start(ref);
+    assertThat(address(ws)).isEqualTo(address);
+    assertThat(connect(ws, SITE_A, 80)).isEqualTo("ok");
+    assertThat(connect(ws, SITE_B, 80)).isIn("refused", "unreachable");
+    if (Checkpoints.unavailable(SANDBOXES.engine().runtime()).isEmpty()) {
+      run(ws, "nohup sleep 600 >/dev/null 2>&1 &");
+      SANDBOXES.hibernate(ref);
+      assertThat(connect(ws, SITE_A, 80)).as("restored, with its veth anew").isEqualTo("ok");
+      assertThat(connect(ws, SITE_B, 80)).isIn("refused", "unreachable");
+      assertThat(run(ws, "pgrep -c sleep").strip()).isEqualTo("1");
+    }
+    assertThat(namespaces()).filteredOn(n -> n.endsWith(ref.id())).hasSize(1);
+  }
+
+  @Test
   void aLiveForkGetsItsOwnAddressAndItsParentsPolicy() {
     Workspace parent = sandbox(LocalSandbox.builder().egress(EgressPolicy.allow(SITE_B)));
     run(parent, "nohup sleep 600 >/dev/null 2>&1 &");
