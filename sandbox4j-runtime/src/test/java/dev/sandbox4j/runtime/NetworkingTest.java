@@ -488,7 +488,15 @@ class NetworkingTest {
             Workspace.of(onNet.backend(refB).orElseThrow()).run(Command.shell("true")).exitCode())
         .isZero();
 
-    // A fork joins its parent's network, under its own name.
+    // A fork joins its parent's network, under its own name; a live one carries b's server.
+    if (Checkpoints.unavailable(SANDBOXES.engine().runtime()).isEmpty()) {
+      ForkResult live = onNet.fork(refB);
+      own.add(live.ref());
+      assertThat(live.processesCopied()).as(live.reason()).isTrue();
+      Workspace liveFork = Workspace.of(onNet.backend(live.ref()).orElseThrow());
+      assertThat(run(liveFork, "getent hosts " + a.open().id())).contains(address(a));
+      assertThat(connect(a, live.ref().id(), 8080)).as("b's server, carried").isEqualTo("ok");
+    }
     ForkResult fork = onNet.forkFiles(refB);
     own.add(fork.ref());
     Workspace forked = Workspace.of(onNet.backend(fork.ref()).orElseThrow());
