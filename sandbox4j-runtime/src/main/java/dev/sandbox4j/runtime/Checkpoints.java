@@ -34,7 +34,8 @@ import java.util.stream.Stream;
  * <p>What is not: a process whose parent is outside the sandbox (a command the engine is still
  * running, with its stdio on pipes to this JVM, and its descendants), which CRIU does not see as
  * part of the tree: {@link Dump#notCarried} lists them. Connections to anything outside the sandbox
- * (there is no route out anyway), and anything that holds host fds.
+ * (its veth, whose peer is on the host, is removed before the dump, since CRIU cannot dump it, and
+ * {@link Networks#attach} adds it again or anew after), and anything that holds host fds.
  *
  * <p>CRIU's environment: {@link Criu#DIR} first on PATH (libcriu runs {@code criu swrk} from PATH),
  * {@code CRIU_CONFIG_FILE} with the device mappings, and {@code CR_IPTABLES=true}: CRIU saves and

@@ -36,10 +36,12 @@ import java.util.stream.Stream;
  * host's {@code lo} (a /32: it routes nothing there): it is where the sandboxes' default route
  * points, and where the egress proxy listens ({@value #PROXY_PORT}). A sandbox takes a slot ({@code
  * $home/network/slots/<n>}, created exclusively, holding its id): its address is {@code 10.X.0.0 +
- * n}/32, its host-side interface {@code s4<hash>-<n>}, its network namespace {@code
- * s4j-<hash>-<id>} (a file under {@code /run/netns}). Host-global names carry a hash of the home,
- * so homes never collide. The sandbox's root cannot change any of it: the namespace belongs to the
- * host's user namespace, not the sandbox's.
+ * n}/32, its host-side interface {@code s4<hash>-<n>}, the name of its network namespace {@code
+ * s4j-<hash>-<id>} (under {@code /run/netns}, given with {@code ip netns attach} once the runtime
+ * has made the namespace). Host-global names carry a hash of the home, so homes never collide. The
+ * namespace belongs to the sandbox's user namespace (CRIU needs that), so root in the sandbox may
+ * change its own addresses and routes: nothing relies on them, every rule sits on the host and a
+ * forged source address is dropped.
  *
  * <p><b>Rules.</b> One nftables table per home, {@code inet s4j_<hash>}: a forward chain sends each
  * sandbox's packets (by input interface) to its own chain {@code sb_<id>}, which accepts replies,
