@@ -90,6 +90,8 @@ final class Networks {
   private volatile boolean gatewaySeen;
   private volatile boolean forwarding;
   private volatile boolean baseWritten;
+  private volatile boolean netnsDirShared;
+  private static final System.Logger LOG = System.getLogger(Networks.class.getName());
 
   Networks(Path home) {
     this.home = home;
@@ -503,6 +505,18 @@ final class Networks {
       return;
     }
     enableForwarding();
+    if (!named && !linked && !Files.exists(ns) && hasGateway() && netnsDirShared()) {
+      try {
+        Rtnetlink.attach(pid, netnsName(id), veth, address(slot), gateway());
+        return;
+      } catch (Rtnetlink.Failure e) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "in-process network setup of local:" + id + " failed (" + e.getMessage() + "); ip");
+        named = sameFile(ns, own);
+        linked = Files.exists(Path.of("/sys/class/net", veth));
+      }
+    }
     StringBuilder host = new StringBuilder();
     if (!hasGateway()) {
       host.append("addr replace ").append(gateway()).append("/32 dev lo\n");
@@ -559,6 +573,30 @@ final class Networks {
             "cannot detach the network of local:" + id + " for its checkpoint: " + r.output());
       }
     }
+  }
+
+  /**
+   * Whether {@code /run/netns} is a mount point of its own (as {@code ip netns} makes it, shared,
+   * so that a namespace's name unmounted here is unmounted in every mount namespace that copied
+   * it): only then does {@link Rtnetlink} name namespaces itself; else {@code ip} prepares it
+   * first.
+   */
+  private boolean netnsDirShared() {
+    if (netnsDirShared) {
+      return true;
+    }
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
+        String[] f = line.split(" ");
+        if (f.length > 6 && f[4].equals(NETNS_DIR.toString()) && line.contains(" shared:")) {
+          netnsDirShared = true;
+          return true;
+        }
+      }
+    } catch (IOException e) {
+      return false;
+    }
+    return false;
   }
 
   private static boolean sameFile(Path a, Path b) {
