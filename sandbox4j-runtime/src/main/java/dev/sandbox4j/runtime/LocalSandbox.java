@@ -452,6 +452,7 @@ public final class LocalSandbox implements WorkspaceProvider {
             .orElseThrow(() -> new IllegalArgumentException("not a local sandbox ref: " + ref));
     backend.workingDirectory(); // attaches: unavailable if gone, and checks the directory
     Map<String, String> shellEnv = new LinkedHashMap<>(Engine.BASE_ENV);
+    shellEnv.putAll(engine().networks().proxyEnv(engine().dir(ref.id())));
     shellEnv.putAll(env);
     String term = System.getenv("TERM");
     if (term != null && !term.isBlank() && !env.containsKey("TERM")) {
