@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -120,6 +121,31 @@ final class CreateCommand implements Callable<Integer> {
   String deleteAfter;
 
   @Option(
+      names = "--egress",
+      paramLabel = "POLICY",
+      description =
+          "Where it may connect: none, all (the public internet, nothing private: the default) or"
+              + " a comma-separated allowlist of domains (*.example.com) and CIDRs; see"
+              + " 'sandbox4j egress'.")
+  String egress;
+
+  @Option(
+      names = "--header",
+      paramLabel = "DOMAIN:NAME:VALUE",
+      description =
+          "The egress proxy sets this header on requests to DOMAIN (repeatable); the value stays"
+              + " on the host, never in the sandbox.")
+  List<String> headers;
+
+  @Option(
+      names = "--network",
+      paramLabel = "NAME",
+      description =
+          "Put it on this named network (repeatable): its members reach each other by id."
+              + " Default: none (isolated).")
+  List<String> networks;
+
+  @Option(
       names = "--port-token",
       description =
           "Require a token for the sandbox's port URLs ('sandbox4j url ID PORT --token' prints"
@@ -202,12 +228,17 @@ final class CreateCommand implements Callable<Integer> {
               + " workspaces do not keep an environment between commands: pass --env to each"
               + " 'sandbox4j exec' instead");
     }
+    EgressPolicy policy =
+        egress != null || (headers != null && !headers.isEmpty())
+            ? EgressCommand.parse(spec, egress == null ? "all" : egress, headers)
+            : null;
     WorkspaceProvider workspaces =
         root.provider(
             spec,
             provider,
             new Providers.Settings(
-                env, workdir, image, cpus, memory, labels, snapshot, timers(), portToken));
+                env, workdir, image, cpus, memory, labels, snapshot, timers(), policy, networks,
+                portToken));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref = workspace.open();

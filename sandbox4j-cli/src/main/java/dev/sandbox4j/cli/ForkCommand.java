@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.runtime.ForkResult;
+import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -49,10 +50,8 @@ final class ForkCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     WorkspaceRef parent = StateCommands.localRefs(root, spec, List.of(ref)).getFirst();
-    ForkResult fork =
-        filesOnly
-            ? root.providers().local().forkFiles(parent)
-            : root.providers().local().fork(parent);
+    LocalSandbox sandboxes = root.providers().forRef(root.providers().local(), parent);
+    ForkResult fork = filesOnly ? sandboxes.forkFiles(parent) : sandboxes.fork(parent);
     if (json) {
       Map<String, Object> fields = new LinkedHashMap<>();
       fields.put("provider", fork.ref().provider());

@@ -29,7 +29,7 @@ import picocli.CommandLine.Spec;
 final class ListCommand implements Callable<Integer> {
 
   private static final List<String> COLUMNS =
-      List.of("state", "image", "created", "ends", "labels", "portUrl");
+      List.of("state", "image", "created", "ends", "labels", "egress", "networks", "portUrl");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -44,7 +44,8 @@ final class ListCommand implements Callable<Integer> {
       names = "--json",
       description =
           "Print a JSON array instead: objects with provider and id, and for local sandboxes"
-              + " state, image, created, labels, cpus, memoryBytes, pids, and timers"
+              + " state, image, created, labels, cpus, memoryBytes, pids, egress, networks, and"
+              + " timers"
               + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
               + " with ends, and portUrl.")
   boolean json;
@@ -114,6 +115,11 @@ final class ListCommand implements Callable<Integer> {
   }
 
   private static String cell(Object value) {
+    if (value instanceof List<?> list) {
+      return list.isEmpty()
+          ? "-"
+          : list.stream().map(String::valueOf).collect(Collectors.joining(","));
+    }
     if (value instanceof Map<?, ?> labels) {
       return labels.isEmpty()
           ? "-"

@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.runtime.SandboxTimers;
@@ -42,6 +43,8 @@ final class Providers {
    * @param labels labels of a new sandbox
    * @param snapshot the snapshot a new sandbox starts from, or null
    * @param timers the timers of a new sandbox, or null for the defaults
+   * @param egress the egress policy of a new sandbox, or null for the default (all)
+   * @param networks the named networks of a new sandbox (and that sandboxes attached to may be on)
    * @param portToken whether a new sandbox's port URLs need a token
    */
   record Settings(
@@ -53,6 +56,8 @@ final class Providers {
       Map<String, String> labels,
       String snapshot,
       Timers timers,
+      EgressPolicy egress,
+      List<String> networks,
       boolean portToken) {
 
     static final Settings DEFAULTS = new Settings(Map.of(), null, null, null, null, Map.of());
@@ -60,6 +65,45 @@ final class Providers {
     Settings {
       env = env == null ? Map.of() : Map.copyOf(env);
       labels = labels == null ? Map.of() : Map.copyOf(labels);
+      networks = networks == null ? List.of() : List.copyOf(networks);
+    }
+
+    Settings(
+        Map<String, String> env,
+        String workingDirectory,
+        String image,
+        Integer cpus,
+        Long memoryBytes,
+        Map<String, String> labels,
+        String snapshot,
+        Timers timers) {
+      this(
+          env,
+          workingDirectory,
+          image,
+          cpus,
+          memoryBytes,
+          labels,
+          snapshot,
+          timers,
+          null,
+          null,
+          false);
+    }
+
+    Settings withNetworks(List<String> networks) {
+      return new Settings(
+          env,
+          workingDirectory,
+          image,
+          cpus,
+          memoryBytes,
+          labels,
+          snapshot,
+          timers,
+          egress,
+          networks,
+          portToken);
     }
 
     Settings(
@@ -69,17 +113,37 @@ final class Providers {
         Integer cpus,
         Long memoryBytes,
         Map<String, String> labels) {
-      this(env, workingDirectory, image, cpus, memoryBytes, labels, null, null, false);
+      this(env, workingDirectory, image, cpus, memoryBytes, labels, null, null);
     }
 
     Settings withEnv(Map<String, String> env) {
       return new Settings(
-          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers, portToken);
+          env,
+          workingDirectory,
+          image,
+          cpus,
+          memoryBytes,
+          labels,
+          snapshot,
+          timers,
+          egress,
+          networks,
+          portToken);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
       return new Settings(
-          env, workingDirectory, image, cpus, memoryBytes, labels, snapshot, timers, portToken);
+          env,
+          workingDirectory,
+          image,
+          cpus,
+          memoryBytes,
+          labels,
+          snapshot,
+          timers,
+          egress,
+          networks,
+          portToken);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -92,6 +156,8 @@ final class Providers {
       set.put("--label", !labels.isEmpty());
       set.put("--snapshot", snapshot != null);
       set.put("--port-token", portToken);
+      set.put("--egress", egress != null);
+      set.put("--network", !networks.isEmpty());
       if (timers != null) {
         set.put("--auto-suspend", timers.autoSuspend() != null);
         set.put("--lifetime", timers.lifetime() != null);
@@ -177,7 +243,41 @@ final class Providers {
     return local(this, Settings.DEFAULTS);
   }
 
+  /** The settings each local provider this object made was built from. */
+  private final Map<LocalSandbox, Settings> built =
+      java.util.Collections.synchronizedMap(new java.util.IdentityHashMap<>());
+
+  /**
+   * {@code provider}, or the same built for the named networks {@code ref}'s sandbox is on: the CLI
+   * is the machine's operator and may reach into any network, which a provider built without it
+   * refuses (see {@link LocalSandbox.Builder#network}). Reads the sandbox list; where that fails
+   * (no root, say), the provider as it is, and its error comes with the first use.
+   */
+  LocalSandbox forRef(LocalSandbox provider, WorkspaceRef ref) {
+    if (!ref.provider().equals(LocalSandbox.NAME) || !mayHoldWorkspaces(LocalSandbox.NAME)) {
+      return provider;
+    }
+    try {
+      List<String> networks =
+          provider.list().stream()
+              .filter(i -> i.ref().equals(ref))
+              .findFirst()
+              .map(SandboxInfo::networks)
+              .orElse(List.of());
+      Settings settings = built.getOrDefault(provider, Settings.DEFAULTS);
+      return networks.isEmpty() ? provider : local(this, settings.withNetworks(networks));
+    } catch (RuntimeException e) {
+      return provider;
+    }
+  }
+
   private static LocalSandbox local(Providers providers, Settings settings) {
+    LocalSandbox built = buildLocal(providers, settings);
+    providers.built.put(built, settings);
+    return built;
+  }
+
+  private static LocalSandbox buildLocal(Providers providers, Settings settings) {
     LocalSandbox.Builder b =
         LocalSandbox.builder()
             .home(providers.home)
@@ -199,6 +299,10 @@ final class Providers {
       b.snapshot(settings.snapshot());
     }
     settings.labels().forEach(b::label);
+    if (settings.egress() != null) {
+      b.egress(settings.egress());
+    }
+    settings.networks().forEach(b::network);
     b.portToken(settings.portToken());
     Timers timers = settings.timers();
     if (timers != null) {
@@ -264,6 +368,8 @@ final class Providers {
     more.put("cpus", s.cpus());
     more.put("memoryBytes", s.memoryBytes());
     more.put("pids", s.pids());
+    more.put("egress", s.egress());
+    more.put("networks", s.networks());
     SandboxTimers t = s.timers();
     if (t != null) {
       Map<String, Object> timers = new LinkedHashMap<>();

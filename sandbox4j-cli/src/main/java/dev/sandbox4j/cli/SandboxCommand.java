@@ -53,6 +53,7 @@ import picocli.CommandLine.Spec;
       StateCommands.Start.class,
       StateCommands.Hibernate.class,
       ForkCommand.class,
+      EgressCommand.class,
       SnapshotCommand.class,
       GcCommand.class,
       PortCommands.Url.class,
@@ -202,9 +203,17 @@ final class SandboxCommand implements Runnable {
   /** The backend of {@code ref}'s workspace (no I/O); a usage error if its id is malformed. */
   WorkspaceBackend backend(CommandSpec command, WorkspaceProvider provider, WorkspaceRef ref) {
     try {
-      return provider
-          .backend(ref)
-          .orElseThrow(() -> new IllegalStateException(ref + " is not a " + provider.name()));
+      WorkspaceBackend checked =
+          provider
+              .backend(ref)
+              .orElseThrow(() -> new IllegalStateException(ref + " is not a " + provider.name()));
+      if (provider instanceof LocalSandbox local) {
+        LocalSandbox onItsNetworks = providers.forRef(local, ref);
+        if (onItsNetworks != local) {
+          return onItsNetworks.backend(ref).orElseThrow();
+        }
+      }
+      return checked;
     } catch (IllegalArgumentException e) {
       throw new ParameterException(command.commandLine(), e.getMessage(), e);
     }

@@ -452,10 +452,11 @@ class CliTest {
     Run plain = run("ls");
     assertThat(plain.exitCode()).isZero();
     List<String> lines = plain.out().lines().toList();
-    assertThat(lines.getFirst()).matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +URL");
+    assertThat(lines.getFirst())
+        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +EGRESS +NETWORKS +URL");
     assertThat(lines.subList(1, lines.size()))
         .hasSize(3)
-        .allSatisfy(l -> assertThat(l).matches("host:[a-z0-9]+ +- +- +- +- +- +-"));
+        .allSatisfy(l -> assertThat(l).matches("host:[a-z0-9]+ +- +- +- +- +- +- +- +-"));
     assertThat(lines.subList(1, lines.size()).stream().map(l -> l.split(" ")[0]).toList())
         .isEqualTo(refs);
 

@@ -204,11 +204,11 @@ class LocalCliTest {
     assertThat(table.out().lines().toList())
         .first()
         .asString()
-        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +URL");
+        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +EGRESS +NETWORKS +URL");
     assertThat(table.out())
         .containsPattern(
             ref
-                + " +running +default +\\S+Z +\\S+Z +purpose=cli-test,team=x +http://\\{port\\}-"
+                + " +running +default +\\S+Z +\\S+Z +purpose=cli-test,team=x +all +- +http://\\{port\\}-"
                 + id
                 + "\\.localhost:[0-9]+/");
     assertThat(mine.path("portUrl").asText())
@@ -235,6 +235,43 @@ class LocalCliTest {
     Run bad = run("url", id, "70000");
     assertThat(bad.exitCode()).isNotZero();
     assertThat(bad.err()).contains("PORT must be from 1 to 65535");
+  }
+
+  @Test
+  void createWithEgressAndANetworkShowsThemAndEgressChangesThePolicy() throws Exception {
+    String ref =
+        create(
+            "--egress",
+            "198.51.100.0/24,api.example.com",
+            "--header",
+            "api.example.com:Authorization:Bearer cli-secret",
+            "--network",
+            "cli-net");
+    String id = ref.substring("local:".length());
+    JsonNode mine = null;
+    for (JsonNode node : JSON.readTree(run("ls", "--json").out())) {
+      if (node.path("id").asText().equals(id)) {
+        mine = node;
+      }
+    }
+    assertThat(mine).isNotNull();
+    assertThat(mine.path("egress").asText()).isEqualTo("allowlist");
+    assertThat(mine.path("networks").get(0).asText()).isEqualTo("cli-net");
+
+    Run shown = run("egress", ref);
+    assertThat(shown.exitCode()).as(shown.err()).isZero();
+    assertThat(shown.out())
+        .contains("allowlist", "api.example.com", "198.51.100.0/24", "Authorization")
+        .doesNotContain("cli-secret");
+    Run exec = run("exec", ref, "--", "sh", "-c", "echo $HTTPS_PROXY; env | grep -c cli-secret");
+    assertThat(exec.out()).as("the CLI reaches into a named network").contains(":3128");
+    assertThat(exec.out()).doesNotContain("cli-secret").endsWith("0\n");
+
+    assertThat(run("egress", ref, "none").exitCode()).isZero();
+    assertThat(run("egress", ref).out()).contains("none");
+    Run bad = run("egress", ref, "not a domain!");
+    assertThat(bad.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(bad.err()).contains("not a domain!");
   }
 
   @Test

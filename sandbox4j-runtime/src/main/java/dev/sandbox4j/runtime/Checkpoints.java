@@ -34,7 +34,8 @@ import java.util.stream.Stream;
  * <p>What is not: a process whose parent is outside the sandbox (a command the engine is still
  * running, with its stdio on pipes to this JVM, and its descendants), which CRIU does not see as
  * part of the tree: {@link Dump#notCarried} lists them. Connections to anything outside the sandbox
- * (there is no route out anyway), and anything that holds host fds.
+ * (its veth, whose peer is on the host, is removed before the dump, since CRIU cannot dump it, and
+ * {@link Networks#attach} adds it again or anew after), and anything that holds host fds.
  *
  * <p>CRIU's environment: {@link Criu#DIR} first on PATH (libcriu runs {@code criu swrk} from PATH),
  * {@code CRIU_CONFIG_FILE} with the device mappings, and {@code CR_IPTABLES=true}: CRIU saves and
@@ -91,7 +92,12 @@ final class Checkpoints {
     long start = System.nanoTime();
     Duration took;
     try {
-      checkpoint(runtime, id, images, true);
+      engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
+      try {
+        checkpoint(runtime, id, images, true);
+      } finally {
+        engine.attachNetwork(id, engine.dir(id).resolve("bundle"));
+      }
       took = Duration.ofNanos(System.nanoTime() - start);
       whileFrozen.run();
     } finally {
@@ -110,7 +116,13 @@ final class Checkpoints {
     List<String> notCarried = notCarried(engine, id);
     prepare(images);
     long start = System.nanoTime();
-    checkpoint(engine.runtime(), id, images, false);
+    engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
+    try {
+      checkpoint(engine.runtime(), id, images, false);
+    } catch (RuntimeException e) {
+      engine.attachNetwork(id, engine.dir(id).resolve("bundle")); // it goes on running
+      throw e;
+    }
     Duration took = Duration.ofNanos(System.nanoTime() - start);
     engine.runtime().delete(id); // and with it whatever CRIU did not carry
     return new Dump(images, size(images), took, notCarried);
@@ -159,6 +171,7 @@ final class Checkpoints {
                 () -> new WorkspaceException("crun restore of local:" + id + " wrote no pid file"));
     nsenter(pid, "--uts", List.of("hostname", id));
     nsenter(pid, "--net", List.of("ip", "link", "set", "lo", "up"));
+    engine.networks().attach(engine.dir(id), id, pid); // a new namespace: its veth anew
   }
 
   /**

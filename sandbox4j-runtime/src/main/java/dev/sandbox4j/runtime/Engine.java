@@ -46,6 +46,7 @@ final class Engine {
   private final ImageStore images;
   private final OciRuntime runtime;
   private final Cgroups cgroups;
+  private final Networks networks;
 
   Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
     this.home = home;
@@ -53,6 +54,11 @@ final class Engine {
     this.images = images;
     this.runtime = runtime;
     this.cgroups = cgroups;
+    this.networks = new Networks(home);
+  }
+
+  Networks networks() {
+    return networks;
   }
 
   Path home() {
@@ -83,20 +89,31 @@ final class Engine {
   /**
    * What a new sandbox is made of. {@code layers}, if not null, are the image layer ids (bottom
    * first) to run on instead of {@code image}'s: a recipe step's sandbox, named after the image
-   * being built.
+   * being built. {@code network}, if not null, gives the sandbox a network namespace of its own
+   * with a way out ({@link Networks}); without, it has loopback only (an image build's step).
    */
   record Spec(
       String image,
       String workingDirectory,
       OciConfig.Limits limits,
       Map<String, String> labels,
-      List<String> layers) {
+      List<String> layers,
+      Networks.Settings network) {
     Spec(
         String image,
         String workingDirectory,
         OciConfig.Limits limits,
         Map<String, String> labels) {
-      this(image, workingDirectory, limits, labels, null);
+      this(image, workingDirectory, limits, labels, null, null);
+    }
+
+    Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels,
+        List<String> layers) {
+      this(image, workingDirectory, limits, labels, layers, null);
     }
   }
 
@@ -129,15 +146,27 @@ final class Engine {
       // Its record names the image's layers: once the store has seen them all still there, no
       // image removal, rebuild or gc deletes them.
       images.checkLayersKept(image);
+      if (spec.network() != null) {
+        networks.assign(dir, id, spec.network());
+        networks.writeHosts(dir, id);
+      }
       upper.prepare(dir, id);
       upper.start(this, dir, id, image, spec.limits());
       if (!spec.workingDirectory().equals(HOME)) {
         createWorkingDirectory(id, spec.workingDirectory());
       }
+      if (spec.network() != null && spec.network().egress().interceptTls()) {
+        networks.installCaIfIntercepting(this, id);
+      }
       // The one durable step of a create: from here on the sandbox survives a power loss (its
       // name in sandboxes/ too, which reserve did not sync).
       record.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
       AtomicFiles.syncDirectory(sandboxes);
+      if (spec.network() != null) {
+        for (String network : spec.network().networks()) {
+          networks.refreshHosts(network, null); // its peers learn its name
+        }
+      }
       LOG.log(System.Logger.Level.INFO, "Created local sandbox {0}", id);
       return id;
     } catch (IOException | RuntimeException e) {
@@ -252,28 +281,81 @@ final class Engine {
     Files.writeString(
         etc.resolve("hosts"),
         "127.0.0.1\tlocalhost\n127.0.1.1\t" + id + "\n::1\tlocalhost ip6-localhost ip6-loopback\n");
-    for (Path p : List.of(upper, etc, etc.resolve("hostname"), etc.resolve("hosts"))) {
+    List<Path> owned =
+        new ArrayList<>(List.of(upper, etc, etc.resolve("hostname"), etc.resolve("hosts")));
+    if (Files.exists(dir.resolve(Networks.NETWORK_FILE))) {
+      // The host's nameservers: mode ALL may ask them (see Networks).
+      Files.writeString(etc.resolve("resolv.conf"), Networks.resolvConf());
+      owned.add(etc.resolve("resolv.conf"));
+    }
+    for (Path p : owned) {
       chown(p, Image.UID_SHIFT);
     }
   }
 
   void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
-    runtime.run(id, prepareBundle(dir, id, image, limits));
+    Bundle bundle = prepareBundle(dir, id, image, limits);
+    try {
+      runtime.run(id, bundle.path());
+      bundle.finishRules(); // written while the runtime started the container
+    } catch (RuntimeException e) {
+      bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());
+      throw e;
+    }
+    attachNetwork(id, bundle.path());
+  }
+
+  /** Gives the running sandbox its veth, address and routes ({@link Networks#attach}). */
+  void attachNetwork(String id, Path bundle) {
+    Path dir = dir(id);
+    if (Networks.saved(dir).isEmpty()) {
+      return;
+    }
+    long pid =
+        OciRuntime.initPid(bundle)
+            .orElseThrow(
+                () -> new WorkspaceException("the runtime wrote no pid file for local:" + id));
+    networks.attach(dir, id, pid);
+  }
+
+  /** A written bundle, and the rules that may still be being written for it. */
+  private record Bundle(Path path, Optional<java.util.concurrent.CompletableFuture<Void>> rules) {
+    void finishRules() {
+      try {
+        rules.ifPresent(java.util.concurrent.CompletableFuture::join);
+      } catch (java.util.concurrent.CompletionException e) {
+        if (e.getCause() instanceof RuntimeException r) {
+          throw r;
+        }
+        throw e;
+      }
+    }
   }
 
   /** Mounts the sandbox's root unless mounted, and writes its OCI bundle; returns the bundle. */
-  private Path prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
+  private Bundle prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
       throws IOException {
+    Optional<java.util.concurrent.CompletableFuture<Void>> rules = networks.rules(dir, id);
     Path rootfs = dir.resolve("rootfs");
-    if (!Overlay.isMounted(rootfs)) {
-      Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
+    Optional<Path> hosts =
+        Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
+    try {
+      if (!Overlay.isMounted(rootfs)) {
+        Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
+      }
+      RootfsPaths.requireShell(rootfs, image.name());
+      if (hosts.isPresent() && !Files.exists(hosts.get())) {
+        networks.writeHosts(dir, id);
+      }
+    } catch (IOException | RuntimeException e) {
+      rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
+      throw e;
     }
-    RootfsPaths.requireShell(rootfs, image.name());
     OciConfig.write(
         dir.resolve("bundle"),
         OciConfig.build(
-            id, rootfs, cgroups.pathOf(id), BASE_ENV, limits, runtime.compiledSeccomp()));
-    return dir.resolve("bundle");
+            id, rootfs, cgroups.pathOf(id), BASE_ENV, limits, runtime.compiledSeccomp(), hosts));
+    return new Bundle(dir.resolve("bundle"), rules);
   }
 
   /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
@@ -293,11 +375,14 @@ final class Engine {
     if (!image.layers().stream().allMatch(Files::isDirectory)) {
       throw unavailable(id, "the layers of its image '" + record.image() + "' are gone");
     }
-    return prepareBundle(
-        dir(id),
-        id,
-        image,
-        new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
+    Bundle bundle =
+        prepareBundle(
+            dir(id),
+            id,
+            image,
+            new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
+    bundle.finishRules();
+    return bundle.path();
   }
 
   private void createWorkingDirectory(String id, String path) {
@@ -405,6 +490,10 @@ final class Engine {
     return Timers.ended(home, id).orElseGet(() -> unavailable(id, why));
   }
 
+  static boolean isId(String id) {
+    return id != null && ID.matcher(id).matches();
+  }
+
   static void checkId(String id) {
     if (id == null || !ID.matcher(id).matches()) {
       throw new IllegalArgumentException(
@@ -443,6 +532,7 @@ final class Engine {
     Freezer.thaw(cgroups, id); // a frozen process would not die
     runtime.delete(id);
     cgroups.removeSandbox(id);
+    networks.down(dir, id);
     Overlay.unmount(dir.resolve("rootfs"));
     // Renamed away first: from here on no one can read a record, so the id is simply gone.
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
@@ -530,6 +620,7 @@ final class Engine {
         removed.add("orphan cgroup " + cgroups.pathOf(id));
       }
     }
+    removed.addAll(networks.gc(sandboxes));
     removed.addAll(images.gc());
     return removed;
   }

@@ -100,4 +100,42 @@ final class HostCommand {
     }
     return r.output();
   }
+
+  /**
+   * Runs {@code argv} with {@code input} on its stdin and fails with its output unless it exits 0.
+   */
+  static String checkWithInput(List<String> argv, String input) {
+    try {
+      Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
+      try (var in = p.getOutputStream()) {
+        in.write(input.getBytes(StandardCharsets.UTF_8));
+      }
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+      if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new WorkspaceException(
+            String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
+      }
+      if (p.exitValue() != 0) {
+        throw new WorkspaceException(
+            String.join(" ", argv) + " failed (exit " + p.exitValue() + "): " + out);
+      }
+      return out;
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot run " + argv.getFirst() + ": " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
+    }
+  }
+
+  /** Whether {@code program} is an executable file on PATH. */
+  static boolean onPath(String program) {
+    for (String d : System.getenv().getOrDefault("PATH", "/usr/sbin:/usr/bin").split(":")) {
+      if (!d.isEmpty() && java.nio.file.Files.isExecutable(java.nio.file.Path.of(d, program))) {
+        return true;
+      }
+    }
+    return false;
+  }
 }

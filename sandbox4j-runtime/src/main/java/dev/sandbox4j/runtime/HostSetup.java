@@ -65,6 +65,7 @@ public final class HostSetup {
     checks.add(hugetlb(mounts));
     checks.add(favorDynmods(mounts, System.getProperty("os.version")));
     checks.add(openFiles());
+    checks.add(Networks.check());
     checks.add(stateDirectory(home));
     checks.add(defaultImage(home));
     return List.copyOf(checks);
@@ -441,6 +442,7 @@ public final class HostSetup {
         missing.add(p);
       }
     }
+    missing.addAll(Networks.missingPackages());
     if (missing.isEmpty()) {
       progress.accept("packages: " + String.join(", ", PACKAGES) + " are installed");
       return;

@@ -118,9 +118,15 @@ final class ImageStore {
 
   /**
    * What an image saved from a sandbox ({@link Lifecycle#snapshot}) remembers of it: the sandbox,
-   * its image, and the size every sandbox made from the snapshot keeps.
+   * its image, the size every sandbox made from the snapshot keeps, and the named networks it was
+   * on, which every sandbox made from the snapshot joins (null in snapshots saved before networks).
    */
-  record Snapshot(String sandbox, String image, int cpus, long memoryBytes, int pids) {}
+  record Snapshot(
+      String sandbox, String image, int cpus, long memoryBytes, int pids, List<String> networks) {
+    Snapshot {
+      networks = networks == null ? List.of() : List.copyOf(networks);
+    }
+  }
 
   private final Path imagesDir;
   private final Path layersDir;

@@ -358,13 +358,19 @@ final class Lifecycle {
     if (unavailable.isEmpty() && parent.status() == SandboxRecord.Status.SUSPENDED) {
       engine.attach(parentId); // woken like for any operation, so that its processes can be copied
     }
+    Path parentDir = engine.dir(parentId);
     Engine.Spec spec =
         new Engine.Spec(
             parent.image(),
             Engine.HOME, // copied with the files; nothing to create
             new OciConfig.Limits(parent.memoryBytes(), parent.cpus(), parent.pids()),
             parent.labels(),
-            ImageStore.layersOf(parent));
+            ImageStore.layersOf(parent),
+            // The parent's policy and networks; one made before networks keeps loopback only.
+            Networks.saved(parentDir).isEmpty()
+                ? null
+                : new Networks.Settings(
+                    Networks.policy(parentDir), Networks.networksOf(parentDir)));
     Fork fork = new Fork(parentId, unavailable);
     String child = engine.create(spec, progress, fork);
     LOG.log(
@@ -553,7 +559,12 @@ final class Lifecycle {
                   "snapshot of local:" + id + " (image " + record.image() + ")",
                   List.of(),
                   new ImageStore.Snapshot(
-                      id, record.image(), record.cpus(), record.memoryBytes(), record.pids()));
+                      id,
+                      record.image(),
+                      record.cpus(),
+                      record.memoryBytes(),
+                      record.pids(),
+                      Networks.networksOf(engine.dir(id))));
           LOG.log(System.Logger.Level.INFO, "Saved local sandbox {0} as snapshot {1}", id, name);
           return image;
         });

@@ -82,6 +82,8 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final String snapshot;
   private final Timers.Config timers;
   private final boolean portToken;
+  private final EgressPolicy egress;
+  private final List<String> networks;
   private final ImageStore images;
   private volatile Engine engine;
 
@@ -106,6 +108,8 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
     this.portToken = b.portToken;
+    this.egress = b.egress;
+    this.networks = List.copyOf(new java.util.TreeSet<>(b.networks));
     this.images = new ImageStore(home.resolve("images"));
   }
 
@@ -234,6 +238,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
   public ForkResult fork(WorkspaceRef ref) {
+    checkNetworkAccess(localId(ref), "fork");
     return new Lifecycle(engine()).fork(localId(ref), progress);
   }
 
@@ -246,7 +251,68 @@ public final class LocalSandbox implements WorkspaceProvider {
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
   public ForkResult forkFiles(WorkspaceRef ref) {
+    checkNetworkAccess(localId(ref), "fork");
     return new Lifecycle(engine()).fork(localId(ref), progress, false);
+  }
+
+  // ---- networking ----------------------------------------------------------------------------
+
+  /**
+   * Replaces the egress policy of {@code ref}'s sandbox. It takes effect at once for new
+   * connections (connections already open are kept), and for the proxy variables ({@code
+   * HTTP_PROXY} ...) of commands started from now on. The policy, header values included, is kept
+   * in a root-only file of the state directory, never in the sandbox. A policy that intercepts TLS
+   * installs the egress proxy's CA certificate into the sandbox's trust store (and wakes it for
+   * that).
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws WorkspaceException if it was created before sandboxes had networks (loopback only)
+   */
+  public void setEgress(WorkspaceRef ref, EgressPolicy policy) {
+    Objects.requireNonNull(policy, "policy");
+    String id = localId(ref);
+    Engine e = engine();
+    e.record(id); // unavailable if gone
+    e.networks().setPolicy(e.dir(id), id, policy);
+    if (policy.interceptTls()) {
+      e.wake(id);
+      e.networks().installCaIfIntercepting(e, id);
+    }
+  }
+
+  /**
+   * The egress policy of {@code ref}'s sandbox ({@link EgressPolicy#none()} for one created before
+   * sandboxes had networks).
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public EgressPolicy egress(WorkspaceRef ref) {
+    String id = localId(ref);
+    Engine e = engine();
+    e.record(id);
+    return Networks.policy(e.dir(id));
+  }
+
+  /**
+   * Refuses a sandbox on a named network that this provider was not built for ({@link
+   * Builder#network}): the isolated-only API cannot reach into a network.
+   */
+  void checkNetworkAccess(String id, String what) {
+    List<String> on = Networks.networksOf(engine().dir(id));
+    List<String> foreign = on.stream().filter(n -> !networks.contains(n)).toList();
+    if (!foreign.isEmpty()) {
+      throw new WorkspaceException(
+          "refusing to "
+              + what
+              + " local:"
+              + id
+              + ": it is on named network "
+              + String.join(", ", foreign)
+              + ", and this LocalSandbox was built without it (use"
+              + " LocalSandbox.builder().network(\""
+              + foreign.getFirst()
+              + "\"))");
+    }
   }
 
   /**
@@ -324,6 +390,7 @@ public final class LocalSandbox implements WorkspaceProvider {
                 SandboxInfo.of(
                     r,
                     Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null),
+                    e.dir(r.id()),
                     PortProxy.urlTemplate(proxyPort, r.id())))
         .toList();
   }
@@ -458,6 +525,7 @@ public final class LocalSandbox implements WorkspaceProvider {
             .orElseThrow(() -> new IllegalArgumentException("not a local sandbox ref: " + ref));
     backend.workingDirectory(); // attaches: unavailable if gone, and checks the directory
     Map<String, String> shellEnv = new LinkedHashMap<>(Engine.BASE_ENV);
+    shellEnv.putAll(engine().networks().proxyEnv(engine().dir(ref.id())));
     shellEnv.putAll(env);
     String term = System.getenv("TERM");
     if (term != null && !term.isBlank() && !env.containsKey("TERM")) {
@@ -499,7 +567,12 @@ public final class LocalSandbox implements WorkspaceProvider {
   Engine.Spec spec() {
     if (snapshot == null) {
       return new Engine.Spec(
-          image, workingDirectory, new OciConfig.Limits(memoryBytes, cpus, pids), labels);
+          image,
+          workingDirectory,
+          new OciConfig.Limits(memoryBytes, cpus, pids),
+          labels,
+          null,
+          new Networks.Settings(egress, networks));
     }
     Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
     Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
@@ -510,12 +583,15 @@ public final class LocalSandbox implements WorkspaceProvider {
               + "' does not exist here (or is still being saved): see `sandbox4j snapshot ls`");
     }
     ImageStore.Snapshot s = saved.get();
+    List<String> joined = new java.util.ArrayList<>(networks);
+    joined.addAll(s.networks()); // a snapshot keeps the networks of the machine it was saved from
     return new Engine.Spec(
         snapshot,
         workingDirectory,
         new OciConfig.Limits(s.memoryBytes(), s.cpus(), s.pids()),
         labels,
-        found.get().layerIds());
+        found.get().layerIds(),
+        new Networks.Settings(egress, joined));
   }
 
   /** The engine, checked and built on first use. */
@@ -584,6 +660,8 @@ public final class LocalSandbox implements WorkspaceProvider {
     private java.time.Instant deleteAfter;
     private boolean portToken;
     private final Map<String, String> labels = new LinkedHashMap<>();
+    private EgressPolicy egress = EgressPolicy.all();
+    private final java.util.Set<String> networks = new java.util.TreeSet<>();
     private Consumer<String> progress =
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
 
@@ -702,6 +780,27 @@ public final class LocalSandbox implements WorkspaceProvider {
             "invalid value for label " + key + ": up to 256 characters, no control characters");
       }
       labels.put(key, value);
+      return this;
+    }
+
+    /**
+     * Where a new sandbox may connect to (default {@link EgressPolicy#all()}: the public internet,
+     * nothing private, not the host, not other sandboxes). Change it later with {@link
+     * LocalSandbox#setEgress}.
+     */
+    public Builder egress(EgressPolicy policy) {
+      this.egress = Objects.requireNonNull(policy, "egress");
+      return this;
+    }
+
+    /**
+     * Puts a new sandbox on named network {@code name} (1 to 32 of a-z, 0-9, '-'): the sandboxes on
+     * it reach each other, by id as host name. Without any, a sandbox is on no network (isolated).
+     * A provider built with a network may also attach to ({@link LocalSandbox#backend}) and fork
+     * sandboxes on it; one built without refuses them. May be called for several networks.
+     */
+    public Builder network(String name) {
+      networks.add(Networks.checkNetworkName(name));
       return this;
     }
 

@@ -72,6 +72,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
     } else if (!ready) {
       Timers.endIfDeadlinePassed(engine, id); // in case no supervisor ran (a reboot, say)
       Timers.touch(engine.dir(id)); // before waking: the supervisor must not suspend it again
+      settings.checkNetworkAccess(id, "attach to");
       engine.attach(id);
       checkWorkingDirectory(engine);
       ready = true;
@@ -208,6 +209,8 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
   /** The sandbox's own env, then the configured env, then the command's. */
   private Map<String, String> env(Map<String, String> commandEnv) {
     Map<String, String> env = new LinkedHashMap<>(Engine.BASE_ENV);
+    Engine engine = settings.engine();
+    env.putAll(engine.networks().proxyEnv(engine.dir(ref().orElseThrow().id())));
     env.putAll(settings.env());
     env.putAll(commandEnv);
     return env;

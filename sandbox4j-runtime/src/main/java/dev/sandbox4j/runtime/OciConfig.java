@@ -71,6 +71,21 @@ final class OciConfig {
       Map<String, String> env,
       Limits limits,
       Optional<String> compiledSeccomp) {
+    return build(id, rootfs, cgroupsPath, env, limits, compiledSeccomp, Optional.empty());
+  }
+
+  /**
+   * {@link #build(String, Path, String, Map, Limits, Optional)} with {@code hosts} bind-mounted
+   * read-only at {@code /etc/hosts} (the names of a named network's members, see {@link Networks}).
+   */
+  static byte[] build(
+      String id,
+      Path rootfs,
+      String cgroupsPath,
+      Map<String, String> env,
+      Limits limits,
+      Optional<String> compiledSeccomp,
+      Optional<Path> hosts) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
     process.put("user", Map.of("uid", 0, "gid", 0));
@@ -135,7 +150,16 @@ final class OciConfig {
     config.put("process", process);
     config.put("root", Map.of("path", rootfs.toString(), "readonly", false));
     config.put("hostname", id);
-    config.put("mounts", mounts());
+    List<Map<String, Object>> mounts = mounts();
+    hosts.ifPresent(
+        h ->
+            mounts.add(
+                mount(
+                    "/etc/hosts",
+                    "bind",
+                    h.toString(),
+                    List.of("bind", "ro", "nosuid", "nodev", "noexec"))));
+    config.put("mounts", mounts);
     config.put("linux", linux);
     compiledSeccomp.ifPresent(
         bpf -> config.put("annotations", Map.of(OciRuntime.SECCOMP_BPF_ANNOTATION, bpf)));

@@ -21,6 +21,9 @@ import java.util.Map;
  * @param pids its limit on processes
  * @param timers its timers, or null for a sandbox created without them (before they existed, or by
  *     a fork)
+ * @param networks the named networks it is on (empty: isolated)
+ * @param egress its egress mode: {@code none}, {@code all}, {@code allowlist}, or {@code loopback}
+ *     for a sandbox created before sandboxes had networks
  * @param portUrl the URL serving its ports, with {@code {port}} standing for the port: {@code
  *     http://{port}-<id>.localhost:<proxyPort>/} (see {@link LocalSandbox#url})
  */
@@ -34,14 +37,29 @@ public record SandboxInfo(
     long memoryBytes,
     int pids,
     SandboxTimers timers,
+    java.util.List<String> networks,
+    String egress,
     String portUrl) {
 
-  /** Copies the labels. */
+  /** Copies the labels and networks. */
   public SandboxInfo {
     labels = Map.copyOf(labels);
+    networks = java.util.List.copyOf(networks);
   }
 
-  static SandboxInfo of(SandboxRecord r, SandboxTimers timers, String portUrl) {
+  static SandboxInfo of(
+      SandboxRecord r, SandboxTimers timers, java.nio.file.Path dir, String portUrl) {
+    String egress;
+    java.util.List<String> networks;
+    try {
+      boolean has = Networks.saved(dir).isPresent();
+      networks = Networks.networksOf(dir);
+      egress =
+          has ? Networks.policy(dir).mode().name().toLowerCase(java.util.Locale.ROOT) : "loopback";
+    } catch (RuntimeException e) {
+      networks = java.util.List.of(); // being created or destroyed
+      egress = "unknown";
+    }
     return new SandboxInfo(
         new WorkspaceRef(LocalSandbox.NAME, r.id()),
         r.status().name().toLowerCase(java.util.Locale.ROOT),
@@ -52,6 +70,8 @@ public record SandboxInfo(
         r.memoryBytes(),
         r.pids(),
         timers,
+        networks,
+        egress,
         portUrl);
   }
 }

@@ -26,7 +26,8 @@ import java.util.stream.Stream;
 
 /**
  * The process that enforces the timers of one state directory's sandboxes ({@link Timers}) and
- * serves their ports ({@link PortProxy}), also when no JVM of the user runs.
+ * serves their ports ({@link PortProxy}) and their egress proxy ({@link EgressProxy}), also when no
+ * JVM of the user runs.
  *
  * <p><b>Start.</b> The engine starts it ({@link #ensureRunning}) when a sandbox is created or
  * attached to, and on {@code list}, {@code gc}, {@code url} and {@code forwardTcp}, if some sandbox
@@ -54,7 +55,8 @@ import java.util.stream.Stream;
  *
  * <p><b>Exit.</b> Once the home has had no sandbox for {@link #LINGER}, it releases the lock, looks
  * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
- * there is one, in which case it takes the lock again and goes on.
+ * there is one, in which case it takes the lock again and goes on. (It runs while any sandbox
+ * exists, with timers or not, because it also hosts the home's egress proxy.)
  */
 final class Supervisor {
   /** CPU use (in CPUs, averaged since the previous scan) above which a sandbox counts as busy. */
@@ -73,6 +75,9 @@ final class Supervisor {
   private final Engine engine;
   private final PortProxy ports;
   private final Map<String, CpuSample> cpu = new HashMap<>();
+
+  /** The home's egress proxy on the sandboxes' gateway; null until that address exists. */
+  private EgressProxy proxy;
 
   private record CpuSample(long usageMicros, long atNanos) {}
 
@@ -95,9 +100,14 @@ final class Supervisor {
     }
     FileLock held = lock.get();
     Engine engine = settings.build().engine();
+    Supervisor supervisor = null;
     try (PortProxy ports = new PortProxy(engine, Supervisor::say)) {
-      held = new Supervisor(engine, ports).run(held);
+      supervisor = new Supervisor(engine, ports);
+      held = supervisor.run(held);
     } finally {
+      if (supervisor != null && supervisor.proxy != null) {
+        supervisor.proxy.close();
+      }
       if (held != null) {
         held.close();
       }
@@ -111,8 +121,9 @@ final class Supervisor {
     long emptySince = -1;
     while (true) {
       ports.start();
+      ensureProxy();
       int supervised = scan();
-      if (supervised > 0) {
+      if (supervised > 0 || anySandboxes(sandboxes)) {
         emptySince = -1;
       } else if (emptySince < 0) {
         emptySince = System.nanoTime();
@@ -129,6 +140,32 @@ final class Supervisor {
         emptySince = -1;
       }
       Thread.sleep(SCAN.toMillis());
+    }
+  }
+
+  /**
+   * Starts the egress proxy ({@link EgressProxy}) on the sandboxes' gateway ({@link
+   * Networks#PROXY_PORT}) once the gateway exists; it finds each client's policy through {@link
+   * Networks#policyOf}, read per request, so that a policy changed by any JVM applies at once.
+   */
+  private void ensureProxy() {
+    if (proxy != null) {
+      return;
+    }
+    Networks networks = engine.networks();
+    try {
+      if (!networks.hasGateway()) {
+        return; // no sandbox has a network yet
+      }
+      proxy =
+          EgressProxy.builder(networks::policyOf)
+              .home(engine.home())
+              .bind(Networks.parse(networks.gateway()), Networks.PROXY_PORT)
+              .notPublic(networks::isSandboxSubnet)
+              .start();
+      say("egress proxy listening on " + proxy.address());
+    } catch (IOException | RuntimeException e) {
+      say("cannot start the egress proxy yet: " + e);
     }
   }
 
@@ -330,15 +367,31 @@ final class Supervisor {
             ObjectMapper.class,
             com.fasterxml.jackson.core.JsonFactory.class,
             com.fasterxml.jackson.annotation.JsonProperty.class)) {
-      CodeSource source = c.getProtectionDomain().getCodeSource();
-      if (source != null && source.getLocation() != null) {
-        try {
-          entries.add(Path.of(source.getLocation().toURI()).toString());
-        } catch (URISyntaxException | IllegalArgumentException e) {
-          // not a file: cannot be passed on
-        }
+      addSource(entries, c);
+    }
+    // BouncyCastle (the egress proxy's TLS interception), where it is on this class path.
+    for (String name :
+        List.of(
+            "org.bouncycastle.jce.provider.BouncyCastleProvider",
+            "org.bouncycastle.cert.X509v3CertificateBuilder",
+            "org.bouncycastle.asn1.cms.ContentInfo")) {
+      try {
+        addSource(entries, Class.forName(name, false, Supervisor.class.getClassLoader()));
+      } catch (ClassNotFoundException | LinkageError e) {
+        // not here: interception then fails with a clear error in the supervisor's log
       }
     }
     return String.join(File.pathSeparator, entries);
+  }
+
+  private static void addSource(Set<String> entries, Class<?> c) {
+    CodeSource source = c.getProtectionDomain().getCodeSource();
+    if (source != null && source.getLocation() != null) {
+      try {
+        entries.add(Path.of(source.getLocation().toURI()).toString());
+      } catch (URISyntaxException | IllegalArgumentException e) {
+        // not a file: cannot be passed on
+      }
+    }
   }
 }
