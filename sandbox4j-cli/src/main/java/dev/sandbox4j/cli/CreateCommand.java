@@ -36,8 +36,9 @@ final class CreateCommand implements Callable<Integer> {
   @Option(
       names = "--provider",
       paramLabel = "NAME",
-      description = "Where to create it: local (isolated) or host (not isolated). Default: local.",
-      defaultValue = Providers.DEFAULT)
+      description =
+          "Where to create it: local (isolated), remote (on the server of --server) or host (not"
+              + " isolated). Default: remote with a server, else local.")
   String provider;
 
   @Option(
@@ -168,6 +169,7 @@ final class CreateCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
+    provider = root.providerOrDefault(provider);
     root.provider(spec, provider); // an unknown provider is the error to report first
     if (snapshot != null) {
       List<String> conflicting = new ArrayList<>();

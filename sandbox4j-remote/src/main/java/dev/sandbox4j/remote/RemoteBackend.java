@@ -35,7 +35,7 @@ final class RemoteBackend
     implements WorkspaceBackend, SupportsCommands, SupportsFileSystem, SupportsRealpath {
 
   /** The sandbox once created or attached to. */
-  private record Created(String id, String workingDirectory) {}
+  private record Created(String id, String workingDirectory, boolean changeDirectory) {}
 
   private final RemoteSandbox provider;
   private final String attachTo;
@@ -87,7 +87,13 @@ final class RemoteBackend
                             "/v1/sandboxes",
                             provider.createRequest(),
                             ServerClient.Target.NONE));
-        created = new Created(info.ref().id(), info.workingDirectory());
+        // A provider built with a working directory attaches with it, as the local engine's does:
+        // the server keeps the sandbox's own, so each command changes into this one first.
+        String wanted = attachTo != null ? provider.workingDirectoryOption() : null;
+        created =
+            wanted == null || wanted.equals(info.workingDirectory())
+                ? new Created(info.ref().id(), info.workingDirectory(), false)
+                : new Created(info.ref().id(), wanted, true);
       }
       return created;
     }
@@ -112,7 +118,16 @@ final class RemoteBackend
   public CommandResult run(Command command, RunOptions options) {
     Objects.requireNonNull(command, "command");
     Objects.requireNonNull(options, "options");
-    return new ExecCall(this, options).run(id(), command);
+    Created sandbox = sandbox();
+    Command toRun = command;
+    if (sandbox.changeDirectory()) {
+      List<String> argv =
+          new ArrayList<>(List.of("/bin/sh", "-c", "cd \"$1\" || exit; shift; exec \"$@\"", "sh"));
+      argv.add(sandbox.workingDirectory());
+      argv.addAll(command.toArgv());
+      toRun = Command.argv(argv);
+    }
+    return new ExecCall(this, options).run(sandbox.id(), toRun);
   }
 
   // ---- files ----------------------------------------------------------------------------------

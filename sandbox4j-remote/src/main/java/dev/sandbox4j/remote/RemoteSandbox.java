@@ -91,9 +91,18 @@ public final class RemoteSandbox implements WorkspaceProvider {
             b.deleteAfter);
   }
 
-  /** A builder; URL and key default to the environment's. */
+  /** A builder; URL and key default to this process's environment variables. */
   public static Builder builder() {
     return new Builder(System.getenv());
+  }
+
+  /**
+   * A builder whose URL and key default to {@code environment}'s {@value #URL_VARIABLE} and {@value
+   * #KEY_VARIABLE} instead of this process's: for programs that keep their own environment, such as
+   * a command line run in-process.
+   */
+  public static Builder builder(Map<String, String> environment) {
+    return new Builder(Objects.requireNonNull(environment, "environment"));
   }
 
   /**
@@ -113,6 +122,10 @@ public final class RemoteSandbox implements WorkspaceProvider {
 
   ServerClient server() {
     return server;
+  }
+
+  String workingDirectoryOption() {
+    return options.workingDirectory();
   }
 
   @Override
@@ -589,10 +602,10 @@ public final class RemoteSandbox implements WorkspaceProvider {
       String value = environment.get(variable);
       if (value == null || value.isBlank()) {
         throw new IllegalStateException(
-            "no sandbox4j server configured: set "
-                + variable
-                + " to "
+            "missing "
                 + what
+                + " of the sandbox4j server: set "
+                + variable
                 + " (or pass it to RemoteSandbox.builder())");
       }
       return value.strip();
