@@ -197,7 +197,9 @@ final class SandboxCommand implements Runnable {
           command.commandLine(),
           "malformed workspace ref '"
               + text
-              + "': expected provider:id (e.g. local:k3x9ab01cd2e) or a bare sandbox id");
+              + "': expected provider:id (e.g. local:k3x9ab01cd2e) or a bare "
+              + providers().defaultName()
+              + " sandbox id");
     }
     WorkspaceRef ref;
     try {
