@@ -66,6 +66,9 @@ class RemoteCliTest {
             .dataDirectory(data)
             .bind("127.0.0.1", 0)
             .requestLog(line -> {})
+            // tests create sandboxes faster than the default create rate allows
+            .maxSandboxesPerOrganization(1000)
+            .createRateLimit(1000, java.time.Duration.ofMillis(1))
             .build()
             .start();
   }

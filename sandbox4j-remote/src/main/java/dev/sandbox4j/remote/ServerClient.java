@@ -219,6 +219,9 @@ final class ServerClient {
       path = target.path();
     }
     String field = text(error, "field");
+    if (path != null && message.startsWith(path + ": ")) {
+      message = message.substring(path.length() + 2); // the exception puts the path back
+    }
     return switch (code) {
       case "not_found" ->
           target.sandbox() != null
