@@ -20,8 +20,8 @@ import java.util.Map;
 /**
  * The {@code remote} provider against a sandbox4j server this run starts on 127.0.0.1 (any free
  * port), over the same local engine {@code local} measures ({@code $SANDBOX4J_HOME}, crun, the
- * default image) and a fresh data directory under the scratch directory. Comparing its figures
- * with {@code local}'s gives what the server and the HTTP/WebSocket round trip add. Every sandbox
+ * default image) and a fresh data directory under the scratch directory. Comparing its figures with
+ * {@code local}'s gives what the server and the HTTP/WebSocket round trip add. Every sandbox
  * carries the run label, as {@link LocalTarget}'s do; {@link #close()} destroys what is left
  * through the engine, then stops the server.
  */

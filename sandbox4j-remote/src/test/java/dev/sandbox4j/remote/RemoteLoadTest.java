@@ -103,5 +103,4 @@ class RemoteLoadTest {
     int index = (int) Math.ceil(p * sorted.length) - 1;
     return sorted[Math.max(0, Math.min(index, sorted.length - 1))] / 1e6;
   }
-
 }

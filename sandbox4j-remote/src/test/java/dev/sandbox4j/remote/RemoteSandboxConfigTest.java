@@ -34,8 +34,7 @@ class RemoteSandboxConfigTest {
 
   @Test
   void aMissingUrlNamesItsVariable() {
-    assertThatThrownBy(
-            () -> RemoteSandbox.builder(Map.of(RemoteSandbox.KEY_VARIABLE, KEY)).build())
+    assertThatThrownBy(() -> RemoteSandbox.builder(Map.of(RemoteSandbox.KEY_VARIABLE, KEY)).build())
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("SANDBOX4J_URL");
   }
@@ -82,15 +81,17 @@ class RemoteSandboxConfigTest {
             () ->
                 RemoteSandbox.builder(
                         Map.of(
-                            RemoteSandbox.URL_VARIABLE, "not a url", RemoteSandbox.KEY_VARIABLE, KEY))
+                            RemoteSandbox.URL_VARIABLE,
+                            "not a url",
+                            RemoteSandbox.KEY_VARIABLE,
+                            KEY))
                     .build())
         .hasMessageContaining("SANDBOX4J_URL");
     assertThatThrownBy(() -> RemoteSandbox.builder(Map.of()).apiKey("abc\r\nX-Evil: 1"))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("apiKey")
         .hasMessageNotContaining("abc");
-    assertThatThrownBy(() -> RemoteSandbox.builder(Map.of()).cpus(0))
-        .hasMessageContaining("cpus");
+    assertThatThrownBy(() -> RemoteSandbox.builder(Map.of()).cpus(0)).hasMessageContaining("cpus");
     assertThatThrownBy(() -> RemoteSandbox.builder(Map.of()).workingDirectory("relative"))
         .hasMessageContaining("workingDirectory");
   }

@@ -85,8 +85,9 @@ final class WebSocketEndpoints {
             }
           }
           case "cancel" -> {
+            // The runner's end closes the socket, once the command's tree is killed: a client
+            // that waits for the close knows its processes are gone when it reports the cancel.
             run.cancel();
-            close(StatusCode.NORMAL, "cancelled");
           }
           default ->
               throw ApiException.invalid(
