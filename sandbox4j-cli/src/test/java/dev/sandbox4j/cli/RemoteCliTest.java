@@ -141,6 +141,10 @@ class RemoteCliTest {
     assertThat(exec.out()).isEqualTo("out\n");
     assertThat(exec.err()).isEqualTo("err\n");
 
+    Run workdir = run("exec", "--workdir", "/tmp", ref, "--", "pwd");
+    assertThat(workdir.exitCode()).as(workdir.err()).isZero();
+    assertThat(workdir.out()).isEqualTo("/tmp\n");
+
     Run ls = run("ls");
     assertThat(ls.exitCode()).as(ls.err()).isZero();
     assertThat(ls.out().lines().findFirst().orElseThrow())
