@@ -84,8 +84,8 @@ final class CreateCommand implements Callable<Integer> {
       paramLabel = "KEY=VALUE",
       description =
           "A variable every command in the workspace gets (repeatable), for providers that keep"
-              + " it; neither local nor host does between runs of sandbox4j: pass --env to each"
-              + " 'sandbox4j exec' instead.")
+              + " it: remote does (the server stores it); neither local nor host does between runs"
+              + " of sandbox4j: pass --env to each 'sandbox4j exec' instead.")
   Map<String, String> env;
 
   @Option(

@@ -84,7 +84,7 @@ final class ExecCommand implements Callable<Integer> {
       paramLabel = "PATH",
       description =
           "The absolute directory the command starts in (default: /home/sandbox); it must exist"
-              + " in the sandbox. Local sandboxes only.")
+              + " in the sandbox. Local and remote sandboxes only.")
   String workdir;
 
   @Option(

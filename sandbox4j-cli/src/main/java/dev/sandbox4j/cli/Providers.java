@@ -140,7 +140,7 @@ final class Providers {
   private static final List<Entry> ENTRIES =
       List.of(
           new Entry(LocalSandbox.NAME, true, false, Providers::local),
-          new Entry(RemoteSandbox.NAME, true, false, Providers::newRemote),
+          new Entry(RemoteSandbox.NAME, true, true, Providers::newRemote),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
@@ -320,8 +320,9 @@ final class Providers {
 
   /**
    * Whether a workspace keeps the env it was created with for every later command, also in later
-   * runs of the CLI. Neither does: a host workspace's env lives as long as its provider object, and
-   * a local sandbox's env (like its working directory) belongs to each {@link LocalSandbox}.
+   * runs of the CLI. Only a server's sandboxes do (the server stores it with the sandbox): a host
+   * workspace's env lives as long as its provider object, and a local sandbox's env (like its
+   * working directory) belongs to each {@link LocalSandbox}.
    */
   boolean keepsEnv(String name) {
     return entry(name).keepsEnv();

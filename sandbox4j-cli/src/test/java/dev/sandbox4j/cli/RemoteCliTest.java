@@ -141,6 +141,12 @@ class RemoteCliTest {
     assertThat(exec.out()).isEqualTo("out\n");
     assertThat(exec.err()).isEqualTo("err\n");
 
+    String withEnv = create("--env", "GREETING=kept by the server");
+    Run env = run("exec", "--shell", withEnv, "--", "echo \"$GREETING\"");
+    assertThat(env.out())
+        .as("a server keeps a sandbox's env for every command")
+        .isEqualTo("kept by the server\n");
+
     Run workdir = run("exec", "--workdir", "/tmp", ref, "--", "pwd");
     assertThat(workdir.exitCode()).as(workdir.err()).isZero();
     assertThat(workdir.out()).isEqualTo("/tmp\n");
