@@ -224,9 +224,12 @@ final class ServerClient {
     }
     return switch (code) {
       case "not_found" ->
-          target.sandbox() != null
-              ? gone(target.sandbox(), message)
-              : new WorkspaceException("not found on the server: " + message);
+          field != null
+              ? rejected(field, message) // something the request names, such as its snapshot
+              : target.sandbox() != null
+                  ? gone(target.sandbox(), message)
+                  : new WorkspaceException("not found on the server: " + message);
+      case "file_error" -> new WorkspaceFileException(orUnknown(path), message);
       case "unavailable" ->
           new WorkspaceUnavailableException(
               (target.sandbox() == null ? "" : "sandbox " + ref(target.sandbox()) + " ")
@@ -254,11 +257,7 @@ final class ServerClient {
       case "invalid_request" ->
           text(error, "path") != null
               ? new WorkspaceFileException(path, message)
-              : new IllegalArgumentException(
-                  "the sandbox4j server rejected the request"
-                      + (field == null ? "" : " (field '" + field + "')")
-                      + ": "
-                      + message);
+              : rejected(field, message);
       default ->
           text(error, "path") != null
               ? new WorkspaceFileException(path, code + ": " + message)
@@ -272,6 +271,14 @@ final class ServerClient {
                       + "): "
                       + message);
     };
+  }
+
+  private static IllegalArgumentException rejected(String field, String message) {
+    return new IllegalArgumentException(
+        "the sandbox4j server rejected the request"
+            + (field == null ? "" : " (field '" + field + "')")
+            + ": "
+            + message);
   }
 
   static WorkspaceUnavailableException gone(String sandbox, String why) {

@@ -11,6 +11,7 @@ import dev.sandbox4j.workspace.WorkspaceAccessDeniedException;
 import dev.sandbox4j.workspace.WorkspaceDirectoryNotEmptyException;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceFileAlreadyExistsException;
+import dev.sandbox4j.workspace.WorkspaceFileException;
 import dev.sandbox4j.workspace.WorkspaceIsDirectoryException;
 import dev.sandbox4j.workspace.WorkspaceNoSuchFileException;
 import dev.sandbox4j.workspace.WorkspaceNotDirectoryException;
@@ -80,6 +81,23 @@ class RemoteSandboxTest {
         .isInstanceOf(WorkspaceDirectoryNotEmptyException.class);
     assertThatThrownBy(() -> ws.writeText("/etc/passwd", "no"))
         .isInstanceOf(WorkspaceAccessDeniedException.class);
+    ws.run(Command.argv("mkfifo", "fifo"));
+    assertThatThrownBy(() -> ws.readText("fifo"))
+        .as("any other file failure keeps its path")
+        .isExactlyInstanceOf(WorkspaceFileException.class)
+        .satisfies(e -> assertThat(((WorkspaceFileException) e).path()).endsWith("/fifo"));
+  }
+
+  @Test
+  void badInputTheServerFindsNamesTheField() {
+    RemoteSandbox unknownSnapshot = server.client().snapshot("no-such-snapshot").build();
+    assertThatThrownBy(() -> Workspace.of(unknownSnapshot.newBackend()).open())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("snapshot");
+    RemoteSandbox oddCpus = server.client().cpus(3).build();
+    assertThatThrownBy(() -> Workspace.of(oddCpus.newBackend()).open())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("cpus");
   }
 
   @Test

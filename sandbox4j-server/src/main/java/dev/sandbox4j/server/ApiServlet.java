@@ -225,7 +225,7 @@ final class ApiServlet extends HttpServlet {
       case WorkspaceNotDirectoryException f -> file(409, "not_directory", f);
       case WorkspaceDirectoryNotEmptyException f -> file(409, "directory_not_empty", f);
       case WorkspaceAccessDeniedException f -> file(403, "access_denied", f);
-      case WorkspaceFileException f -> file(400, "invalid_request", f);
+      case WorkspaceFileException f -> file(409, "file_error", f);
       case WorkspaceUnavailableException u -> ApiException.unavailable(u.getMessage());
       case WorkspaceTimeoutException t ->
           new ApiException(408, "timeout", t.getMessage(), null, null, null);
@@ -458,7 +458,7 @@ final class ApiServlet extends HttpServlet {
     JettyWebSocketServerContainer container =
         JettyWebSocketServerContainer.getContainer(getServletContext());
     if (!container.upgrade(
-        (req, resp) -> new WebSocketEndpoints.ExecSocket(ws, metrics, active, s -> {}),
+        (req, resp) -> new WebSocketEndpoints.ExecSocket(ws, metrics, active),
         c.request,
         c.response)) {
       throw ApiException.invalid(null, "the WebSocket upgrade failed");

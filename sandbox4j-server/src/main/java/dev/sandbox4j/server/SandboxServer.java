@@ -86,11 +86,14 @@ public final class SandboxServer implements AutoCloseable {
           container.setIdleTimeout(Duration.ofMinutes(31));
         });
     for (Mount m : b.mounts) {
-      context.addFilter(
-          new FilterHolder(new TenantFilter(api, sandboxes, metrics, log, m.pathSpec())),
-          m.pathSpec(),
-          EnumSet.of(DispatcherType.REQUEST));
-      context.addServlet(new ServletHolder(m.servlet()), m.pathSpec());
+      // async: the MCP transport answers with event streams from other threads
+      FilterHolder filter =
+          new FilterHolder(new TenantFilter(api, sandboxes, metrics, log, m.pathSpec()));
+      filter.setAsyncSupported(true);
+      context.addFilter(filter, m.pathSpec(), EnumSet.of(DispatcherType.REQUEST));
+      ServletHolder servlet = new ServletHolder(m.servlet());
+      servlet.setAsyncSupported(true);
+      context.addServlet(servlet, m.pathSpec());
     }
     context.addServlet(new ServletHolder(api), "/");
     context.setErrorHandler(new JsonErrors.Servlets());
@@ -246,7 +249,8 @@ public final class SandboxServer implements AutoCloseable {
     /**
      * Mounts {@code servlet} at {@code pathSpec} (e.g. {@code /mcp/*}) behind the API's key check:
      * requests without a valid key get the API's 401, the others reach the servlet with their
-     * {@link Tenant} ({@code Tenant.of(request)}). Logged and counted like API requests.
+     * {@link Tenant} ({@code Tenant.of(request)}). Async support is on (for event streams). Logged
+     * and counted like API requests.
      */
     public Builder servlet(String pathSpec, Servlet servlet) {
       Objects.requireNonNull(servlet, "servlet");

@@ -8,7 +8,6 @@ import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.runtime.SnapshotInfo;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
-import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -29,7 +28,8 @@ import java.util.stream.Collectors;
  *
  * <p>Every lookup by id goes through {@link #owned}: a sandbox of another organization, or one that
  * never existed, is the same {@code not_found}. Thread-safe: the database serializes its
- * statements; creation is serialized per organization so that the quota holds.
+ * statements; a create reserves its place under the quota under a per-organization lock, so
+ * concurrent creates run in parallel and still cannot overshoot the quota together.
  */
 final class Sandboxes {
 
@@ -45,6 +45,7 @@ final class Sandboxes {
   private final ServerLimits limits;
   private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
   private final Map<Long, ReentrantLock> createLocks = new ConcurrentHashMap<>();
+  private final Map<Long, Integer> pending = new ConcurrentHashMap<>(); // guarded by createLocks
   private final Map<Long, TokenBucket> createBuckets = new ConcurrentHashMap<>();
 
   Sandboxes(LocalSandbox engine, Database db, ServerLimits limits) {
@@ -76,20 +77,7 @@ final class Sandboxes {
   record View(Database.SandboxRow row, SandboxInfo info) {}
 
   View create(Organization org, CreateSpec spec) {
-    TokenBucket bucket =
-        createBuckets.computeIfAbsent(
-            org.id(), k -> new TokenBucket(limits.createBurst(), limits.createRefill()));
-    long waitMs = bucket.take();
-    if (waitMs > 0) {
-      long seconds = Math.max(1, (waitMs + 999) / 1000);
-      throw new ApiException(
-          429,
-          "rate_limited",
-          "too many sandboxes created: retry in " + seconds + " s",
-          null,
-          null,
-          seconds);
-    }
+    takeCreateToken(org);
     LocalSandbox.Builder b = configure(spec);
     String snapshotEngineName = null;
     if (spec.snapshot() != null) {
@@ -115,10 +103,7 @@ final class Sandboxes {
     } catch (IllegalArgumentException e) {
       throw ApiException.invalid("snapshot", e.getMessage());
     }
-    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
-    lock.lock();
-    try {
-      checkQuota(org);
+    try (Reservation reserved = reserve(org)) {
       Workspace ws = Workspace.of(provider.newBackend());
       WorkspaceRef ref = ws.open();
       Database.SandboxRow row =
@@ -137,18 +122,64 @@ final class Sandboxes {
       }
       workspaces.put(ref.id(), ws);
       return view(row);
-    } finally {
-      lock.unlock();
     }
   }
 
-  private void checkQuota(Organization org) {
+  /** The create rate limit: a token from the organization's bucket, or {@code rate_limited}. */
+  private void takeCreateToken(Organization org) {
+    TokenBucket bucket =
+        createBuckets.computeIfAbsent(
+            org.id(), k -> new TokenBucket(limits.createBurst(), limits.createRefill()));
+    long waitMs = bucket.take();
+    if (waitMs > 0) {
+      long seconds = Math.max(1, (waitMs + 999) / 1000);
+      throw new ApiException(
+          429,
+          "rate_limited",
+          "too many sandboxes created: retry in " + seconds + " s",
+          null,
+          null,
+          seconds);
+    }
+  }
+
+  /** A place under the organization's quota, held while its sandbox is made and recorded. */
+  private interface Reservation extends AutoCloseable {
+    @Override
+    void close();
+  }
+
+  /**
+   * Reserves a place under the quota, or {@code quota_exceeded}. The check and the reservation
+   * happen under the organization's lock; the (slow) creation does not, so concurrent creates of
+   * one organization run in parallel and still cannot overshoot the quota together.
+   */
+  private Reservation reserve(Organization org) {
+    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
+    lock.lock();
+    try {
+      checkQuota(org, pending.getOrDefault(org.id(), 0));
+      pending.merge(org.id(), 1, Integer::sum);
+    } finally {
+      lock.unlock();
+    }
+    return () -> {
+      lock.lock();
+      try {
+        pending.merge(org.id(), -1, Integer::sum);
+      } finally {
+        lock.unlock();
+      }
+    };
+  }
+
+  private void checkQuota(Organization org, int pendingCreates) {
     List<Database.SandboxRow> rows = db.sandboxes(org.id(), null);
-    if (rows.size() < limits.maxSandboxesPerOrganization()) {
+    if (rows.size() + pendingCreates < limits.maxSandboxesPerOrganization()) {
       return;
     }
     Set<String> live = liveIds();
-    long count = 0;
+    long count = pendingCreates;
     for (Database.SandboxRow r : rows) {
       if (live.contains(r.id())) {
         count++;
@@ -351,10 +382,8 @@ final class Sandboxes {
 
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
-    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
-    lock.lock();
-    try {
-      checkQuota(org);
+    takeCreateToken(org);
+    try (Reservation reserved = reserve(org)) {
       WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
       ForkResult result = filesOnly ? engine.forkFiles(ref) : engine.fork(ref);
       Database.SandboxRow child =
@@ -367,8 +396,6 @@ final class Sandboxes {
               Instant.now().toString());
       db.insertSandbox(child);
       return new Fork(view(child), result);
-    } finally {
-      lock.unlock();
     }
   }
 
@@ -464,10 +491,5 @@ final class Sandboxes {
     }
     String cut = s.length() > 80 ? s.substring(0, 80) + "..." : s;
     return cut.replaceAll("\\p{Cntrl}", "?");
-  }
-
-  /** Whether the engine says a sandbox is gone, so its row can be forgotten. */
-  static boolean gone(RuntimeException e) {
-    return e instanceof WorkspaceUnavailableException;
   }
 }

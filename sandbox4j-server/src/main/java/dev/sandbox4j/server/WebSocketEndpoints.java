@@ -7,7 +7,6 @@ import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
-import java.util.function.Consumer;
 import org.eclipse.jetty.websocket.api.Callback;
 import org.eclipse.jetty.websocket.api.Session;
 import org.eclipse.jetty.websocket.api.StatusCode;
@@ -27,25 +26,23 @@ final class WebSocketEndpoints {
    * closes after the last one. Cancel or a closed socket kills the command's tree.
    *
    * <p>State: AWAITING_REQUEST → RUNNING (a virtual thread runs the command) → CLOSED. Jetty calls
-   * the {@code onWebSocket*} methods one at a time; sends are serialized on {@link #session}'s
-   * monitor and wait for completion, so a slow client holds the command's output back instead of
-   * filling memory.
+   * the {@code onWebSocket*} methods one at a time; sends are serialized on this endpoint's monitor
+   * and wait for completion, so a slow client holds the command's output back instead of filling
+   * memory.
    */
   public static final class ExecSocket implements Session.Listener.AutoDemanding {
 
     private final Workspace workspace;
     private final Metrics metrics;
     private final ActiveExecs active;
-    private final Consumer<String> onEnd;
-    private Session session;
+    private volatile Session session;
     private ExecRun run; // null until the request arrived
     private StdinPipe stdin; // null when the request said "stdin": false
 
-    ExecSocket(Workspace workspace, Metrics metrics, ActiveExecs active, Consumer<String> onEnd) {
+    ExecSocket(Workspace workspace, Metrics metrics, ActiveExecs active) {
       this.workspace = workspace;
       this.metrics = metrics;
       this.active = active;
-      this.onEnd = onEnd;
     }
 
     @Override
@@ -143,7 +140,6 @@ final class WebSocketEndpoints {
                     stdin.close();
                   }
                   close(StatusCode.NORMAL, "done");
-                  onEnd.accept("done");
                 }
               });
     }

@@ -280,6 +280,11 @@ class ServerApiTest {
     TestServer.Answer isDir = s.call(key, "GET", base + "/content?path=/etc", null);
     assertThat(isDir.status()).isEqualTo(409);
     assertThat(isDir.error().get("code").asText()).isEqualTo("is_directory");
+    s.exec(key, sandbox, "{\"argv\": [\"mkfifo\", \"/tmp/fifo\"]}");
+    TestServer.Answer fifo = s.call(key, "GET", base + "/content?path=/tmp/fifo", null);
+    assertThat(fifo.status()).as(fifo.text()).isEqualTo(409);
+    assertThat(fifo.error().get("code").asText()).isEqualTo("file_error");
+    assertThat(fifo.error().get("path").asText()).isEqualTo("/tmp/fifo");
     TestServer.Answer denied = s.call(key, "GET", base + "/content?path=/etc/shadow", null);
     assertThat(denied.status()).isEqualTo(403);
     assertThat(denied.error().get("code").asText()).isEqualTo("access_denied");

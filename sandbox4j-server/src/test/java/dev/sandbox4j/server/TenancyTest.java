@@ -184,6 +184,41 @@ class TenancyTest {
   }
 
   @Test
+  void concurrentCreatesCannotOvershootTheQuota() throws Exception {
+    TestServer.requireLocalEngine();
+    try (TestServer s = new TestServer(data, b -> b.maxSandboxesPerOrganization(3))) {
+      String a = s.key("quota-c");
+      java.util.Queue<TestServer.Answer> answers =
+          new java.util.concurrent.ConcurrentLinkedQueue<>();
+      List<Thread> clients = new java.util.ArrayList<>();
+      for (int i = 0; i < 6; i++) {
+        clients.add(
+            Thread.ofVirtual()
+                .start(
+                    () -> {
+                      try {
+                        answers.add(s.call(a, "POST", "/v1/sandboxes", "{}"));
+                      } catch (Exception e) {
+                        throw new AssertionError(e);
+                      }
+                    }));
+      }
+      for (Thread t : clients) {
+        t.join();
+      }
+      for (TestServer.Answer answer : answers) {
+        if (answer.status() == 201) {
+          s.track(answer.json().get("id").asText());
+        }
+      }
+      assertThat(answers).hasSize(6);
+      assertThat(answers).filteredOn(x -> x.status() == 201).hasSize(3);
+      assertThat(answers).filteredOn(x -> x.status() == 429).hasSize(3);
+      assertThat(s.call(a, "GET", "/v1/sandboxes", null).json().get("items")).hasSize(3);
+    }
+  }
+
+  @Test
   void createIsRateLimitedPerOrganizationWithRetryAfter() throws Exception {
     TestServer.requireLocalEngine();
     try (TestServer s = new TestServer(data, b -> b.createRateLimit(1, Duration.ofHours(1)))) {

@@ -27,7 +27,7 @@ final class TestServer implements AutoCloseable {
   final Path data;
   final LocalSandbox engine;
   final List<String> logLines = new CopyOnWriteArrayList<>();
-  final HttpClient http = HttpClient.newHttpClient();
+  final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   SandboxServer server;
   private final List<String> created = new ArrayList<>();
 
@@ -106,6 +106,11 @@ final class TestServer implements AutoCloseable {
     String id = a.json().get("id").asText();
     created.add(id);
     return id;
+  }
+
+  /** Destroys {@code id} on {@link #close} (a sandbox made by a fork). */
+  void track(String id) {
+    created.add(id);
   }
 
   /** The NDJSON events of a POST exec. */
