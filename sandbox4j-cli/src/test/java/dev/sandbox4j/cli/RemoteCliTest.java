@@ -318,6 +318,7 @@ class RemoteCliTest {
     Run second = run("run", "--model", "test", "--history", history.toString(), "again");
     assertThat(second.exitCode()).as(second.err()).isZero();
     assertThat(sandboxOf(second)).isEqualTo(ref);
-    assertThat(run("exec", ref, "--", "cat", "a").out()).isEqualTo("a");
+    Run cat = run("exec", ref, "--", "cat", "a");
+    assertThat(cat.out()).as(cat.err() + "\nfirst run:\n" + first.err()).isEqualTo("a");
   }
 }

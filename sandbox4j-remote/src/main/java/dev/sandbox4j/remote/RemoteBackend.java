@@ -37,6 +37,9 @@ final class RemoteBackend
   /** The sandbox once created or attached to. */
   private record Created(String id, String workingDirectory, boolean changeDirectory) {}
 
+  /** File content up to this size is written from memory, so that the request can be resent. */
+  private static final int BUFFERED_WRITE = 8 * 1024 * 1024;
+
   private final RemoteSandbox provider;
   private final String attachTo;
   private volatile Created created;
@@ -147,17 +150,17 @@ final class RemoteBackend
   public void write(String path, InputStream content) {
     Objects.requireNonNull(content, "content");
     String id = id();
-    HttpRequest request =
-        server()
-            .request(fileRoute(id, "content", path))
-            .header("Content-Type", "application/octet-stream")
-            .PUT(HttpRequest.BodyPublishers.ofInputStream(() -> content))
-            .build();
     HttpResponse<byte[]> response;
     try (content) {
+      HttpRequest request =
+          server()
+              .request(fileRoute(id, "content", path))
+              .header("Content-Type", "application/octet-stream")
+              .PUT(body(content))
+              .build();
       response = server().send(request, HttpResponse.BodyHandlers.ofByteArray());
     } catch (IOException e) {
-      throw new UncheckedIOException("closing the content written to " + path, e);
+      throw new UncheckedIOException("reading the content to write to " + path, e);
     }
     if (response.statusCode() / 100 != 2) {
       throw server()
@@ -167,6 +170,32 @@ final class RemoteBackend
               ServerClient.Target.file(id, path),
               response.headers().firstValue("Retry-After").orElse(null));
     }
+  }
+
+  /**
+   * The body of a file write. The JDK client resends an idempotent request (a PUT) when a pooled
+   * connection turns out to be closed, and a resend reads the body again: a stream can be read only
+   * once, so a resend would write an empty file. Content up to {@link #BUFFERED_WRITE} bytes is
+   * therefore sent from memory (resendable, with a length); a larger stream is sent as it is read,
+   * and a resend fails the write instead of truncating the file.
+   */
+  private static HttpRequest.BodyPublisher body(InputStream content) throws IOException {
+    byte[] head = content.readNBytes(BUFFERED_WRITE + 1);
+    if (head.length <= BUFFERED_WRITE) {
+      return HttpRequest.BodyPublishers.ofByteArray(head);
+    }
+    java.util.concurrent.atomic.AtomicBoolean taken =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    return HttpRequest.BodyPublishers.ofInputStream(
+        () -> {
+          if (taken.getAndSet(true)) {
+            throw new UncheckedIOException(
+                new IOException(
+                    "the connection to the server dropped while streaming a file; a stream cannot"
+                        + " be sent twice, so the write failed and nothing was truncated"));
+          }
+          return new java.io.SequenceInputStream(new java.io.ByteArrayInputStream(head), content);
+        });
   }
 
   @Override
