@@ -120,7 +120,9 @@ final class ExecCall implements WebSocket.Listener {
       throw new CancellationException("the command was cancelled; its processes were killed");
     } finally {
       if (pump != null) {
-        pump.interrupt();
+        pump.interrupt(); // it closes stdin when its read returns
+      } else {
+        closeQuietly(stdin);
       }
       if (!socket.isOutputClosed() || !socket.isInputClosed()) {
         socket.abort();
