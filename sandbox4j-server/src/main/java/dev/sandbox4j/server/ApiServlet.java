@@ -52,6 +52,7 @@ final class ApiServlet extends HttpServlet {
   private static final long serialVersionUID = 1L;
   private static final int DEFAULT_PAGE = 50;
   private static final int MAX_PAGE = 500;
+  static final int MAX_COMMANDS_PER_ORGANIZATION = 100;
   private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
 
   private final transient Sandboxes sandboxes;
@@ -60,6 +61,7 @@ final class ApiServlet extends HttpServlet {
   private final transient RequestLog log;
   private final transient ActiveExecs active;
   private final long maxJsonBytes;
+  private final Duration keepAlive;
   private final transient List<Route> routes;
   private final transient Map<String, Background> commands = new ConcurrentHashMap<>();
   private final byte[] openApi;
@@ -73,7 +75,9 @@ final class ApiServlet extends HttpServlet {
       Metrics metrics,
       RequestLog log,
       ActiveExecs active,
-      long maxJsonBytes) {
+      long maxJsonBytes,
+      Duration keepAlive) {
+    this.keepAlive = keepAlive;
     this.sandboxes = sandboxes;
     this.db = db;
     this.metrics = metrics;
@@ -439,10 +443,25 @@ final class ApiServlet extends HttpServlet {
             },
             metrics);
     active.add(run);
+    Thread keeper =
+        Thread.ofVirtual()
+            .name("sandbox4j-exec-keepalive")
+            .start(
+                () -> {
+                  try {
+                    while (true) {
+                      Thread.sleep(keepAlive);
+                      run.keepAlive();
+                    }
+                  } catch (InterruptedException e) {
+                    // the command ended
+                  }
+                });
     try {
       out.flush(); // the status line now: the client knows the command started
       run.run();
     } finally {
+      keeper.interrupt();
       active.remove(run);
     }
   }
@@ -475,6 +494,20 @@ final class ApiServlet extends HttpServlet {
     }
     String sandbox = c.param("id");
     Workspace ws = sandboxes.workspace(c.organization, sandbox);
+    long organization = c.organization.id();
+    // each holds up to 1 MiB of unread output in memory: bound how many one organization keeps
+    if (commands.values().stream().filter(b -> b.organization() == organization).count()
+        >= MAX_COMMANDS_PER_ORGANIZATION) {
+      throw new ApiException(
+          429,
+          "quota_exceeded",
+          "the organization has "
+              + MAX_COMMANDS_PER_ORGANIZATION
+              + " background commands not yet collected: stop some, or GET them until they end",
+          null,
+          null,
+          null);
+    }
     BackgroundCommand started = ws.start(command, options.build());
     byte[] idBytes = new byte[12];
     RANDOM.nextBytes(idBytes);

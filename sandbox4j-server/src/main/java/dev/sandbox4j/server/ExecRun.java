@@ -38,6 +38,8 @@ final class ExecRun {
   private Thread runner; // guarded by this
   private boolean done; // guarded by this
   private boolean cancelled; // guarded by this
+  private final Object sendLock = new Object();
+  private boolean finished; // guarded by sendLock: the last event went out, nothing may follow
 
   ExecRun(Workspace workspace, Command command, RunOptions.Builder options, Sink sink, Metrics m) {
     this.workspace = workspace;
@@ -64,7 +66,7 @@ final class ExecRun {
                   .onStdout(bytes -> output("stdout", bytes))
                   .onStderr(bytes -> output("stderr", bytes))
                   .build());
-      send(Json.object().put("type", "exit").put("exitCode", result.exitCode()));
+      sendLast(Json.object().put("type", "exit").put("exitCode", result.exitCode()));
     } catch (CancellationException e) {
       // the client or the server ended it: no last event
     } catch (WorkspaceTimeoutException e) {
@@ -118,17 +120,39 @@ final class ExecRun {
     metrics.error(error.get("code").asText());
     ObjectNode event = Json.object().put("type", "error");
     event.set("error", error);
-    send(event);
+    sendLast(event);
+  }
+
+  /**
+   * Sends {@code {"type": "keepalive"}} unless the last event went out: over a stream that would
+   * otherwise stay silent, a failed write is how the server learns that the client went away.
+   */
+  void keepAlive() {
+    send(Json.object().put("type", "keepalive"), false);
+  }
+
+  private void sendLast(ObjectNode event) {
+    send(event, true);
   }
 
   private void send(ObjectNode event) {
+    send(event, false);
+  }
+
+  private void send(ObjectNode event, boolean last) {
     if (isCancelled()) {
       return;
     }
-    try {
-      sink.send(event);
-    } catch (IOException | RuntimeException e) {
-      cancel(); // the client is gone: nobody reads the output, so the command must not run on
+    synchronized (sendLock) {
+      if (finished) {
+        return;
+      }
+      finished = last;
+      try {
+        sink.send(event);
+      } catch (IOException | RuntimeException e) {
+        cancel(); // the client is gone: nobody reads the output, so the command must not run on
+      }
     }
   }
 }

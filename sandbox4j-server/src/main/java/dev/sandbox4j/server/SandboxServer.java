@@ -16,6 +16,8 @@ import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.ee10.websocket.server.config.JettyWebSocketServletContainerInitializer;
+import org.eclipse.jetty.server.HttpConfiguration;
+import org.eclipse.jetty.server.HttpConnectionFactory;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.util.thread.QueuedThreadPool;
@@ -64,13 +66,18 @@ public final class SandboxServer implements AutoCloseable {
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
     this.active = new ActiveExecs();
-    this.api = new ApiServlet(sandboxes, db, metrics, log, active, limits.maxJsonBytes());
+    this.api =
+        new ApiServlet(sandboxes, db, metrics, log, active, limits.maxJsonBytes(), b.keepAlive);
 
     QueuedThreadPool threads = new QueuedThreadPool();
     threads.setName("sandbox4j-server");
     threads.setVirtualThreadsExecutor(Executors.newVirtualThreadPerTaskExecutor());
     this.jetty = new Server(threads);
-    this.connector = new ServerConnector(jetty);
+    HttpConfiguration http = new HttpConfiguration();
+    http.setSendServerVersion(false);
+    // a 4096-byte sandbox path, percent-encoded, is up to 12 KiB of request line
+    http.setRequestHeaderSize(32 * 1024);
+    this.connector = new ServerConnector(jetty, new HttpConnectionFactory(http));
     connector.setHost(b.host);
     connector.setPort(b.port);
     // an exec may be silent for as long as the engine lets it (30 min without output)
@@ -173,6 +180,7 @@ public final class SandboxServer implements AutoCloseable {
     private Duration createRefill = ServerLimits.DEFAULTS.createRefill();
     private long maxJsonBytes = ServerLimits.DEFAULTS.maxJsonBytes();
     private Consumer<String> requestLog = System.err::println;
+    private Duration keepAlive = Duration.ofSeconds(15);
     private final List<Mount> mounts = new ArrayList<>();
 
     private Builder() {}
@@ -264,6 +272,12 @@ public final class SandboxServer implements AutoCloseable {
             "pathSpec must be a path of its own such as /mcp/*, was " + pathSpec);
       }
       mounts.add(new Mount(pathSpec, servlet));
+      return this;
+    }
+
+    /** How often a silent NDJSON exec stream gets a keepalive event (tests shorten it). */
+    Builder keepAlive(Duration interval) {
+      this.keepAlive = Objects.requireNonNull(interval, "interval");
       return this;
     }
 

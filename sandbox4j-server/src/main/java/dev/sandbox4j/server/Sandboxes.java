@@ -77,7 +77,6 @@ final class Sandboxes {
   record View(Database.SandboxRow row, SandboxInfo info) {}
 
   View create(Organization org, CreateSpec spec) {
-    takeCreateToken(org);
     LocalSandbox.Builder b = configure(spec);
     String snapshotEngineName = null;
     if (spec.snapshot() != null) {
@@ -103,6 +102,7 @@ final class Sandboxes {
     } catch (IllegalArgumentException e) {
       throw ApiException.invalid("snapshot", e.getMessage());
     }
+    takeCreateToken(org); // after validation: a bad request does not spend a create
     try (Reservation reserved = reserve(org)) {
       Workspace ws = Workspace.of(provider.newBackend());
       WorkspaceRef ref = ws.open();

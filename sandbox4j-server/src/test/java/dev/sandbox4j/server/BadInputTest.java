@@ -203,6 +203,14 @@ class BadInputTest {
         400,
         "invalid_request",
         "path");
+    // 4095 bytes, 12 KiB percent-encoded: within the API's limit, so the engine answers
+    String longest = "/" + java.net.URLEncoder.encode("é".repeat(2047), StandardCharsets.UTF_8);
+    TestServer.Answer engineSays = s.call(key, "GET", base + "/stat?path=" + longest, null);
+    assertThat(engineSays.status()).as(engineSays.text()).isIn(404, 409);
+    assertThat(engineSays.error().get("code").asText()).isIn("no_such_file", "file_error");
+    String tooLong = java.net.URLEncoder.encode("é".repeat(2049), StandardCharsets.UTF_8);
+    assertError(
+        s.call(key, "GET", base + "/stat?path=" + tooLong, null), 400, "invalid_request", "path");
     assertError(
         s.call(key, "POST", base + "/mkdir", "{\"path\": \"\"}"), 400, "invalid_request", "path");
     assertError(

@@ -11,7 +11,10 @@ import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** A restart loses nothing; an exec stream cut by the stop ends without a last event. */
+/**
+ * A restart loses nothing; an exec stream cut by the stop ends without a last event; a client that
+ * goes away from a silent stream gets its command killed.
+ */
 class RestartTest {
 
   @TempDir Path data;
@@ -80,6 +83,50 @@ class RestartTest {
       // another organization still does not see it
       assertThat(s.call(s.key("other"), "GET", "/v1/sandboxes/" + id, null).status())
           .isEqualTo(404);
+    }
+  }
+
+  @Test
+  void aClientThatGoesAwayFromASilentStreamGetsItsCommandKilled() throws Exception {
+    TestServer.requireLocalEngine();
+    try (TestServer s = new TestServer(data, b -> b.keepAlive(java.time.Duration.ofMillis(100)))) {
+      String key = s.key("gone");
+      String id = s.create(key, "{}");
+      byte[] body =
+          "{\"shell\": \"echo $$ > /tmp/nd-pid; echo started; exec sleep 1000\"}"
+              .getBytes(StandardCharsets.UTF_8);
+      try (Socket raw = new Socket("127.0.0.1", s.server.uri().getPort())) {
+        raw.setSoTimeout(60_000);
+        OutputStream out = raw.getOutputStream();
+        out.write(
+            ("POST /v1/sandboxes/"
+                    + id
+                    + "/exec HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
+                    + key
+                    + "\r\nContent-Length: "
+                    + body.length
+                    + "\r\n\r\n")
+                .getBytes(StandardCharsets.US_ASCII));
+        out.write(body);
+        out.flush();
+        ByteArrayOutputStream received = new ByteArrayOutputStream();
+        byte[] buf = new byte[4096];
+        // wait for a keepalive: the command started and is silent
+        while (!received.toString(StandardCharsets.UTF_8).contains("keepalive")) {
+          int n = raw.getInputStream().read(buf);
+          assertThat(n).isPositive();
+          received.write(buf, 0, n);
+        }
+      }
+      String alive = "0\n";
+      for (int i = 0; i < 300 && alive.equals("0\n"); i++) {
+        Thread.sleep(100);
+        alive =
+            TestServer.stdout(
+                s.exec(key, id, "{\"shell\": \"kill -0 $(cat /tmp/nd-pid) 2>/dev/null; echo $?\"}"),
+                "stdout");
+      }
+      assertThat(alive).as("the abandoned command still runs").isEqualTo("1\n");
     }
   }
 }

@@ -219,6 +219,35 @@ class TenancyTest {
   }
 
   @Test
+  void backgroundCommandsNotYetCollectedAreBoundedPerOrganization() throws Exception {
+    TestServer.requireLocalEngine();
+    try (TestServer s = new TestServer(data, b -> b.requestLog(l -> {}))) {
+      String a = s.key("bg-a");
+      String b = s.key("bg-b");
+      String id = s.create(a, "{}");
+      String path = "/v1/sandboxes/" + id + "/commands";
+      String first = null;
+      for (int i = 0; i < ApiServlet.MAX_COMMANDS_PER_ORGANIZATION; i++) {
+        TestServer.Answer started = s.call(a, "POST", path, "{\"argv\": [\"sleep\", \"1000\"]}");
+        assertThat(started.status()).as(started.text()).isEqualTo(201);
+        if (first == null) {
+          first = started.json().get("id").asText();
+        }
+      }
+      TestServer.Answer over = s.call(a, "POST", path, "{\"argv\": [\"true\"]}");
+      assertThat(over.status()).isEqualTo(429);
+      assertThat(over.error().get("code").asText()).isEqualTo("quota_exceeded");
+      String other = s.create(b, "{}");
+      assertThat(
+              s.call(b, "POST", "/v1/sandboxes/" + other + "/commands", "{\"argv\": [\"true\"]}")
+                  .status())
+          .isEqualTo(201);
+      assertThat(s.call(a, "POST", path + "/" + first + "/stop", null).status()).isEqualTo(200);
+      assertThat(s.call(a, "POST", path, "{\"argv\": [\"true\"]}").status()).isEqualTo(201);
+    }
+  }
+
+  @Test
   void createIsRateLimitedPerOrganizationWithRetryAfter() throws Exception {
     TestServer.requireLocalEngine();
     try (TestServer s = new TestServer(data, b -> b.createRateLimit(1, Duration.ofHours(1)))) {
