@@ -230,6 +230,12 @@ class RemoteCliTest {
       assertThat(r.exitCode()).as(change + ": " + r.err()).isZero();
       assertThat(r.out()).isEqualTo(ref + "\n");
     }
+    Run hibernated = run("hibernate", ref);
+    assertThat(hibernated.exitCode()).as(hibernated.err()).isZero();
+    assertThat(hibernated.out()).isEqualTo(ref + "\n");
+    assertThat(run("ls").out()).containsPattern(Pattern.quote(ref) + "\\s+hibernated");
+    assertThat(run("exec", ref, "--", "cat", "note").out()).isEqualTo("parent\n");
+
     Run stopped = run("stop", ref);
     assertThat(stopped.exitCode()).isZero();
     assertThat(run("ls").out()).containsPattern(Pattern.quote(ref) + "\\s+stopped");

@@ -253,6 +253,12 @@ class RemoteSandboxTest {
         .isEqualTo("awake\n");
     assertThat(remote.stop(ref).state()).isEqualTo("stopped");
     assertThat(remote.start(ref).state()).isEqualTo("running");
+    ws.run(Command.shell("nohup sleep 600 >/dev/null 2>&1 & echo $! > kept.pid"));
+    assertThat(remote.hibernate(ref).state()).isEqualTo("hibernated");
+    assertThat(remote.info(ref).state()).isEqualTo("hibernated");
+    assertThat(ws.run(Command.shell("kill -0 $(cat kept.pid) && echo restored")).stdoutText())
+        .as("any use restores a hibernated sandbox with its processes")
+        .isEqualTo("restored\n");
   }
 
   @Test
