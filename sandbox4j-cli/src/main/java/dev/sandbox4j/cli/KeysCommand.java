@@ -115,11 +115,11 @@ final class KeysCommand implements Runnable {
   @Command(
       name = "revoke",
       mixinStandardHelpOptions = true,
-      description = "Revokes a key by its id (see 'keys ls').")
+      description = "Revokes a key by its id or its prefix (see 'keys ls').")
   static final class Revoke implements Callable<Integer> {
     @ParentCommand KeysCommand keys;
 
-    @Parameters(paramLabel = "ID", description = "The key's id.")
+    @Parameters(paramLabel = "ID", description = "The key's id, or its prefix (s4j_...).")
     String id;
 
     @Override
@@ -129,6 +129,9 @@ final class KeysCommand implements Runnable {
           keys.root.context().err().println("sandbox4j: no unrevoked key " + id);
           return ExitCodes.USAGE;
         }
+      } catch (IllegalArgumentException e) {
+        keys.root.context().err().println("sandbox4j: " + e.getMessage());
+        return ExitCodes.USAGE;
       }
       keys.root.context().err().println("sandbox4j: revoked key " + id);
       return ExitCodes.OK;

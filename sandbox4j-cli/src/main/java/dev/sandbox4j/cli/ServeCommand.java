@@ -44,7 +44,7 @@ final class ServeCommand implements Callable<Integer> {
   Path data;
 
   @Override
-  public Integer call() throws InterruptedException {
+  public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
     SandboxServer server =
         SandboxServer.builder()
@@ -70,6 +70,9 @@ final class ServeCommand implements Callable<Integer> {
       root.context().err().println("sandbox4j: serving on " + server.uri());
       root.context().err().flush();
       stopped.await();
+    } catch (InterruptedException e) {
+      // Ctrl-C or SIGTERM: the CLI interrupts its main thread, and stopping is how serve ends.
+      // The flag stays clear: closing must still kill the commands the server started.
     } finally {
       server.close();
       try {

@@ -224,8 +224,26 @@ final class Database implements AutoCloseable {
     }
   }
 
-  synchronized int revokeKey(String id, String now) {
-    return update("UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL", now, id);
+  /** Revokes the unrevoked key whose id or display prefix is {@code idOrPrefix}; 0 if none. */
+  synchronized int revokeKey(String idOrPrefix, String now) {
+    try (PreparedStatement p =
+            prepare(
+                "SELECT COUNT(*) FROM api_keys WHERE (id = ? OR prefix = ?) AND revoked IS NULL",
+                idOrPrefix,
+                idOrPrefix);
+        ResultSet rs = p.executeQuery()) {
+      if (rs.next() && rs.getInt(1) > 1) {
+        throw new IllegalArgumentException(
+            "'" + idOrPrefix + "' names more than one key: give the key's id (see keys ls)");
+      }
+    } catch (SQLException e) {
+      throw failed("look up a key", e);
+    }
+    return update(
+        "UPDATE api_keys SET revoked = ? WHERE (id = ? OR prefix = ?) AND revoked IS NULL",
+        now,
+        idOrPrefix,
+        idOrPrefix);
   }
 
   // ---- sandboxes ------------------------------------------------------------------------------

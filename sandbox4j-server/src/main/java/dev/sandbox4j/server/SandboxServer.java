@@ -257,8 +257,9 @@ public final class SandboxServer implements AutoCloseable {
     /**
      * Mounts {@code servlet} at {@code pathSpec} (e.g. {@code /mcp/*}) behind the API's key check:
      * requests without a valid key get the API's 401, the others reach the servlet with their
-     * {@link Tenant} ({@code Tenant.of(request)}). Async support is on (for event streams). Logged
-     * and counted like API requests.
+     * {@link Tenant} ({@code Tenant.of(request)}) and the user principal {@code
+     * org:<organization>}. Async support is on (for event streams). Logged and counted like API
+     * requests.
      */
     public Builder servlet(String pathSpec, Servlet servlet) {
       Objects.requireNonNull(servlet, "servlet");

@@ -103,7 +103,7 @@ final class Sandboxes {
       throw ApiException.invalid("snapshot", e.getMessage());
     }
     takeCreateToken(org); // after validation: a bad request does not spend a create
-    try (Reservation reserved = reserve(org)) {
+    try (Reservation _ = reserve(org)) {
       Workspace ws = Workspace.of(provider.newBackend());
       WorkspaceRef ref = ws.open();
       Database.SandboxRow row =
@@ -383,7 +383,7 @@ final class Sandboxes {
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
     takeCreateToken(org);
-    try (Reservation reserved = reserve(org)) {
+    try (Reservation _ = reserve(org)) {
       WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
       ForkResult result = filesOnly ? engine.forkFiles(ref) : engine.fork(ref);
       Database.SandboxRow child =

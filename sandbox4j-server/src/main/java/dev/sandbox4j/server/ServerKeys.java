@@ -88,13 +88,15 @@ public final class ServerKeys implements AutoCloseable {
   }
 
   /**
-   * Revokes the key with id {@code id}; the next request with it is refused.
+   * Revokes the key with id (or display prefix) {@code idOrPrefix}; the next request with it is
+   * refused.
    *
-   * @return whether an unrevoked key had that id
+   * @return whether an unrevoked key had that id or prefix
+   * @throws IllegalArgumentException if the prefix names more than one unrevoked key
    */
-  public boolean revoke(String id) {
-    Objects.requireNonNull(id, "id");
-    return db.revokeKey(id, Instant.now().toString()) > 0;
+  public boolean revoke(String idOrPrefix) {
+    Objects.requireNonNull(idOrPrefix, "idOrPrefix");
+    return db.revokeKey(idOrPrefix, Instant.now().toString()) > 0;
   }
 
   /** The SHA-256 of a key, hex: what the database keeps and looks up. */

@@ -7,6 +7,7 @@ import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpFilter;
 import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.util.Map;
@@ -44,7 +45,7 @@ final class TenantFilter extends HttpFilter {
     try {
       org = api.authenticate(request);
       request.setAttribute(ATTRIBUTE, tenant(org));
-      chain.doFilter(request, response);
+      chain.doFilter(asOrganization(request, org), response);
     } catch (ApiException e) {
       metrics.error(e.code);
       ObjectNode body = Json.object();
@@ -62,6 +63,30 @@ final class TenantFilter extends HttpFilter {
           response.getStatus(),
           (System.nanoTime() - start) / 1_000_000);
     }
+  }
+
+  /**
+   * The request with the organization as its user principal: what servlets that scope state by
+   * principal (the MCP endpoint's sessions) see, so one organization never reaches another's.
+   */
+  private static HttpServletRequest asOrganization(HttpServletRequest request, Organization org) {
+    java.security.Principal principal = () -> "org:" + org.name();
+    return new HttpServletRequestWrapper(request) {
+      @Override
+      public java.security.Principal getUserPrincipal() {
+        return principal;
+      }
+
+      @Override
+      public String getRemoteUser() {
+        return principal.getName();
+      }
+
+      @Override
+      public String getAuthType() {
+        return "Bearer";
+      }
+    };
   }
 
   private Tenant tenant(Organization org) {

@@ -47,6 +47,9 @@ class MountTest {
       }
       String id = request.getParameter("sandbox");
       String body = tenant.organization();
+      if (request.getParameter("principal") != null) {
+        body = request.getUserPrincipal().getName();
+      }
       if ("new".equals(id)) {
         Workspace ws = tenant.create(Map.of("via", "mount"));
         body += " created " + ws.open().id();
@@ -73,6 +76,9 @@ class MountTest {
       assertThat(anonymous.error().get("code").asText()).isEqualTo("unauthenticated");
       assertThat(s.call(a, "GET", "/tenant/x", null).text()).isEqualTo("mount-a");
       assertThat(s.call(a, "GET", "/tenant/x?async=1", null).text()).isEqualTo("async mount-a");
+      // servlets that scope state by principal (MCP sessions) see the organization
+      assertThat(s.call(a, "GET", "/tenant/x?principal=1", null).text()).isEqualTo("org:mount-a");
+      assertThat(s.call(b, "GET", "/tenant/x?principal=1", null).text()).isEqualTo("org:mount-b");
 
       String created = s.call(a, "GET", "/tenant/x?sandbox=new", null).text();
       assertThat(created).startsWith("mount-a created ");

@@ -154,9 +154,40 @@ class ServerApiTest {
     ws.send("{\"type\": \"cancel\"}");
     ws.closed.get(30, TimeUnit.SECONDS);
     assertThat(ws.events()).noneMatch(e -> e.get("type").asText().equals("exit"));
-    List<JsonNode> check =
-        s.exec(key, sandbox, "{\"shell\": \"kill -0 $(cat /tmp/ws-child) 2>/dev/null; echo $?\"}");
-    assertThat(TestServer.stdout(check, "stdout")).isEqualTo("1\n");
+    // killed, then reaped by the sandbox's init: poll for that, no timing assumed
+    String alive = "0\n";
+    for (int i = 0; i < 100 && alive.equals("0\n"); i++) {
+      alive =
+          TestServer.stdout(
+              s.exec(
+                  key,
+                  sandbox,
+                  "{\"shell\": \"kill -0 $(cat /tmp/ws-child) 2>/dev/null; echo $?\"}"),
+              "stdout");
+      if (alive.equals("0\n")) {
+        Thread.sleep(100);
+      }
+    }
+    assertThat(alive).as("the setsid child still runs").isEqualTo("1\n");
+  }
+
+  @Test
+  void webSocketBadRequestsAndFramesAreErrorEventsNamingTheField() throws Exception {
+    Socket bad = Socket.open(s, key, sandbox);
+    bad.send("{\"argv\": [\"true\"], \"timeoutMs\": -5}");
+    assertThat(bad.closed.get(30, TimeUnit.SECONDS)).isEqualTo(1008);
+    JsonNode error = bad.events().getLast();
+    assertThat(error.get("type").asText()).isEqualTo("error");
+    assertThat(error.get("error").get("code").asText()).isEqualTo("invalid_request");
+    assertThat(error.get("error").get("field").asText()).isEqualTo("timeoutMs");
+
+    Socket badFrame = Socket.open(s, key, sandbox);
+    badFrame.send("{\"shell\": \"echo ready; sleep 1000\"}");
+    badFrame.awaitOutput("ready");
+    badFrame.send("{\"type\": \"stdin\", \"data\": 5}");
+    assertThat(badFrame.closed.get(30, TimeUnit.SECONDS)).isEqualTo(1008);
+    assertThat(badFrame.events().getLast().get("error").get("field").asText()).isEqualTo("data");
+    assertThat(badFrame.events()).noneMatch(e -> e.get("type").asText().equals("exit"));
   }
 
   @Test

@@ -142,6 +142,15 @@ class TenancyTest {
         assertThat(keys.list()).anyMatch(i -> i.id().equals(revokedId) && i.revoked() != null);
       }
       TestServer.Answer refused = s.call(revoked, "GET", "/v1/sandboxes", null);
+      // by prefix, as keys ls shows it
+      String third;
+      try (ServerKeys keys = ServerKeys.open(data)) {
+        ServerKeys.CreatedKey k = keys.create("org-r");
+        third = k.key();
+        assertThat(s.call(third, "GET", "/v1/sandboxes", null).status()).isEqualTo(200);
+        assertThat(keys.revoke(k.prefix())).isTrue();
+      }
+      assertThat(s.call(third, "GET", "/v1/sandboxes", null).status()).isEqualTo(401);
       assertThat(refused.status()).isEqualTo(401);
       assertThat(refused.error().get("code").asText()).isEqualTo("unauthenticated");
       assertThat(s.call(kept, "GET", "/v1/sandboxes", null).status()).isEqualTo(200);
