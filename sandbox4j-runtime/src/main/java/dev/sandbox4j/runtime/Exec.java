@@ -104,7 +104,7 @@ final class Exec {
                 hostProcess(engine, id, group, user, cwd, env, inside, false),
                 options,
                 clockStart,
-                process -> () -> engine.cgroups().killCommand(id, group));
+                process -> () -> killStarting(engine, id, group, process));
       } catch (WorkspaceException e) {
         if (watchdog != null) {
           watchdog.close();
@@ -220,6 +220,31 @@ final class Exec {
    * {@link Engine#commandPidFile} once the command is set up inside. (Not private: the isolation
    * test runs it with stdio on host files.)
    */
+  /**
+   * Kills a command that may still be starting: {@code crun exec} first, then the command's cgroup.
+   * A kill that came while crun was between its start and placing the command in the cgroup would
+   * find the cgroup empty, and the command would start afterwards and run on (a cancelled command
+   * whose stdin then ends would go on as if its input were complete). Once crun is dead, whatever
+   * it started is in the cgroup.
+   */
+  private static void killStarting(Engine engine, String id, String group, Process crun) {
+    crun.destroyForcibly();
+    boolean interrupted = Thread.interrupted();
+    try {
+      crun.waitFor(KILL_WAIT_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      interrupted = true;
+    } finally {
+      engine.cgroups().killCommand(id, group);
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** How long a killed {@code crun exec} may take to end. */
+  private static final long KILL_WAIT_SECONDS = 10;
+
   static ProcessBuilder hostProcess(
       Engine engine,
       String id,
