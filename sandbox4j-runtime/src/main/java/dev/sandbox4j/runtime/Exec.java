@@ -221,29 +221,36 @@ final class Exec {
    * test runs it with stdio on host files.)
    */
   /**
-   * Kills a command that may still be starting: {@code crun exec} first, then the command's cgroup.
-   * A kill that came while crun was between its start and placing the command in the cgroup would
-   * find the cgroup empty, and the command would start afterwards and run on (a cancelled command
-   * whose stdin then ends would go on as if its input were complete). Once crun is dead, whatever
-   * it started is in the cgroup.
+   * Kills a command that may still be starting. A kill that comes while {@code crun exec} is
+   * between its start and placing the command in its cgroup finds the cgroup empty, and the command
+   * would start afterwards and run on. So the cgroup is killed until crun exec has ended: crun
+   * waits for the command it started, so once crun is gone, so is the command. crun itself is not
+   * killed first: the JDK closes a process's stdin when it exits, and a command still alive would
+   * read that as the end of its input.
    */
   private static void killStarting(Engine engine, String id, String group, Process crun) {
-    crun.destroyForcibly();
     boolean interrupted = Thread.interrupted();
     try {
-      crun.waitFor(KILL_WAIT_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+      long end = System.nanoTime() + KILL_WAIT.toNanos();
+      do {
+        engine.cgroups().killCommand(id, group);
+      } while (!crun.waitFor(2, java.util.concurrent.TimeUnit.MILLISECONDS)
+          && System.nanoTime() < end);
+      if (crun.isAlive()) {
+        crun.destroyForcibly(); // stuck: nothing it started is left in the cgroup
+      }
     } catch (InterruptedException e) {
       interrupted = true;
-    } finally {
       engine.cgroups().killCommand(id, group);
+    } finally {
       if (interrupted) {
         Thread.currentThread().interrupt();
       }
     }
   }
 
-  /** How long a killed {@code crun exec} may take to end. */
-  private static final long KILL_WAIT_SECONDS = 10;
+  /** How long a killed command's {@code crun exec} may take to end. */
+  private static final Duration KILL_WAIT = Duration.ofSeconds(10);
 
   static ProcessBuilder hostProcess(
       Engine engine,
