@@ -44,7 +44,13 @@ public final class WorkspaceBench implements AutoCloseable {
    * deleted when the bench ends. Add a provider here (and nowhere else).
    */
   static final Map<String, Function<Path, Target>> PROVIDERS =
-      Map.of("host", Target::host, "local", scratch -> LocalTarget.create());
+      Map.of(
+          "host",
+          Target::host,
+          "local",
+          scratch -> LocalTarget.create(),
+          "remote",
+          RemoteTarget::create);
 
   static final int DEFAULT_ITERATIONS = 200;
   static final int MIN_ITERATIONS = 100;

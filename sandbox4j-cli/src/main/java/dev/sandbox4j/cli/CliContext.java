@@ -3,6 +3,7 @@ package dev.sandbox4j.cli;
 import java.io.InputStream;
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -13,13 +14,27 @@ import java.util.Objects;
  * @param in stdin, fed to a command only with {@code exec --stdin}
  * @param out stdout: results, and a command's stdout
  * @param err stderr: messages, and a command's stderr
+ * @param env the environment variables the CLI reads ({@code SANDBOX4J_URL}, {@code
+ *     SANDBOX4J_API_KEY}); never passed on to a sandbox
  */
-record CliContext(Path home, InputStream in, PrintStream out, PrintStream err) {
+record CliContext(
+    Path home, InputStream in, PrintStream out, PrintStream err, Map<String, String> env) {
   CliContext {
     Objects.requireNonNull(home, "home");
     Objects.requireNonNull(in, "in");
     Objects.requireNonNull(out, "out");
     Objects.requireNonNull(err, "err");
     home = home.toAbsolutePath().normalize();
+    env = Map.copyOf(Objects.requireNonNull(env, "env"));
+  }
+
+  /** With no environment variables: the local engine, unless {@code --server} is given. */
+  CliContext(Path home, InputStream in, PrintStream out, PrintStream err) {
+    this(home, in, out, err, Map.of());
+  }
+
+  @Override
+  public String toString() {
+    return "CliContext[home=" + home + "]"; // never env: it may hold an API key
   }
 }

@@ -37,8 +37,9 @@ final class CreateCommand implements Callable<Integer> {
   @Option(
       names = "--provider",
       paramLabel = "NAME",
-      description = "Where to create it: local (isolated) or host (not isolated). Default: local.",
-      defaultValue = Providers.DEFAULT)
+      description =
+          "Where to create it: local (isolated), remote (on the server of --server) or host (not"
+              + " isolated). Default: remote with a server, else local.")
   String provider;
 
   @Option(
@@ -84,8 +85,8 @@ final class CreateCommand implements Callable<Integer> {
       paramLabel = "KEY=VALUE",
       description =
           "A variable every command in the workspace gets (repeatable), for providers that keep"
-              + " it; neither local nor host does between runs of sandbox4j: pass --env to each"
-              + " 'sandbox4j exec' instead.")
+              + " it: remote does (the server stores it); neither local nor host does between runs"
+              + " of sandbox4j: pass --env to each 'sandbox4j exec' instead.")
   Map<String, String> env;
 
   @Option(
@@ -201,6 +202,7 @@ final class CreateCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
+    provider = root.providerOrDefault(provider);
     root.provider(spec, provider); // an unknown provider is the error to report first
     if (snapshot != null) {
       List<String> conflicting = new ArrayList<>();

@@ -70,9 +70,8 @@ final class DemoCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where the sandbox is created: local (isolated) or host (not isolated). Default:"
-              + " ${DEFAULT-VALUE}.",
-      defaultValue = Providers.DEFAULT)
+          "Where the sandbox is created: local (isolated), remote (a server's) or host (not isolated). Default:"
+              + " remote with a server (--server), else local.")
   String provider;
 
   @Option(
@@ -85,6 +84,7 @@ final class DemoCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
+    provider = root.providerOrDefault(provider);
     var err = root.context().err();
     err.println(
         "sandbox4j demo: a SCRIPTED model plays the agent (no AI provider is called); the tools,"

@@ -84,7 +84,7 @@ final class ExecCommand implements Callable<Integer> {
       paramLabel = "PATH",
       description =
           "The absolute directory the command starts in (default: /home/sandbox); it must exist"
-              + " in the sandbox. Local sandboxes only.")
+              + " in the sandbox. Local and remote sandboxes only.")
   String workdir;
 
   @Option(
@@ -96,13 +96,13 @@ final class ExecCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where 'new' creates the workspace: local (isolated) or host (not isolated). Default:"
-              + " ${DEFAULT-VALUE}.",
-      defaultValue = Providers.DEFAULT)
+          "Where 'new' creates the workspace: local (isolated), remote (a server's) or host (not isolated). Default:"
+              + " remote with a server (--server), else local.")
   String provider;
 
   @Override
   public Integer call() {
+    provider = root.providerOrDefault(provider);
     Command toRun = command();
     RunOptions options = runOptions();
     boolean fresh = SandboxCommand.NEW.equals(id);

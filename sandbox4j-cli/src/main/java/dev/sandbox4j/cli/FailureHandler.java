@@ -77,7 +77,8 @@ final class FailureHandler implements IParameterExceptionHandler, IExecutionExce
         report("the agent run failed: " + oneLine(a.getMessage()), e);
         yield ExitCodes.FAILURE;
       }
-      case IllegalArgumentException bad when command.getCommand() instanceof RunCommand -> {
+      // bad input found past parsing: a history file, or a value only a server can judge
+      case IllegalArgumentException bad -> {
         report(oneLine(bad.getMessage()), e);
         yield ExitCodes.USAGE;
       }

@@ -1,7 +1,5 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.ForkResult;
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -19,7 +17,7 @@ import picocli.CommandLine.Spec;
     name = "fork",
     mixinStandardHelpOptions = true,
     description = {
-      "Creates a sandbox with a copy of a local sandbox's files (same image, size and labels) and"
+      "Creates a sandbox with a copy of a sandbox's files (same image, size and labels) and"
           + " of its running processes, and prints its ref; afterwards the two change and run"
           + " independently.",
       "A line on stderr says whether processes were copied (checkpoint/restore): if not, why"
@@ -32,7 +30,9 @@ final class ForkCommand implements Callable<Integer> {
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
 
-  @Parameters(paramLabel = "ID", description = "The local sandbox to fork.")
+  @Parameters(
+      paramLabel = "ID",
+      description = "The sandbox to fork (local, or remote with a server).")
   String ref;
 
   @Option(
@@ -49,9 +49,8 @@ final class ForkCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    WorkspaceRef parent = StateCommands.localRefs(root, spec, List.of(ref)).getFirst();
-    LocalSandbox sandboxes = root.providers().forRef(root.providers().local(), parent);
-    ForkResult fork = filesOnly ? sandboxes.forkFiles(parent) : sandboxes.fork(parent);
+    WorkspaceRef parent = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
+    Machines.Fork fork = root.machines().fork(parent, filesOnly);
     if (json) {
       Map<String, Object> fields = new LinkedHashMap<>();
       fields.put("provider", fork.ref().provider());

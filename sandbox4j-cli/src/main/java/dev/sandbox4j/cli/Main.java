@@ -32,7 +32,8 @@ public final class Main {
                 "root".equals(System.getProperty("user.name"))),
             System.in,
             System.out,
-            System.err);
+            System.err,
+            System.getenv());
     // Each command runs in its own session, so a terminal's Ctrl-C reaches only this JVM: on the
     // way out, interrupt the run, which kills the command's processes, and wait for that.
     Thread worker = Thread.currentThread();

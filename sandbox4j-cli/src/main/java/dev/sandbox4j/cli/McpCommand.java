@@ -45,13 +45,13 @@ final class McpCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where the new sandbox is created: local (isolated) or host (not isolated). Default:"
-              + " ${DEFAULT-VALUE}.",
-      defaultValue = Providers.DEFAULT)
+          "Where the new sandbox is created: local (isolated), remote (a server's) or host (not isolated). Default:"
+              + " remote with a server (--server), else local.")
   String provider;
 
   @Override
   public Integer call() {
+    provider = root.providerOrDefault(provider);
     PrintStream err = root.context().err();
     Workspace workspace;
     if (sandbox != null) {

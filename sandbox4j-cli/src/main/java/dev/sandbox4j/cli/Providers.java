@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.remote.RemoteSandbox;
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.SandboxInfo;
@@ -24,12 +25,32 @@ import java.util.function.Consumer;
  * under the sandbox4j home, and which of them isolate. A new engine is one more entry here.
  *
  * <p>{@code local} (the default) keeps its state in the home itself ({@code images/}, {@code
- * sandboxes/}, {@code run/}); {@code host} keeps its workspaces in {@code host/} under it.
+ * sandboxes/}, {@code run/}); {@code host} keeps its workspaces in {@code host/} under it. With a
+ * server (a {@link Server}), {@code remote} takes {@code local}'s place: it is the default, bare
+ * ids are its ids, and the machine commands act on the server's sandboxes.
  */
 final class Providers {
 
-  /** The provider of {@code --provider}'s default. */
+  /** The provider of {@code --provider}'s default without a server. */
   static final String DEFAULT = LocalSandbox.NAME;
+
+  /**
+   * The sandbox4j server the CLI talks to instead of the local engine.
+   *
+   * @param url its base URL, from {@code --server} or {@code $SANDBOX4J_URL}
+   * @param environment where the API key comes from ({@code $SANDBOX4J_API_KEY})
+   */
+  record Server(String url, Map<String, String> environment) {
+    Server {
+      Objects.requireNonNull(url, "url");
+      environment = Map.copyOf(environment);
+    }
+
+    @Override
+    public String toString() {
+      return "Server[" + url + "]"; // never the environment: it holds the key
+    }
+  }
 
   /**
    * What a command line asks of the provider it opens. Only {@code env} applies to every provider;
@@ -188,6 +209,7 @@ final class Providers {
   private static final List<Entry> ENTRIES =
       List.of(
           new Entry(LocalSandbox.NAME, true, false, Providers::local),
+          new Entry(RemoteSandbox.NAME, true, true, Providers::newRemote),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
@@ -208,19 +230,98 @@ final class Providers {
 
   private final Path home;
   private final Consumer<String> progress;
+  private final Server server;
 
   /**
    * @param home the sandbox4j home
    * @param progress receives progress lines of long work (building the default image)
    */
   Providers(Path home, Consumer<String> progress) {
+    this(home, progress, null);
+  }
+
+  /**
+   * @param home the sandbox4j home
+   * @param progress receives progress lines of long work (building the default image)
+   * @param server the server whose sandboxes the machine commands act on, or null for the local
+   *     engine
+   */
+  Providers(Path home, Consumer<String> progress, Server server) {
     this.home = Objects.requireNonNull(home, "home");
     this.progress = Objects.requireNonNull(progress, "progress");
+    this.server = server;
   }
 
   /** The names of every provider, in the order help text shows them. */
   List<String> names() {
-    return ENTRIES.stream().map(Entry::name).toList();
+    String absent = server == null ? RemoteSandbox.NAME : LocalSandbox.NAME;
+    return ENTRIES.stream().map(Entry::name).filter(n -> !n.equals(absent)).toList();
+  }
+
+  /** The provider {@code --provider} defaults to: {@code remote} with a server, else local. */
+  String defaultName() {
+    return server == null ? LocalSandbox.NAME : RemoteSandbox.NAME;
+  }
+
+  /** Where the machine commands act: the server's sandboxes, or the local engine's. */
+  Machines machines() {
+    return server == null ? new LocalMachines(this) : new RemoteMachines(this);
+  }
+
+  /**
+   * The server's sandboxes, configured by {@code settings}. Does no I/O.
+   *
+   * @throws IllegalStateException if there is no server, or no API key for it
+   */
+  RemoteSandbox remote(Settings settings) {
+    return newRemote(this, settings);
+  }
+
+  private static RemoteSandbox newRemote(Providers providers, Settings settings) {
+    if (providers.server == null) {
+      throw new IllegalStateException("no sandbox4j server: use --server URL or set SANDBOX4J_URL");
+    }
+    RemoteSandbox.Builder b;
+    try {
+      b = RemoteSandbox.builder(providers.server.environment()).url(providers.server.url());
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("--server / SANDBOX4J_URL: " + e.getMessage(), e);
+    }
+    b.env(settings.env());
+    if (settings.workingDirectory() != null) {
+      b.workingDirectory(settings.workingDirectory());
+    }
+    if (settings.image() != null) {
+      b.image(settings.image());
+    }
+    if (settings.cpus() != null) {
+      b.cpus(settings.cpus());
+    }
+    if (settings.memoryBytes() != null) {
+      b.memory(settings.memoryBytes());
+    }
+    if (settings.snapshot() != null) {
+      b.snapshot(settings.snapshot());
+    }
+    settings.labels().forEach(b::label);
+    Timers timers = settings.timers();
+    if (timers != null) {
+      if (timers.autoSuspend() != null) {
+        b.autoSuspendTimeout(timers.autoSuspend());
+      }
+      if (timers.lifetime() != null) {
+        b.sandboxTimeout(timers.lifetime());
+      }
+      if (timers.idle() != null) {
+        b.idleTimeout(timers.idle());
+      }
+      b.deleteAfter(timers.deleteAfter());
+    }
+    try {
+      return b.build();
+    } catch (IllegalStateException e) {
+      throw new IllegalArgumentException(e.getMessage(), e);
+    }
   }
 
   /**
@@ -327,8 +428,9 @@ final class Providers {
 
   /**
    * Whether a workspace keeps the env it was created with for every later command, also in later
-   * runs of the CLI. Neither does: a host workspace's env lives as long as its provider object, and
-   * a local sandbox's env (like its working directory) belongs to each {@link LocalSandbox}.
+   * runs of the CLI. Only a server's sandboxes do (the server stores it with the sandbox): a host
+   * workspace's env lives as long as its provider object, and a local sandbox's env (like its
+   * working directory) belongs to each {@link LocalSandbox}.
    */
   boolean keepsEnv(String name) {
     return entry(name).keepsEnv();
@@ -342,6 +444,45 @@ final class Providers {
     return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
   }
 
+  /** The fields {@code ls} shows of a sandbox: as for a local one (see {@link #list}). */
+  static Map<String, Object> fields(
+      WorkspaceRef ref,
+      String state,
+      String image,
+      Instant created,
+      Map<String, String> labels,
+      int cpus,
+      long memoryBytes,
+      int pids,
+      Duration autoSuspend,
+      Duration lifetime,
+      Duration idle,
+      Instant deleteAfter,
+      Instant ends,
+      boolean hasTimers) {
+    Map<String, Object> more = new LinkedHashMap<>();
+    more.put("state", state);
+    more.put("image", image);
+    more.put(
+        "created", created == null ? null : created.truncatedTo(ChronoUnit.SECONDS).toString());
+    more.put("labels", new java.util.TreeMap<>(labels));
+    more.put("cpus", cpus);
+    more.put("memoryBytes", memoryBytes);
+    more.put("pids", pids);
+    if (hasTimers) {
+      Map<String, Object> timers = new LinkedHashMap<>();
+      timers.put("autoSuspendSeconds", autoSuspend.toSeconds());
+      timers.put("sandboxTimeoutSeconds", lifetime.toSeconds());
+      timers.put("idleTimeoutSeconds", idle.toSeconds());
+      timers.put(
+          "deleteAfter",
+          deleteAfter == null ? null : deleteAfter.truncatedTo(ChronoUnit.SECONDS).toString());
+      more.put("timers", timers);
+      more.put("ends", ends == null ? null : ends.truncatedTo(ChronoUnit.SECONDS).toString());
+    }
+    return fields(ref, more);
+  }
+
   /**
    * The workspaces {@code provider} holds, sorted by id, as {@code ls} shows them: {@code provider}
    * and {@code id}, then what the provider knows about each (local: {@code state}, {@code image},
@@ -353,6 +494,7 @@ final class Providers {
       case HostWorkspaceProvider host ->
           host.list().stream().map(ref -> fields(ref, Map.of())).toList();
       case LocalSandbox local -> local.list().stream().map(Providers::fields).toList();
+      case RemoteSandbox remote -> RemoteMachines.rows(remote);
       default ->
           throw new UnsupportedOperationException(
               "provider '" + provider.name() + "' cannot list its workspaces");
@@ -360,32 +502,27 @@ final class Providers {
   }
 
   private static Map<String, Object> fields(SandboxInfo s) {
-    Map<String, Object> more = new LinkedHashMap<>();
-    more.put("state", s.state());
-    more.put("image", s.image());
-    more.put("created", s.created().truncatedTo(ChronoUnit.SECONDS).toString());
-    more.put("labels", new java.util.TreeMap<>(s.labels()));
-    more.put("cpus", s.cpus());
-    more.put("memoryBytes", s.memoryBytes());
-    more.put("pids", s.pids());
-    more.put("egress", s.egress());
-    more.put("networks", s.networks());
     SandboxTimers t = s.timers();
-    if (t != null) {
-      Map<String, Object> timers = new LinkedHashMap<>();
-      timers.put("autoSuspendSeconds", t.autoSuspendTimeout().toSeconds());
-      timers.put("sandboxTimeoutSeconds", t.sandboxTimeout().toSeconds());
-      timers.put("idleTimeoutSeconds", t.idleTimeout().toSeconds());
-      timers.put(
-          "deleteAfter",
-          t.deleteAfter() == null
-              ? null
-              : t.deleteAfter().truncatedTo(ChronoUnit.SECONDS).toString());
-      more.put("timers", timers);
-      more.put("ends", t.ends().truncatedTo(ChronoUnit.SECONDS).toString());
-    }
-    more.put("portUrl", s.portUrl());
-    return fields(s.ref(), more);
+    Map<String, Object> fields =
+        fields(
+            s.ref(),
+            s.state(),
+            s.image(),
+            s.created(),
+            s.labels(),
+            s.cpus(),
+            s.memoryBytes(),
+            s.pids(),
+            t == null ? null : t.autoSuspendTimeout(),
+            t == null ? null : t.sandboxTimeout(),
+            t == null ? null : t.idleTimeout(),
+            t == null ? null : t.deleteAfter(),
+            t == null ? null : t.ends(),
+            t != null);
+    fields.put("egress", s.egress());
+    fields.put("networks", s.networks());
+    fields.put("portUrl", s.portUrl());
+    return fields;
   }
 
   private static Map<String, Object> fields(WorkspaceRef ref, Map<String, Object> more) {
@@ -398,7 +535,7 @@ final class Providers {
 
   private Entry entry(String name) {
     return ENTRIES.stream()
-        .filter(e -> e.name().equals(name))
+        .filter(e -> e.name().equals(name) && names().contains(name))
         .findFirst()
         .orElseThrow(
             () ->

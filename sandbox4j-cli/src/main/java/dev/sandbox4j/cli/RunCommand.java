@@ -84,9 +84,8 @@ final class RunCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where a new sandbox is created: local (isolated) or host (not isolated). Default:"
-              + " ${DEFAULT-VALUE}.",
-      defaultValue = Providers.DEFAULT)
+          "Where a new sandbox is created: local (isolated), remote (a server's) or host (not isolated). Default:"
+              + " remote with a server (--server), else local.")
   String provider;
 
   @Option(
@@ -98,6 +97,7 @@ final class RunCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
+    provider = root.providerOrDefault(provider);
     List<Message> past = history == null ? List.of() : readHistory(history);
     String modelName = model != null ? model : System.getenv().getOrDefault(MODEL_VARIABLE, "");
     if (modelName.isBlank()) {

@@ -35,7 +35,13 @@ import picocli.CommandLine.Spec;
       "'--provider host' makes a workspace a plain directory under $SANDBOX4J_HOME/host instead:"
           + " it isolates nothing.",
       "",
-      "Where an ID is expected, 'local:ID', 'host:ID' and a bare local ID all work."
+      "With --server URL or $SANDBOX4J_URL set, the sandbox commands (create, ls, exec, cp,"
+          + " shell, rm, suspend, resume, stop, start, hibernate, fork, snapshot, run, demo) act on"
+          + " that sandbox4j server's sandboxes (provider 'remote') instead of this machine's,"
+          + " with the API key in $SANDBOX4J_API_KEY.",
+      "",
+      "Where an ID is expected, 'local:ID' (or 'remote:ID' with a server), 'host:ID' and a bare"
+          + " ID of the default provider all work."
     },
     subcommands = {
       SetupCommand.class,
@@ -69,11 +75,15 @@ final class SandboxCommand implements Runnable {
   /** The word that stands for a fresh workspace where a ref is expected. */
   static final String NEW = "new";
 
-  /** What a bare id (a local sandbox's) may look like. */
+  /** What a bare id (a local or remote sandbox's) may look like. */
   private static final Pattern BARE_ID = Pattern.compile("[a-z0-9]{1,32}");
 
+  /** The variable naming the server, as {@code --server} does. */
+  static final String SERVER_VARIABLE = "SANDBOX4J_URL";
+
   private final CliContext context;
-  private final Providers providers;
+  private Providers providers;
+  private String server;
   private boolean quiet;
   private boolean debug;
   private boolean progressShown;
@@ -82,7 +92,17 @@ final class SandboxCommand implements Runnable {
 
   SandboxCommand(CliContext context) {
     this.context = context;
-    this.providers = new Providers(context.home(), this::progress);
+  }
+
+  @Option(
+      names = "--server",
+      paramLabel = "URL",
+      scope = ScopeType.INHERIT,
+      description =
+          "Act on this sandbox4j server's sandboxes (e.g. http://127.0.0.1:7070), with the API key"
+              + " in $SANDBOX4J_API_KEY. Default: $SANDBOX4J_URL; without either, this machine's.")
+  void setServer(String server) {
+    this.server = server;
   }
 
   @Option(
@@ -113,8 +133,27 @@ final class SandboxCommand implements Runnable {
     return context;
   }
 
+  /** The providers, with the server of {@code --server} or {@code $SANDBOX4J_URL} if any. */
   Providers providers() {
+    if (providers == null) {
+      String url = server != null ? server : context.env().get(SERVER_VARIABLE);
+      providers =
+          new Providers(
+              context.home(),
+              this::progress,
+              url == null || url.isBlank() ? null : new Providers.Server(url, context.env()));
+    }
     return providers;
+  }
+
+  /** Where the machine commands act: a server's sandboxes, or this machine's. */
+  Machines machines() {
+    return providers().machines();
+  }
+
+  /** {@code --provider}'s value, or the default: {@code remote} with a server, else local. */
+  String providerOrDefault(String provider) {
+    return provider != null ? provider : providers().defaultName();
   }
 
   /**
@@ -147,8 +186,8 @@ final class SandboxCommand implements Runnable {
   }
 
   /**
-   * Parses a ref of a known provider, {@code provider:id}, or a bare id, which means a local
-   * sandbox; a usage error otherwise.
+   * Parses a ref of a known provider, {@code provider:id}, or a bare id, which means a sandbox of
+   * the default provider (local, or remote with a server); a usage error otherwise.
    */
   WorkspaceRef parseRef(CommandSpec command, String text) {
     if (NEW.equals(text)) {
@@ -158,13 +197,15 @@ final class SandboxCommand implements Runnable {
     }
     if (text != null && text.indexOf(':') < 0) {
       if (BARE_ID.matcher(text).matches()) {
-        return new WorkspaceRef(LocalSandbox.NAME, text);
+        return new WorkspaceRef(providers().defaultName(), text);
       }
       throw new ParameterException(
           command.commandLine(),
           "malformed workspace ref '"
               + text
-              + "': expected provider:id (e.g. local:k3x9ab01cd2e) or a bare local sandbox id");
+              + "': expected provider:id (e.g. local:k3x9ab01cd2e) or a bare "
+              + providers().defaultName()
+              + " sandbox id");
     }
     WorkspaceRef ref;
     try {
@@ -172,7 +213,7 @@ final class SandboxCommand implements Runnable {
     } catch (IllegalArgumentException e) {
       throw new ParameterException(command.commandLine(), e.getMessage(), e);
     }
-    if (!providers.names().contains(ref.provider())) {
+    if (!providers().names().contains(ref.provider())) {
       throw new ParameterException(
           command.commandLine(),
           "unknown workspace provider '"
@@ -180,7 +221,10 @@ final class SandboxCommand implements Runnable {
               + "' in '"
               + text
               + "' (known: "
-              + String.join(", ", providers.names())
+              + String.join(", ", providers().names())
+              + (ref.provider().equals(dev.sandbox4j.remote.RemoteSandbox.NAME)
+                  ? "; remote sandboxes need --server URL or $" + SERVER_VARIABLE
+                  : "")
               + ")");
     }
     return ref;
@@ -189,7 +233,7 @@ final class SandboxCommand implements Runnable {
   /** The provider called {@code name}; a usage error if there is none or a setting is wrong. */
   WorkspaceProvider provider(CommandSpec command, String name, Providers.Settings settings) {
     try {
-      return providers.open(name, settings);
+      return providers().open(name, settings);
     } catch (IllegalArgumentException e) {
       throw new ParameterException(command.commandLine(), e.getMessage(), e);
     }
@@ -221,7 +265,7 @@ final class SandboxCommand implements Runnable {
 
   /** One line on stderr, once per command, unless {@code --quiet}. */
   void warnIfNotIsolated(String provider) {
-    if (!quiet && !providers.isolates(provider)) {
+    if (!quiet && !providers().isolates(provider)) {
       context
           .err()
           .println(

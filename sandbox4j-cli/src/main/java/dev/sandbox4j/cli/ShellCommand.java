@@ -1,8 +1,7 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
-import java.io.Console;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -19,7 +18,11 @@ import picocli.CommandLine.Spec;
     description = {
       "Opens an interactive login shell (bash) as the sandbox user in a local sandbox, with a"
           + " terminal of its own, and exits with its status.",
-      "Needs a terminal on stdin and stdout; to run a command from a script, use exec."
+      "Needs a terminal on stdin and stdout; to run a command from a script, use exec.",
+      "With a server (--server or $SANDBOX4J_URL) there is no terminal: the server's API has"
+          + " none. The login shell then reads commands from stdin, line by line, and its output"
+          + " streams back, without a prompt, line editing or job control; end it with exit or"
+          + " end-of-file (Ctrl-D)."
     })
 final class ShellCommand implements Callable<Integer> {
 
@@ -29,7 +32,7 @@ final class ShellCommand implements Callable<Integer> {
   @Parameters(
       index = "0",
       paramLabel = "ID",
-      description = "The sandbox: local:ID or a bare local id.")
+      description = "The sandbox: its ref or a bare id (local, or remote with a server).")
   String id;
 
   @Option(
@@ -40,25 +43,16 @@ final class ShellCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    WorkspaceRef ref = root.parseRef(spec, id);
-    if (!ref.provider().equals(LocalSandbox.NAME)) {
-      throw new ParameterException(
-          spec.commandLine(),
-          "shell opens local sandboxes only; "
-              + ref
-              + " is a "
-              + ref.provider()
-              + " workspace: use exec");
+    WorkspaceRef ref;
+    try {
+      ref = StateCommands.machineRefs(root, spec, List.of(id)).getFirst();
+    } catch (ParameterException e) {
+      throw new ParameterException(spec.commandLine(), e.getMessage() + ": use exec", e);
     }
-    LocalSandbox sandboxes =
-        (LocalSandbox)
-            root.provider(
-                spec, LocalSandbox.NAME, Providers.Settings.DEFAULTS.withWorkingDirectory(workdir));
-    root.backend(spec, sandboxes, ref); // validates the id; no I/O
-    Console console = System.console();
-    if (console == null || !console.isTerminal()) {
-      throw new ParameterException(spec.commandLine(), "shell needs a terminal; use exec");
+    try {
+      return root.machines().shell(ref, workdir, root.context());
+    } catch (IllegalArgumentException e) {
+      throw new ParameterException(spec.commandLine(), e.getMessage(), e);
     }
-    return sandboxes.shell(ref);
   }
 }

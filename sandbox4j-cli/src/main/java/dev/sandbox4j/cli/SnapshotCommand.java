@@ -1,7 +1,5 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.LocalSandbox;
-import dev.sandbox4j.runtime.SnapshotInfo;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.PrintStream;
 import java.time.temporal.ChronoUnit;
@@ -22,7 +20,7 @@ import picocli.CommandLine.Spec;
     name = "snapshot",
     mixinStandardHelpOptions = true,
     description = {
-      "Saves a local sandbox's files as a snapshot NAME and prints NAME: an image new sandboxes"
+      "Saves a sandbox's files as a snapshot NAME and prints NAME: an image new sandboxes"
           + " start from ('sandbox4j create --snapshot NAME') with the sandbox's size.",
       "A running sandbox is frozen while its files are copied. A snapshot of the same name is"
           + " replaced; another image is not. 'snapshot ls' lists them, 'snapshot rm' removes"
@@ -45,15 +43,14 @@ final class SnapshotCommand implements Callable<Integer> {
     if (ref == null || name == null) {
       throw new ParameterException(spec.commandLine(), "expected ID NAME, or a command: ls or rm");
     }
-    WorkspaceRef source = StateCommands.localRefs(root, spec, List.of(ref)).getFirst();
-    LocalSandbox sandboxes = root.providers().local();
-    SnapshotInfo saved;
+    WorkspaceRef source = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
+    String saved;
     try {
-      saved = sandboxes.snapshot(source, name);
+      saved = root.machines().snapshot(source, name);
     } catch (IllegalArgumentException e) {
       throw new ParameterException(spec.commandLine(), e.getMessage(), e);
     }
-    root.context().out().println(saved.name());
+    root.context().out().println(saved);
     return ExitCodes.OK;
   }
 
@@ -77,10 +74,7 @@ final class SnapshotCommand implements Callable<Integer> {
     @Override
     public Integer call() {
       SandboxCommand root = snapshot.root;
-      List<SnapshotInfo> all =
-          root.providers().mayHoldWorkspaces(LocalSandbox.NAME)
-              ? root.providers().local().snapshots()
-              : List.of();
+      List<Machines.Snapshot> all = root.machines().snapshots();
       PrintStream out = root.context().out();
       if (json) {
         out.println(
@@ -90,8 +84,12 @@ final class SnapshotCommand implements Callable<Integer> {
                         s -> {
                           Map<String, Object> m = new LinkedHashMap<>();
                           m.put("name", s.name());
-                          m.put("created", s.created().truncatedTo(ChronoUnit.SECONDS).toString());
-                          m.put("source", s.source().toString());
+                          m.put(
+                              "created",
+                              s.created() == null
+                                  ? null
+                                  : s.created().truncatedTo(ChronoUnit.SECONDS).toString());
+                          m.put("source", s.source() == null ? null : s.source().toString());
                           m.put("image", s.image());
                           m.put("cpus", s.cpus());
                           m.put("memoryBytes", s.memoryBytes());
@@ -108,12 +106,12 @@ final class SnapshotCommand implements Callable<Integer> {
       int nameWidth = Math.max(4, all.stream().mapToInt(s -> s.name().length()).max().orElse(0));
       String format = "%-" + nameWidth + "s  %-20s  %-19s  %4s  %8s  %s%n";
       out.printf(format, "NAME", "CREATED", "SOURCE", "CPUS", "SIZE", "IMAGE");
-      for (SnapshotInfo s : all) {
+      for (Machines.Snapshot s : all) {
         out.printf(
             format,
             s.name(),
-            s.created().truncatedTo(ChronoUnit.SECONDS),
-            s.source(),
+            s.created() == null ? "-" : s.created().truncatedTo(ChronoUnit.SECONDS),
+            s.source() == null ? "-" : s.source(),
             s.cpus(),
             s.sizeBytes() / (1024 * 1024) + " MiB",
             s.image());
@@ -138,7 +136,7 @@ final class SnapshotCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-      LocalSandbox sandboxes = snapshot.root.providers().local();
+      Machines sandboxes = snapshot.root.machines();
       for (String name : names) {
         try {
           sandboxes.removeSnapshot(name);

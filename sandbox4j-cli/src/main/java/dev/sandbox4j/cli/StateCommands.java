@@ -13,8 +13,9 @@ import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code sandbox4j suspend|resume|stop|start|hibernate ID...}: a local sandbox's state. Each prints
- * every ref once done; every ref is checked before any sandbox is changed.
+ * {@code sandbox4j suspend|resume|stop|start|hibernate ID...}: a sandbox's state, on this machine
+ * or on the server ({@link Machines}). Each prints every ref once done; every ref is checked before
+ * any sandbox is changed.
  */
 final class StateCommands {
   private StateCommands() {}
@@ -24,15 +25,18 @@ final class StateCommands {
     @ParentCommand SandboxCommand root;
     @Spec CommandSpec spec;
 
-    @Parameters(arity = "1..*", paramLabel = "ID", description = "Local sandbox refs or ids.")
+    @Parameters(
+        arity = "1..*",
+        paramLabel = "ID",
+        description = "Sandbox refs or ids (local, or remote with a server).")
     List<String> refs;
 
-    abstract BiConsumer<LocalSandbox, WorkspaceRef> change();
+    abstract BiConsumer<Machines, WorkspaceRef> change();
 
     @Override
     public Integer call() {
-      List<WorkspaceRef> parsed = localRefs(root, spec, refs);
-      LocalSandbox sandboxes = root.providers().local();
+      List<WorkspaceRef> parsed = machineRefs(root, spec, refs);
+      Machines sandboxes = root.machines();
       for (WorkspaceRef ref : parsed) {
         change().accept(sandboxes, ref);
         root.context().out().println(ref);
@@ -41,7 +45,33 @@ final class StateCommands {
     }
   }
 
-  /** Parses refs that must all be local sandboxes' (a usage error otherwise). */
+  /**
+   * Parses refs that must all be sandboxes of {@link SandboxCommand#machines()} (local ones, or
+   * remote ones with a server); a usage error otherwise.
+   */
+  static List<WorkspaceRef> machineRefs(SandboxCommand root, CommandSpec spec, List<String> refs) {
+    List<WorkspaceRef> parsed = refs.stream().map(text -> root.parseRef(spec, text)).toList();
+    Machines machines = root.machines();
+    for (WorkspaceRef ref : parsed) {
+      if (!ref.provider().equals(machines.name())) {
+        throw new ParameterException(
+            spec.commandLine(),
+            ref
+                + " is a "
+                + ref.provider()
+                + " workspace: only "
+                + machines.name()
+                + " sandboxes have this");
+      }
+      root.backend(spec, root.provider(spec, machines.name()), ref); // validates the id; no I/O
+    }
+    return parsed;
+  }
+
+  /**
+   * Parses refs that must all be local sandboxes' (a usage error otherwise): for what only the
+   * local engine has (egress policies, port URLs and forwards).
+   */
   static List<WorkspaceRef> localRefs(SandboxCommand root, CommandSpec spec, List<String> refs) {
     List<WorkspaceRef> parsed = refs.stream().map(text -> root.parseRef(spec, text)).toList();
     for (WorkspaceRef ref : parsed) {
@@ -64,8 +94,8 @@ final class StateCommands {
       })
   static final class Suspend extends Change {
     @Override
-    BiConsumer<LocalSandbox, WorkspaceRef> change() {
-      return LocalSandbox::suspend;
+    BiConsumer<Machines, WorkspaceRef> change() {
+      return Machines::suspend;
     }
   }
 
@@ -82,8 +112,8 @@ final class StateCommands {
       })
   static final class Hibernate extends Change {
     @Override
-    BiConsumer<LocalSandbox, WorkspaceRef> change() {
-      return LocalSandbox::hibernate;
+    BiConsumer<Machines, WorkspaceRef> change() {
+      return Machines::hibernate;
     }
   }
 
@@ -96,8 +126,8 @@ final class StateCommands {
               + " sandbox does this by itself.")
   static final class Resume extends Change {
     @Override
-    BiConsumer<LocalSandbox, WorkspaceRef> change() {
-      return LocalSandbox::resume;
+    BiConsumer<Machines, WorkspaceRef> change() {
+      return Machines::resume;
     }
   }
 
@@ -111,8 +141,8 @@ final class StateCommands {
       })
   static final class Stop extends Change {
     @Override
-    BiConsumer<LocalSandbox, WorkspaceRef> change() {
-      return LocalSandbox::stop;
+    BiConsumer<Machines, WorkspaceRef> change() {
+      return Machines::stop;
     }
   }
 
@@ -125,8 +155,8 @@ final class StateCommands {
               + " sandbox does this by itself.")
   static final class Start extends Change {
     @Override
-    BiConsumer<LocalSandbox, WorkspaceRef> change() {
-      return LocalSandbox::start;
+    BiConsumer<Machines, WorkspaceRef> change() {
+      return Machines::start;
     }
   }
 }

@@ -56,10 +56,15 @@ final class Cgroups {
    * under the parent cgroup {@code parent}.
    */
   static Cgroups detect(String parent) {
-    Path unified = null;
+    return detect(parent, Path.of("/proc/self/mountinfo"));
+  }
+
+  /** As {@link #detect(String)}, from a mountinfo file (a test's). */
+  static Cgroups detect(String parent, Path mountinfo) {
+    List<Path> unified = new ArrayList<>();
     List<Path> v1 = new ArrayList<>();
     try {
-      for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
+      for (String line : Files.readAllLines(mountinfo)) {
         String[] halves = line.split(" - ", 2);
         if (halves.length < 2) {
           continue;
@@ -67,15 +72,29 @@ final class Cgroups {
         String fsType = halves[1].split(" ")[0];
         Path mountPoint = Path.of(halves[0].split(" ")[4]);
         if (fsType.equals("cgroup2")) {
-          unified = mountPoint;
+          unified.add(mountPoint);
         } else if (fsType.equals("cgroup")) {
           v1.add(mountPoint);
         }
       }
     } catch (IOException e) {
-      throw new WorkspaceException("cannot read /proc/self/mountinfo: " + e, e);
+      throw new WorkspaceException("cannot read " + mountinfo + ": " + e, e);
     }
-    return new Cgroups(parent, unified, List.copyOf(v1));
+    // The host's own hierarchies, where it has them: CRIU mounts the same ones again, briefly, in
+    // a temporary "cgyard" while it restores a process (another sandbox's fork or hibernate, maybe
+    // of another engine home); a path taken from there is gone a moment later.
+    List<Path> hostUnified = underCgroupRoot(unified);
+    List<Path> hostV1 = underCgroupRoot(v1);
+    return new Cgroups(
+        parent, hostUnified.isEmpty() ? null : hostUnified.getFirst(), List.copyOf(hostV1));
+  }
+
+  private static final Path CGROUP_ROOT = Path.of("/sys/fs/cgroup");
+
+  /** The mounts under /sys/fs/cgroup, or all of them if none is there (an unusual host). */
+  private static List<Path> underCgroupRoot(List<Path> mounts) {
+    List<Path> under = mounts.stream().filter(p -> p.startsWith(CGROUP_ROOT)).toList();
+    return under.isEmpty() ? mounts : under;
   }
 
   /** The cgroupsPath crun gets for sandbox {@code id}. */

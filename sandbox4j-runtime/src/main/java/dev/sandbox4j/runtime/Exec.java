@@ -104,7 +104,7 @@ final class Exec {
                 hostProcess(engine, id, group, user, cwd, env, inside, false),
                 options,
                 clockStart,
-                process -> () -> engine.cgroups().killCommand(id, group));
+                process -> () -> killStarting(engine, id, group, process));
       } catch (WorkspaceException e) {
         if (watchdog != null) {
           watchdog.close();
@@ -220,6 +220,38 @@ final class Exec {
    * {@link Engine#commandPidFile} once the command is set up inside. (Not private: the isolation
    * test runs it with stdio on host files.)
    */
+  /**
+   * Kills a command that may still be starting. A kill that comes while {@code crun exec} is
+   * between its start and placing the command in its cgroup finds the cgroup empty, and the command
+   * would start afterwards and run on. So the cgroup is killed until crun exec has ended: crun
+   * waits for the command it started, so once crun is gone, so is the command. crun itself is not
+   * killed first: the JDK closes a process's stdin when it exits, and a command still alive would
+   * read that as the end of its input.
+   */
+  private static void killStarting(Engine engine, String id, String group, Process crun) {
+    boolean interrupted = Thread.interrupted();
+    try {
+      long end = System.nanoTime() + KILL_WAIT.toNanos();
+      do {
+        engine.cgroups().killCommand(id, group);
+      } while (!crun.waitFor(2, java.util.concurrent.TimeUnit.MILLISECONDS)
+          && System.nanoTime() < end);
+      if (crun.isAlive()) {
+        crun.destroyForcibly(); // stuck: nothing it started is left in the cgroup
+      }
+    } catch (InterruptedException e) {
+      interrupted = true;
+      engine.cgroups().killCommand(id, group);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** How long a killed command's {@code crun exec} may take to end. */
+  private static final Duration KILL_WAIT = Duration.ofSeconds(10);
+
   static ProcessBuilder hostProcess(
       Engine engine,
       String id,

@@ -1,0 +1,374 @@
+package dev.sandbox4j.remote;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceOutputLimitException;
+import dev.sandbox4j.workspace.WorkspaceTimeoutException;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.http.WebSocket;
+import java.net.http.WebSocketHandshakeException;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+
+/**
+ * One command run over the exec WebSocket: sends the request and stdin, hands output to the
+ * callbacks as it arrives, and turns the last event into a result or an exception.
+ *
+ * <p>Events arrive on the HTTP client's threads, one at a time (the next frame is requested only
+ * after one is handled), so each stream's chunks reach its callback in order. Sends are serialized
+ * by {@link #sending}: the JDK's WebSocket allows one outstanding send. The outcome completes once:
+ * with the {@code exit} or {@code error} event, or with {@link Ended#CLOSED_EARLY} when the stream
+ * ends without either.
+ */
+final class ExecCall implements WebSocket.Listener {
+
+  /** Raw stdin per frame: its base64 stays well under a server's 64 KiB text-frame limit. */
+  private static final int STDIN_CHUNK = 16 * 1024;
+
+  /** How long a cancelled command may take to be reported killed before the socket is dropped. */
+  private static final Duration KILL_WAIT = Duration.ofSeconds(20);
+
+  /**
+   * Beyond the command's own timeout, how long to wait for the server to report it: the server
+   * enforces the deadline, this only keeps a dead connection from hanging the caller forever.
+   */
+  private static final Duration SERVER_GRACE = Duration.ofSeconds(60);
+
+  /** How the stream ended when it brought no exit or error event. */
+  enum Ended {
+    CLOSED_EARLY
+  }
+
+  private final RemoteBackend backend;
+  private final RunOptions options;
+  private final Consumer<byte[]> onStdout;
+  private final Consumer<byte[]> onStderr;
+  private final ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+  private final ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+  private final StringBuilder frame = new StringBuilder();
+  private final CompletableFuture<Object> outcome = new CompletableFuture<>();
+  private final ReentrantLock sending = new ReentrantLock();
+  private volatile WorkspaceException callbackFailure;
+  private WebSocket socket;
+
+  ExecCall(RemoteBackend backend, RunOptions options) {
+    this.backend = backend;
+    this.options = options;
+    this.onStdout = options.onStdout();
+    this.onStderr = options.onStderr();
+  }
+
+  CommandResult run(String sandbox, Command command) {
+    ServerClient server = backend.server();
+    InputStream stdin = options.stdin().orElse(null);
+    ObjectNode request = ServerClient.JSON.createObjectNode();
+    switch (command) {
+      case Command.Argv argv -> argv.args().forEach(request.putArray("argv")::add);
+      case Command.Shell shell -> request.put("shell", shell.script());
+    }
+    if (!options.env().isEmpty()) {
+      ObjectNode env = request.putObject("env");
+      options.env().forEach(env::put);
+    }
+    options.timeout().ifPresent(t -> request.put("timeoutMs", Math.max(1, t.toMillis())));
+    request.put("outputLimitBytes", options.outputLimit());
+    if (stdin == null) {
+      request.put("stdin", false);
+    }
+    try {
+      socket =
+          server
+              .http()
+              .newWebSocketBuilder()
+              .header("Authorization", server.authorization())
+              .connectTimeout(Duration.ofSeconds(10))
+              .buildAsync(server.webSocket("/v1/sandboxes/" + sandbox + "/exec"), this)
+              .get();
+    } catch (InterruptedException e) {
+      closeQuietly(stdin);
+      Thread.currentThread().interrupt();
+      throw new CancellationException("cancelled before the command started");
+    } catch (ExecutionException e) {
+      closeQuietly(stdin);
+      throw handshakeFailure(sandbox, e.getCause());
+    }
+    Thread pump = null;
+    try {
+      send(request.toString());
+      if (stdin != null) {
+        pump = Thread.ofVirtual().name("sandbox4j-remote-stdin").start(() -> pumpStdin(stdin));
+      }
+      return finish(sandbox, await());
+    } catch (InterruptedException e) {
+      cancel();
+      Thread.currentThread().interrupt();
+      throw new CancellationException("the command was cancelled; its processes were killed");
+    } finally {
+      if (pump != null) {
+        pump.interrupt(); // it closes stdin when its read returns
+      } else {
+        closeQuietly(stdin);
+      }
+      if (!socket.isOutputClosed() || !socket.isInputClosed()) {
+        socket.abort();
+      }
+    }
+  }
+
+  private Object await() throws InterruptedException {
+    try {
+      if (options.timeout().isPresent()) {
+        Duration bound = options.timeout().get().plus(SERVER_GRACE);
+        try {
+          return outcome.get(bound.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+          cancel();
+          throw new WorkspaceTimeoutException(
+              options.timeout().get(), stdoutBytes(), stderrBytes());
+        } catch (ArithmeticException tooLong) {
+          return outcome.get();
+        }
+      }
+      return outcome.get();
+    } catch (ExecutionException e) {
+      return e.getCause();
+    }
+  }
+
+  private CommandResult finish(String sandbox, Object last) {
+    if (callbackFailure != null) {
+      throw callbackFailure;
+    }
+    if (last instanceof Integer exitCode) {
+      return new CommandResult(exitCode, stdoutBytes(), stderrBytes());
+    }
+    if (last instanceof JsonNode error) {
+      String code = ServerClient.text(error, "code");
+      switch (code == null ? "" : code) {
+        case "timeout" -> {
+          Duration timeout =
+              options
+                  .timeout()
+                  .orElse(Duration.ofMillis(Math.max(1, error.path("timeoutMs").asLong(1))));
+          throw new WorkspaceTimeoutException(timeout, stdoutBytes(), stderrBytes());
+        }
+        case "output_limit" -> {
+          long limit = error.path("limitBytes").asLong(options.outputLimit());
+          throw new WorkspaceOutputLimitException(limit, stdoutBytes(), stderrBytes());
+        }
+        default ->
+            throw backend.server().error(500, error, ServerClient.Target.sandbox(sandbox), null);
+      }
+    }
+    if (last instanceof WorkspaceException malformed) {
+      throw malformed;
+    }
+    if (last instanceof IOException broken) {
+      backend.checkStillThere(sandbox);
+      throw new WorkspaceException(
+          "the server closed the exec stream before the command ended ("
+              + ServerClient.describe(broken)
+              + ")",
+          broken);
+    }
+    backend.checkStillThere(sandbox);
+    throw new WorkspaceException("the server closed the exec stream before the command ended");
+  }
+
+  private RuntimeException handshakeFailure(String sandbox, Throwable cause) {
+    if (cause instanceof WebSocketHandshakeException h) {
+      int status = h.getResponse().statusCode();
+      Object body = h.getResponse().body();
+      byte[] bytes =
+          body instanceof byte[] b
+              ? b
+              : body instanceof String s
+                  ? s.getBytes(java.nio.charset.StandardCharsets.UTF_8)
+                  : null;
+      return backend.server().error(status, bytes, ServerClient.Target.sandbox(sandbox), null);
+    }
+    return backend.server().unreachable(cause);
+  }
+
+  /** Asks the server to kill the command, then waits (bounded) until it reports the end. */
+  private void cancel() {
+    boolean asked = false;
+    try {
+      if (sending.tryLock(1, TimeUnit.SECONDS)) {
+        try {
+          socket
+              .sendText("{\"type\":\"cancel\"}", true)
+              .get(KILL_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+          asked = true;
+        } finally {
+          sending.unlock();
+        }
+      }
+    } catch (InterruptedException | ExecutionException | TimeoutException e) {
+      // could not ask: dropping the socket below kills the command as well
+    }
+    if (!asked) {
+      socket.abort();
+      return;
+    }
+    long end = System.nanoTime() + KILL_WAIT.toNanos();
+    boolean interrupted = false;
+    while (!outcome.isDone() && System.nanoTime() < end) {
+      try {
+        outcome.get(end - System.nanoTime(), TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        interrupted = true; // the caller is already cancelling: finish waiting for the kill
+      } catch (ExecutionException | TimeoutException e) {
+        break;
+      }
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private void pumpStdin(InputStream stdin) {
+    byte[] buffer = new byte[STDIN_CHUNK];
+    try (stdin) {
+      int n;
+      while ((n = stdin.readNBytes(buffer, 0, buffer.length)) > 0) {
+        send(
+            "{\"type\":\"stdin\",\"data\":\""
+                + Base64.getEncoder().encodeToString(java.util.Arrays.copyOf(buffer, n))
+                + "\"}");
+        if (n < buffer.length) {
+          break; // readNBytes returns short only at EOF
+        }
+      }
+      send("{\"type\":\"stdin_eof\"}");
+    } catch (IOException e) {
+      fail(new WorkspaceException("reading the command's stdin failed, so it was killed: " + e, e));
+    } catch (InterruptedException | RuntimeException e) {
+      // the command ended (or the socket did) before all of stdin was sent: nothing reads it now
+    }
+  }
+
+  private void send(String text) throws InterruptedException {
+    sending.lockInterruptibly();
+    try {
+      socket.sendText(text, true).get();
+    } catch (ExecutionException e) {
+      throw new WorkspaceException(
+          "sending to the exec stream failed: " + ServerClient.describe(e.getCause()),
+          e.getCause());
+    } finally {
+      sending.unlock();
+    }
+  }
+
+  private void fail(WorkspaceException failure) {
+    if (callbackFailure == null) {
+      callbackFailure = failure;
+    }
+    Thread.ofVirtual().start(this::cancel);
+  }
+
+  @Override
+  public void onOpen(WebSocket webSocket) {
+    webSocket.request(1);
+  }
+
+  @Override
+  public CompletionStage<?> onText(WebSocket webSocket, CharSequence data, boolean last) {
+    frame.append(data);
+    if (last) {
+      String text = frame.toString();
+      frame.setLength(0);
+      try {
+        handle(ServerClient.JSON.readTree(text));
+      } catch (IOException | RuntimeException e) {
+        outcome.complete(
+            new WorkspaceException("the server sent a malformed exec event: " + e.getMessage()));
+      }
+    }
+    webSocket.request(1);
+    return null;
+  }
+
+  private void handle(JsonNode event) {
+    String type = event.path("type").asText("");
+    switch (type) {
+      case "stdout", "stderr" -> {
+        byte[] chunk = Base64.getDecoder().decode(event.path("data").asText(""));
+        if (chunk.length == 0 || outcome.isDone()) {
+          return;
+        }
+        boolean isStderr = type.equals("stderr");
+        if (options.retainOutput()) {
+          synchronized (this) {
+            (isStderr ? stderr : stdout).writeBytes(chunk);
+          }
+        }
+        if (callbackFailure == null) {
+          try {
+            (isStderr ? onStderr : onStdout).accept(chunk);
+          } catch (RuntimeException | Error e) {
+            fail(
+                new WorkspaceException(
+                    "an output callback failed, so the command was killed: " + e, e));
+          }
+        }
+      }
+      case "exit" -> outcome.complete(event.path("exitCode").asInt());
+      case "error" -> outcome.complete(event.path("error"));
+      default -> {
+        // a newer server's event this client does not know: ignore it
+      }
+    }
+  }
+
+  @Override
+  public CompletionStage<?> onBinary(WebSocket webSocket, ByteBuffer data, boolean last) {
+    webSocket.request(1);
+    return null;
+  }
+
+  @Override
+  public CompletionStage<?> onClose(WebSocket webSocket, int statusCode, String reason) {
+    outcome.complete(Ended.CLOSED_EARLY);
+    return null;
+  }
+
+  @Override
+  public void onError(WebSocket webSocket, Throwable error) {
+    outcome.complete(error instanceof IOException io ? io : new IOException(error));
+  }
+
+  private synchronized byte[] stdoutBytes() {
+    return stdout.toByteArray();
+  }
+
+  private synchronized byte[] stderrBytes() {
+    return stderr.toByteArray();
+  }
+
+  private static void closeQuietly(InputStream in) {
+    if (in != null) {
+      try {
+        in.close();
+      } catch (IOException ignored) {
+        // closing is a courtesy here
+      }
+    }
+  }
+}
