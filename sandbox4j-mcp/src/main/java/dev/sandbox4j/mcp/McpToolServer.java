@@ -10,13 +10,18 @@ import dev.sandbox4j.agent.ToolDefinition;
 import dev.sandbox4j.agent.Usage;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import io.modelcontextprotocol.common.McpTransportContext;
 import io.modelcontextprotocol.json.jackson2.JacksonMcpJsonMapper;
 import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServer;
+import io.modelcontextprotocol.server.McpSyncServerExchange;
+import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
 import io.modelcontextprotocol.spec.McpSchema;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -29,18 +34,23 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 /**
- * An MCP server that offers tools, all bound to one workspace, to an MCP client over stdio.
+ * An MCP server that offers tools, bound to a workspace, to MCP clients: over stdio ({@link
+ * #serveStdio}) or over streamable HTTP as a servlet ({@link #streamableHttp}).
  *
  * <p>{@code tools/list} shows each tool's name, description and argument schema; {@code tools/call}
- * runs the tool in that workspace and answers with its result as text. A call that fails (invalid
+ * runs the tool in the workspace and answers with its result as text. A call that fails (invalid
  * arguments, a failed operation) answers with a result marked {@code isError} whose text is the
  * failure's message. There is no model and no run: each call stands alone.
  */
 public final class McpToolServer {
 
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** The transport-context key under which the HTTP endpoint keeps the request being served. */
+  private static final String HTTP_REQUEST = "sandbox4j.httpRequest";
 
   private McpToolServer() {}
 
@@ -58,6 +68,50 @@ public final class McpToolServer {
     serve(workspace, tools, System.in, stdout);
   }
 
+  /**
+   * An MCP endpoint over streamable HTTP (the official SDK's servlet transport) serving {@code
+   * tools}; each MCP session acts in the workspace {@code workspaces} opens for it on its first
+   * tool call, and that workspace is {@linkplain SessionWorkspaces#close closed} once when the
+   * session ends: the client deletes it ({@code DELETE} with its {@code Mcp-Session-Id}) or the
+   * servlet is destroyed. Later requests naming an ended session are answered 404.
+   *
+   * <p>Mount it on one path of a Servlet 6 container <em>with async support</em> (the transport
+   * answers with event streams), e.g. Jetty's {@code ServletHolder.setAsyncSupported(true)}. It
+   * checks no credentials and no {@code Origin}: put authentication in front of it (a filter may
+   * leave what {@link SessionWorkspaces#open} needs in request attributes) and bind it to loopback
+   * otherwise. Destroying the servlet ends every session.
+   *
+   * @param workspaces which workspace each session acts in, and what its end does to it
+   * @param tools the tools to offer, e.g. {@code Coder.builder().build().tools()}
+   */
+  public static HttpServlet streamableHttp(SessionWorkspaces workspaces, List<Tool> tools) {
+    Objects.requireNonNull(workspaces, "workspaces");
+    Objects.requireNonNull(tools, "tools");
+    JacksonMcpJsonMapper mapper = new JacksonMcpJsonMapper(JSON);
+    HttpSessions sessions = new HttpSessions(workspaces);
+    var transport =
+        HttpServletStreamableServerTransportProvider.builder()
+            .jsonMapper(mapper)
+            // the container decides the path: an empty endpoint suffix matches wherever mounted
+            .mcpEndpoint("")
+            .contextExtractor(request -> McpTransportContext.create(Map.of(HTTP_REQUEST, request)))
+            .build();
+    Function<McpSyncServerExchange, RunContext> runs =
+        exchange ->
+            new StandaloneRun(
+                sessions.workspace(
+                    exchange.sessionId(),
+                    (HttpServletRequest) exchange.transportContext().get(HTTP_REQUEST)));
+    McpSyncServer server =
+        McpServer.sync(transport)
+            .serverInfo("sandbox4j", version())
+            .jsonMapper(mapper)
+            .capabilities(McpSchema.ServerCapabilities.builder().tools(false).build())
+            .tools(tools.stream().map(tool -> specification(tool, runs)).toList())
+            .build();
+    return new StreamableHttpEndpoint(transport, server, sessions);
+  }
+
   /** Serves on {@code in} and {@code out} until {@code in} ends. */
   static void serve(Workspace workspace, List<Tool> tools, InputStream in, OutputStream out) {
     Objects.requireNonNull(workspace, "workspace");
@@ -72,7 +126,7 @@ public final class McpToolServer {
             .serverInfo("sandbox4j", version())
             .jsonMapper(mapper)
             .capabilities(McpSchema.ServerCapabilities.builder().tools(false).build())
-            .tools(tools.stream().map(tool -> specification(tool, run)).toList())
+            .tools(tools.stream().map(tool -> specification(tool, exchange -> run)).toList())
             .build();
     try {
       ended.await();
@@ -83,7 +137,9 @@ public final class McpToolServer {
     }
   }
 
-  static SyncToolSpecification specification(Tool tool, RunContext run) {
+  /** {@code tool} as the SDK serves it; {@code runs} gives the run (and workspace) of a call. */
+  static SyncToolSpecification specification(
+      Tool tool, Function<McpSyncServerExchange, RunContext> runs) {
     ToolDefinition definition = tool.definition();
     AtomicLong calls = new AtomicLong();
     return SyncToolSpecification.builder()
@@ -94,12 +150,19 @@ public final class McpToolServer {
                 .inputSchema(new LinkedHashMap<>(definition.parametersSchema()))
                 .build())
         .callHandler(
-            (exchange, request) ->
-                call(
-                    tool,
-                    new Call(
-                        run, definition.name() + "-" + calls.incrementAndGet(), definition.name()),
-                    request.arguments()))
+            (exchange, request) -> {
+              RunContext run;
+              try {
+                run = runs.apply(exchange);
+              } catch (RuntimeException e) {
+                return error(e.getMessage() == null ? e.toString() : e.getMessage());
+              }
+              return call(
+                  tool,
+                  new Call(
+                      run, definition.name() + "-" + calls.incrementAndGet(), definition.name()),
+                  request.arguments());
+            })
         .build();
   }
 

@@ -1,0 +1,278 @@
+package dev.sandbox4j.mcp;
+
+import static dev.sandbox4j.mcp.NodeMcpClient.assertListsAndCalls;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.sandbox4j.agent.tools.Coder;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.SandboxInfo;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
+import io.modelcontextprotocol.client.McpClient;
+import io.modelcontextprotocol.client.McpSyncClient;
+import io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTransport;
+import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
+import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
+import io.modelcontextprotocol.spec.McpSchema.TextContent;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.Collectors;
+import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
+import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The streamable-HTTP endpoint mounted in a real Jetty on loopback, driven by clients we did not
+ * write: the official TypeScript SDK's {@code StreamableHTTPClientTransport} and the official Java
+ * SDK's client.
+ */
+class StreamableHttpTest {
+
+  @BeforeAll
+  static void installClient() throws Exception {
+    NodeMcpClient.install();
+  }
+
+  @Test
+  void eachSessionGetsItsOwnHostWorkspaceClosedWhenTheClientDeletesTheSession(@TempDir Path root)
+      throws Exception {
+    Recording workspaces =
+        new Recording(SessionWorkspaces.newPerSession(HostWorkspaceProvider.create(root)));
+    try (Endpoint endpoint = Endpoint.start(coder(workspaces))) {
+      JsonNode first = runClient(endpoint, root);
+      JsonNode second = runClient(endpoint, root);
+      assertListsAndCalls(first);
+      assertListsAndCalls(second);
+      assertThat(first.path("sessionId").asText()).isNotEqualTo(second.path("sessionId").asText());
+
+      // two sessions, two workspaces, each written once, each closed by the client's DELETE
+      try (var dirs = Files.list(root)) {
+        List<Path> all = dirs.filter(Files::isDirectory).toList();
+        assertThat(all).hasSize(2);
+        for (Path dir : all) {
+          assertThat(Files.readString(dir.resolve("hello.txt"))).isEqualTo("hello from mcp\n");
+        }
+      }
+      assertThat(workspaces.opened).hasSize(2).doesNotHaveDuplicates();
+      assertThat(workspaces.closed).containsExactlyInAnyOrderElementsOf(workspaces.opened);
+      // the default leaves a closed workspace in place
+      assertThat(root.resolve(workspaces.opened.getFirst().ref().orElseThrow().id())).isDirectory();
+
+      // a deleted session is gone: a client still naming it gets a 404
+      HttpResponse<String> late = postToolCall(endpoint.uri, first.path("sessionId").asText());
+      assertThat(late.statusCode()).isEqualTo(404);
+      assertThat(workspaces.opened).hasSize(2);
+    }
+  }
+
+  @Test
+  void eachSessionGetsALocalSandboxCreatedOnItsFirstCallAndDestroyedWithIt(@TempDir Path logs)
+      throws Exception {
+    NodeMcpClient.requireLocalEngine();
+    NodeMcpClient.warmUpLocalEngine();
+    LocalSandbox sandboxes = new LocalSandbox();
+    List<WorkspaceRef> destroyed = new CopyOnWriteArrayList<>();
+    // a policy of the caller's: what was created for a session goes with it
+    SessionWorkspaces destroyWithSession =
+        new SessionWorkspaces() {
+          @Override
+          public Workspace open(HttpServletRequest firstCall) {
+            return Workspace.of(sandboxes.newBackend());
+          }
+
+          @Override
+          public void close(Workspace workspace) {
+            workspace
+                .ref()
+                .ifPresent(
+                    ref -> {
+                      sandboxes.destroy(ref);
+                      destroyed.add(ref);
+                    });
+          }
+        };
+    try (Endpoint endpoint = Endpoint.start(coder(destroyWithSession))) {
+      assertListsAndCalls(runClient(endpoint, logs));
+      // destroyed by the client's DELETE, before the server stops
+      assertThat(destroyed).hasSize(1);
+      assertThat(sandboxes.list()).extracting(SandboxInfo::ref).doesNotContain(destroyed.get(0));
+    }
+    assertThat(destroyed).hasSize(1);
+  }
+
+  @Test
+  void aSharedWorkspaceServesEverySessionAndOutlivesThem(@TempDir Path root) throws Exception {
+    Workspace shared = Workspace.of(HostWorkspaceProvider.create(root).newBackend());
+    try (Endpoint endpoint = Endpoint.start(coder(SessionWorkspaces.shared(shared)))) {
+      try (McpSyncClient a = javaClient(endpoint);
+          McpSyncClient b = javaClient(endpoint)) {
+        call(a, "write_file", Map.of("path", "note.txt", "content", "from a"));
+        assertThat(text(call(b, "read_file", Map.of("path", "note.txt")))).contains("from a");
+      }
+    }
+    assertThat(shared.readText("note.txt")).isEqualTo("from a");
+  }
+
+  @Test
+  void aRefusedOpenIsAnErrorResultAndTheNextCallAsksAgain(@TempDir Path root) throws Exception {
+    HostWorkspaceProvider host = HostWorkspaceProvider.create(root);
+    List<String> asked = new CopyOnWriteArrayList<>();
+    SessionWorkspaces refusingOnce =
+        request -> {
+          asked.add(request.getParameter("who"));
+          if (asked.size() == 1) {
+            throw new IllegalStateException("quota of 0 sandboxes reached");
+          }
+          return Workspace.of(host.newBackend());
+        };
+    try (Endpoint endpoint = Endpoint.start(coder(refusingOnce));
+        McpSyncClient client = javaClient(endpoint, "?who=tester")) {
+      CallToolResult refused = call(client, "shell", Map.of("command", "echo hi"));
+      assertThat(refused.isError()).isTrue();
+      assertThat(text(refused)).contains("quota of 0 sandboxes reached");
+
+      CallToolResult served = call(client, "shell", Map.of("command", "echo hi"));
+      assertThat(served.isError()).isFalse();
+      assertThat(text(served)).contains("hi");
+    }
+    // the request the endpoint passed is the call's own: its URL parameters are there
+    assertThat(asked).containsExactly("tester", "tester");
+  }
+
+  @Test
+  void destroyingTheServletEndsEverySessionOnce(@TempDir Path root) throws Exception {
+    Recording workspaces =
+        new Recording(SessionWorkspaces.newPerSession(HostWorkspaceProvider.create(root)));
+    McpSyncClient busy;
+    McpSyncClient idle;
+    try (Endpoint endpoint = Endpoint.start(coder(workspaces))) {
+      busy = javaClient(endpoint);
+      idle = javaClient(endpoint); // opens a session, never calls a tool: nothing to close
+      call(busy, "shell", Map.of("command", "true"));
+      call(busy, "write_file", Map.of("path", "a.txt", "content", "a"));
+      assertThat(workspaces.opened).hasSize(1);
+      assertThat(workspaces.closed).isEmpty();
+    }
+    assertThat(workspaces.closed).containsExactlyElementsOf(workspaces.opened);
+    busy.close();
+    idle.close();
+  }
+
+  private static HttpServlet coder(SessionWorkspaces workspaces) {
+    return McpToolServer.streamableHttp(
+        workspaces, Coder.builder().repoContext(false).build().tools());
+  }
+
+  private static JsonNode runClient(Endpoint endpoint, Path logs) throws Exception {
+    return NodeMcpClient.run(
+        List.of(endpoint.uri.toString()),
+        Map.of(),
+        logs.resolveSibling(logs.getFileName() + "-client-stderr.log"));
+  }
+
+  private static McpSyncClient javaClient(Endpoint endpoint) {
+    return javaClient(endpoint, "");
+  }
+
+  private static McpSyncClient javaClient(Endpoint endpoint, String query) {
+    McpSyncClient client =
+        McpClient.sync(
+                HttpClientStreamableHttpTransport.builder(endpoint.base.toString())
+                    .endpoint("/mcp" + query)
+                    .build())
+            .build();
+    client.initialize();
+    return client;
+  }
+
+  private static CallToolResult call(McpSyncClient client, String tool, Map<String, Object> args) {
+    return client.callTool(new CallToolRequest(tool, args));
+  }
+
+  private static String text(CallToolResult result) {
+    return result.content().stream()
+        .map(c -> c instanceof TextContent t ? t.text() : "")
+        .collect(Collectors.joining());
+  }
+
+  /** A {@code tools/call} POSTed by hand, naming session {@code id}. */
+  private static HttpResponse<String> postToolCall(URI uri, String id) throws Exception {
+    try (HttpClient http = HttpClient.newHttpClient()) {
+      HttpRequest request =
+          HttpRequest.newBuilder(uri)
+              .header("Content-Type", "application/json")
+              .header("Accept", "application/json, text/event-stream")
+              .header("Mcp-Session-Id", id)
+              .POST(
+                  HttpRequest.BodyPublishers.ofString(
+                      """
+                      {"jsonrpc":"2.0","id":7,"method":"tools/call",\
+                      "params":{"name":"shell","arguments":{"command":"echo late"}}}"""))
+              .build();
+      return http.send(request, HttpResponse.BodyHandlers.ofString());
+    }
+  }
+
+  /** Records what it opens and closes, delegating to another policy. */
+  private static final class Recording implements SessionWorkspaces {
+    final SessionWorkspaces delegate;
+    final List<Workspace> opened = new CopyOnWriteArrayList<>();
+    final List<Workspace> closed = new CopyOnWriteArrayList<>();
+
+    Recording(SessionWorkspaces delegate) {
+      this.delegate = delegate;
+    }
+
+    @Override
+    public Workspace open(HttpServletRequest firstCall) {
+      Workspace workspace = delegate.open(firstCall);
+      opened.add(workspace);
+      return workspace;
+    }
+
+    @Override
+    public void close(Workspace workspace) {
+      closed.add(workspace);
+      delegate.close(workspace);
+    }
+  }
+
+  /** A Jetty on loopback, any free port, with the servlet at {@code /mcp}. */
+  private record Endpoint(Server server, URI base, URI uri) implements AutoCloseable {
+    static Endpoint start(HttpServlet servlet) throws Exception {
+      Server server = new Server();
+      ServerConnector connector = new ServerConnector(server);
+      connector.setHost("127.0.0.1");
+      connector.setPort(0);
+      server.addConnector(connector);
+      ServletContextHandler context = new ServletContextHandler();
+      ServletHolder holder = new ServletHolder(servlet);
+      holder.setAsyncSupported(true);
+      context.addServlet(holder, "/mcp");
+      server.setHandler(context);
+      server.start();
+      URI base = URI.create("http://127.0.0.1:" + connector.getLocalPort());
+      return new Endpoint(server, base, base.resolve("/mcp"));
+    }
+
+    @Override
+    public void close() throws Exception {
+      server.stop();
+    }
+  }
+}
