@@ -10,18 +10,15 @@ import dev.sandbox4j.agent.ToolDefinition;
 import dev.sandbox4j.agent.Usage;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
-import io.modelcontextprotocol.common.McpTransportContext;
 import io.modelcontextprotocol.json.jackson2.JacksonMcpJsonMapper;
 import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServer;
 import io.modelcontextprotocol.server.McpSyncServerExchange;
-import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
 import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
 import io.modelcontextprotocol.spec.McpSchema;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import jakarta.servlet.http.HttpServlet;
-import jakarta.servlet.http.HttpServletRequest;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -47,10 +44,7 @@ import java.util.function.Function;
  */
 public final class McpToolServer {
 
-  private static final ObjectMapper JSON = new ObjectMapper();
-
-  /** The transport-context key under which the HTTP endpoint keeps the request being served. */
-  private static final String HTTP_REQUEST = "sandbox4j.httpRequest";
+  static final ObjectMapper JSON = new ObjectMapper();
 
   private McpToolServer() {}
 
@@ -85,31 +79,8 @@ public final class McpToolServer {
    * @param tools the tools to offer, e.g. {@code Coder.builder().build().tools()}
    */
   public static HttpServlet streamableHttp(SessionWorkspaces workspaces, List<Tool> tools) {
-    Objects.requireNonNull(workspaces, "workspaces");
-    Objects.requireNonNull(tools, "tools");
-    JacksonMcpJsonMapper mapper = new JacksonMcpJsonMapper(JSON);
-    HttpSessions sessions = new HttpSessions(workspaces);
-    var transport =
-        HttpServletStreamableServerTransportProvider.builder()
-            .jsonMapper(mapper)
-            // the container decides the path: an empty endpoint suffix matches wherever mounted
-            .mcpEndpoint("")
-            .contextExtractor(request -> McpTransportContext.create(Map.of(HTTP_REQUEST, request)))
-            .build();
-    Function<McpSyncServerExchange, RunContext> runs =
-        exchange ->
-            new StandaloneRun(
-                sessions.workspace(
-                    exchange.sessionId(),
-                    (HttpServletRequest) exchange.transportContext().get(HTTP_REQUEST)));
-    McpSyncServer server =
-        McpServer.sync(transport)
-            .serverInfo("sandbox4j", version())
-            .jsonMapper(mapper)
-            .capabilities(McpSchema.ServerCapabilities.builder().tools(false).build())
-            .tools(tools.stream().map(tool -> specification(tool, runs)).toList())
-            .build();
-    return new StreamableHttpEndpoint(transport, server, sessions);
+    // built elsewhere: this class must load without the servlet API, which the stdio server lacks
+    return StreamableHttpEndpoint.create(workspaces, tools);
   }
 
   /** Serves on {@code in} and {@code out} until {@code in} ends. */
@@ -182,13 +153,13 @@ public final class McpToolServer {
     return CallToolResult.builder().addTextContent(message).isError(true).build();
   }
 
-  private static String version() {
+  static String version() {
     String v = McpToolServer.class.getPackage().getImplementationVersion();
     return v == null ? "dev" : v;
   }
 
   /** The run every call belongs to: no prompt, no messages, the one workspace. */
-  private record StandaloneRun(Workspace workspace) implements RunContext {
+  record StandaloneRun(Workspace workspace) implements RunContext {
     @Override
     public String prompt() {
       return "";

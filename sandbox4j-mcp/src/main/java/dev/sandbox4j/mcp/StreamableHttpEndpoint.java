@@ -1,13 +1,24 @@
 package dev.sandbox4j.mcp;
 
+import dev.sandbox4j.agent.RunContext;
+import dev.sandbox4j.agent.Tool;
+import io.modelcontextprotocol.common.McpTransportContext;
+import io.modelcontextprotocol.json.jackson2.JacksonMcpJsonMapper;
+import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpSyncServer;
+import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.server.transport.HttpServletStreamableServerTransportProvider;
+import io.modelcontextprotocol.spec.McpSchema;
 import jakarta.servlet.ServletConfig;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Function;
 
 /**
  * The servlet {@link McpToolServer#streamableHttp} returns: the SDK's streamable-HTTP transport,
@@ -22,11 +33,43 @@ final class StreamableHttpEndpoint extends HttpServlet {
 
   private static final String SESSION_HEADER = "Mcp-Session-Id";
 
+  /** The transport-context key under which the request being served is kept for the tools. */
+  private static final String HTTP_REQUEST = "sandbox4j.httpRequest";
+
   private final transient HttpServletStreamableServerTransportProvider transport;
   private final transient McpSyncServer server;
   private final transient HttpSessions sessions;
 
-  StreamableHttpEndpoint(
+  /** See {@link McpToolServer#streamableHttp}. Declared as a servlet: see there why. */
+  static HttpServlet create(SessionWorkspaces workspaces, List<Tool> tools) {
+    Objects.requireNonNull(workspaces, "workspaces");
+    Objects.requireNonNull(tools, "tools");
+    JacksonMcpJsonMapper mapper = new JacksonMcpJsonMapper(McpToolServer.JSON);
+    HttpSessions sessions = new HttpSessions(workspaces);
+    var transport =
+        HttpServletStreamableServerTransportProvider.builder()
+            .jsonMapper(mapper)
+            // the container decides the path: an empty endpoint suffix matches wherever mounted
+            .mcpEndpoint("")
+            .contextExtractor(request -> McpTransportContext.create(Map.of(HTTP_REQUEST, request)))
+            .build();
+    Function<McpSyncServerExchange, RunContext> runs =
+        exchange ->
+            new McpToolServer.StandaloneRun(
+                sessions.workspace(
+                    exchange.sessionId(),
+                    (HttpServletRequest) exchange.transportContext().get(HTTP_REQUEST)));
+    McpSyncServer server =
+        McpServer.sync(transport)
+            .serverInfo("sandbox4j", McpToolServer.version())
+            .jsonMapper(mapper)
+            .capabilities(McpSchema.ServerCapabilities.builder().tools(false).build())
+            .tools(tools.stream().map(tool -> McpToolServer.specification(tool, runs)).toList())
+            .build();
+    return new StreamableHttpEndpoint(transport, server, sessions);
+  }
+
+  private StreamableHttpEndpoint(
       HttpServletStreamableServerTransportProvider transport,
       McpSyncServer server,
       HttpSessions sessions) {

@@ -83,7 +83,9 @@ public final class NodeMcpClient {
     }
     String out = new String(client.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     String err = Files.readString(stderrLog);
-    Files.writeString(NODE_DIR.resolve("last-result.json"), out); // for a reader of a failure
+    // for a reader of a failure
+    Files.writeString(NODE_DIR.resolve("last-result.json"), out);
+    Files.writeString(NODE_DIR.resolve("last-stderr.log"), err);
     assertThat(done).as("client finished; stderr: %s", err).isTrue();
     assertThat(client.exitValue()).as("client exit; stdout: %s; stderr: %s", out, err).isZero();
     return new ObjectMapper().readTree(out);
