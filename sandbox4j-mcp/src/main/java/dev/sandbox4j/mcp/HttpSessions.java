@@ -3,39 +3,33 @@ package dev.sandbox4j.mcp;
 import dev.sandbox4j.workspace.Workspace;
 import jakarta.servlet.http.HttpServletRequest;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The workspace of each MCP session of one HTTP endpoint, opened on the session's first tool call
- * and closed once when the session ends.
+ * The sessions of one HTTP endpoint that the endpoint has seen in use: each one's workspace, opened
+ * on its first tool call and closed once when the session ends, and what keeps it alive.
  *
- * <p>State per session: no entry (nothing opened yet) → open (workspace opened) → ended (removed,
- * {@link SessionWorkspaces#close} called, id remembered so that a call racing the end cannot open a
- * second workspace). {@code sessions} is a concurrent map; each {@link Session} guards its own
- * fields with its monitor, so opening one session's workspace never blocks another's.
+ * <p>A session ends when the client deletes it, when the endpoint is destroyed, or when a {@link
+ * #sweep} finds it idle: no request in flight (an open event stream counts as one) and none begun
+ * since the previous sweep. That is the rule the SDK's transport uses to forget a session, swept at
+ * the same interval, so a session ends here about when the SDK forgets it.
+ *
+ * <p>State per session: absent (never used) → present (requests counted; workspace opened on the
+ * first tool call) → ended (removed; {@link SessionWorkspaces#close} called if a workspace was
+ * opened; its id remembered for two sweeps so that requests naming it are refused while the SDK may
+ * still know it). {@code sessions} and {@code ended} are concurrent maps; each {@link Session}
+ * guards its own fields with its monitor, so opening one session's workspace never blocks another.
  */
 final class HttpSessions {
 
-  /** How many ended ids are remembered: enough to cover calls in flight when a session ends. */
-  private static final int ENDED_REMEMBERED = 4096;
-
   private final SessionWorkspaces workspaces;
   private final Map<String, Session> sessions = new ConcurrentHashMap<>();
-  private final Set<String> ended =
-      Collections.synchronizedSet(
-          Collections.newSetFromMap(
-              new LinkedHashMap<>() {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-                  return size() > ENDED_REMEMBERED;
-                }
-              }));
+
+  /** Ended ids, each with the number of sweeps it has left to be remembered. */
+  private final Map<String, Integer> ended = new ConcurrentHashMap<>();
 
   HttpSessions(SessionWorkspaces workspaces) {
     this.workspaces = Objects.requireNonNull(workspaces, "workspaces");
@@ -43,52 +37,116 @@ final class HttpSessions {
 
   /**
    * The workspace of session {@code id}, opened now with {@code request} if this is its first call.
+   * Only for ids the SDK has accepted.
    *
    * @throws SessionEndedException if the session has ended
    */
   Workspace workspace(String id, HttpServletRequest request) {
     Objects.requireNonNull(id, "session id");
-    Session session = sessions.computeIfAbsent(id, Session::new);
-    if (ended.contains(id)) {
-      sessions.remove(id, session);
-      session.end();
-      throw new SessionEndedException(id);
+    Session session = session(id);
+    // the session's first use: count the request it arrived with, which began uncounted
+    if (request.getAttribute(InFlight.ATTRIBUTE) instanceof InFlight inFlight
+        && inFlight.session == null
+        && session.begin()) {
+      inFlight.session = session;
     }
     return session.workspace(request);
   }
 
-  /** Whether {@code id} named a session that has ended. */
+  /** Whether {@code id} names a session that has ended. */
   boolean hasEnded(String id) {
-    return ended.contains(id);
+    return ended.containsKey(id);
   }
 
-  /** Ends session {@code id}: closes its workspace, if it opened one. Idempotent. */
+  /**
+   * Counts a request of session {@code id} as begun, if the session is present, and returns what it
+   * is counted in: keep it as the request's {@link InFlight#ATTRIBUTE} so that the session's first
+   * use counts it too, and call {@link InFlight#done} when the request (or its stream) ends.
+   */
+  InFlight begin(String id) {
+    Session session = sessions.get(id);
+    return new InFlight(session != null && session.begin() ? session : null);
+  }
+
+  /** Counts {@code inFlight}, a request the SDK accepted for session {@code id}, if not yet. */
+  void accepted(String id, InFlight inFlight) {
+    if (inFlight.session == null && !ended.containsKey(id)) {
+      Session session = sessions.computeIfAbsent(id, Session::new);
+      if (session.begin()) {
+        inFlight.session = session;
+      }
+    }
+  }
+
+  /** The session a request in flight is counted in, if any. Confined to the request's threads. */
+  static final class InFlight {
+    static final String ATTRIBUTE = "sandbox4j.mcp.inFlight";
+    private volatile Session session;
+
+    private InFlight(Session session) {
+      this.session = session;
+    }
+
+    boolean counted() {
+      return session != null;
+    }
+
+    /** Counts the request done. */
+    void done() {
+      Session s = session;
+      if (s != null) {
+        s.done();
+      }
+    }
+  }
+
+  /** Ends session {@code id}, if present: closes its workspace, if it opened one. Idempotent. */
   void end(String id) {
-    ended.add(id);
-    Session session = sessions.remove(id);
+    Session session = sessions.get(id);
     if (session != null) {
+      ended.put(id, 2);
+      sessions.remove(id, session);
       session.end();
     }
   }
 
+  /** Ends the sessions idle since the previous sweep; forgets ids ended two sweeps ago. */
+  void sweep() {
+    ended.replaceAll((id, left) -> left - 1);
+    ended.values().removeIf(left -> left <= 0);
+    endAll(List.copyOf(sessions.values()).stream().filter(Session::idleSinceLastSweep).toList());
+  }
+
   /** Ends every session; a failure to close one does not keep the others open. */
   void endAll() {
-    List<String> ids = new ArrayList<>(sessions.keySet());
-    RuntimeException failure = null;
-    for (String id : ids) {
+    endAll(List.copyOf(sessions.values()));
+  }
+
+  private void endAll(List<Session> toEnd) {
+    List<RuntimeException> failures = new ArrayList<>();
+    for (Session session : toEnd) {
       try {
-        end(id);
+        end(session.id);
       } catch (RuntimeException e) {
-        if (failure == null) {
-          failure = e;
-        } else {
-          failure.addSuppressed(e);
-        }
+        failures.add(e);
       }
     }
-    if (failure != null) {
-      throw failure;
+    if (!failures.isEmpty()) {
+      RuntimeException first = failures.getFirst();
+      failures.stream().skip(1).forEach(first::addSuppressed);
+      throw first;
     }
+  }
+
+  private Session session(String id) {
+    Session session = sessions.computeIfAbsent(id, Session::new);
+    if (ended.containsKey(id)) {
+      // the session ended between the caller's check and now: undo the entry just made
+      sessions.remove(id, session);
+      session.end();
+      throw new SessionEndedException(id);
+    }
+    return session;
   }
 
   /** Raised by a tool call of a session that has ended. */
@@ -98,10 +156,13 @@ final class HttpSessions {
     }
   }
 
-  private final class Session {
+  /** One session in use. */
+  final class Session {
     private final String id;
     private Workspace workspace; // guarded by this
     private boolean ended; // guarded by this
+    private int inFlight; // guarded by this
+    private boolean active = true; // guarded by this: a request begun since the last sweep
 
     Session(String id) {
       this.id = id;
@@ -111,12 +172,32 @@ final class HttpSessions {
       if (ended) {
         throw new SessionEndedException(id);
       }
+      active = true;
       if (workspace == null) {
         workspace =
             Objects.requireNonNull(
                 workspaces.open(request), "SessionWorkspaces.open returned null");
       }
       return workspace;
+    }
+
+    synchronized boolean begin() {
+      if (ended) {
+        return false;
+      }
+      inFlight++;
+      active = true;
+      return true;
+    }
+
+    synchronized void done() {
+      inFlight--;
+    }
+
+    synchronized boolean idleSinceLastSweep() {
+      boolean idle = !active && inFlight == 0;
+      active = false;
+      return idle;
     }
 
     synchronized void end() {

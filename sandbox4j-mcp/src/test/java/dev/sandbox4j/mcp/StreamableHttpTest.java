@@ -24,6 +24,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -173,6 +174,36 @@ class StreamableHttpTest {
     idle.close();
   }
 
+  @Test
+  void aSessionLeftIdleEndsAndItsWorkspaceIsClosedButOneWithAnOpenStreamLives(@TempDir Path root)
+      throws Exception {
+    Recording workspaces =
+        new Recording(SessionWorkspaces.newPerSession(HostWorkspaceProvider.create(root)));
+    HttpServlet servlet =
+        StreamableHttpEndpoint.create(
+            workspaces, Coder.builder().repoContext(false).build().tools(), Duration.ofMillis(200));
+    try (Endpoint endpoint = Endpoint.start(servlet);
+        // the Java SDK's client keeps an event stream open (GET) while it lives
+        McpSyncClient listening = javaClient(endpoint)) {
+      call(listening, "shell", Map.of("command", "true"));
+      // a session by hand: initialize, one call, then nothing, no stream
+      String idle = initialize(endpoint.uri);
+      assertThat(postToolCall(endpoint.uri, idle).statusCode()).isEqualTo(200);
+      assertThat(workspaces.sessionIds).hasSize(2).contains(idle);
+      Workspace idleWorkspace = workspaces.opened.get(workspaces.sessionIds.indexOf(idle));
+
+      for (int i = 0; i < 600 && workspaces.closed.isEmpty(); i++) {
+        Thread.sleep(50); // a sweep or two
+      }
+      assertThat(workspaces.closed).containsExactly(idleWorkspace);
+      assertThat(postToolCall(endpoint.uri, idle).statusCode()).isEqualTo(404);
+      // the listening session outlived those sweeps and still works in its own workspace
+      assertThat(call(listening, "shell", Map.of("command", "echo alive")).isError()).isFalse();
+      assertThat(workspaces.opened).hasSize(2);
+      assertThat(workspaces.closed).hasSize(1);
+    }
+  }
+
   private static HttpServlet coder(SessionWorkspaces workspaces) {
     return McpToolServer.streamableHttp(
         workspaces, Coder.builder().repoContext(false).build().tools());
@@ -212,19 +243,42 @@ class StreamableHttpTest {
 
   /** A {@code tools/call} POSTed by hand, naming session {@code id}. */
   private static HttpResponse<String> postToolCall(URI uri, String id) throws Exception {
+    return post(
+        uri,
+        id,
+        """
+        {"jsonrpc":"2.0","id":7,"method":"tools/call",\
+        "params":{"name":"shell","arguments":{"command":"echo late"}}}""");
+  }
+
+  /** A session opened by hand (initialize, initialized); its id. */
+  private static String initialize(URI uri) throws Exception {
+    HttpResponse<String> init =
+        post(
+            uri,
+            null,
+            """
+            {"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":\
+            "2025-06-18","capabilities":{},"clientInfo":{"name":"by-hand","version":"1"}}}""");
+    assertThat(init.statusCode()).as(init.body()).isEqualTo(200);
+    String id = init.headers().firstValue("Mcp-Session-Id").orElseThrow();
+    HttpResponse<String> initialized =
+        post(uri, id, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    assertThat(initialized.statusCode()).isEqualTo(202);
+    return id;
+  }
+
+  private static HttpResponse<String> post(URI uri, String id, String body) throws Exception {
     try (HttpClient http = HttpClient.newHttpClient()) {
-      HttpRequest request =
+      HttpRequest.Builder request =
           HttpRequest.newBuilder(uri)
               .header("Content-Type", "application/json")
               .header("Accept", "application/json, text/event-stream")
-              .header("Mcp-Session-Id", id)
-              .POST(
-                  HttpRequest.BodyPublishers.ofString(
-                      """
-                      {"jsonrpc":"2.0","id":7,"method":"tools/call",\
-                      "params":{"name":"shell","arguments":{"command":"echo late"}}}"""))
-              .build();
-      return http.send(request, HttpResponse.BodyHandlers.ofString());
+              .POST(HttpRequest.BodyPublishers.ofString(body));
+      if (id != null) {
+        request.header("Mcp-Session-Id", id);
+      }
+      return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
     }
   }
 
@@ -233,6 +287,7 @@ class StreamableHttpTest {
     final SessionWorkspaces delegate;
     final List<Workspace> opened = new CopyOnWriteArrayList<>();
     final List<Workspace> closed = new CopyOnWriteArrayList<>();
+    final List<String> sessionIds = new CopyOnWriteArrayList<>();
 
     Recording(SessionWorkspaces delegate) {
       this.delegate = delegate;
@@ -242,6 +297,7 @@ class StreamableHttpTest {
     public Workspace open(HttpServletRequest firstCall) {
       Workspace workspace = delegate.open(firstCall);
       opened.add(workspace);
+      sessionIds.add(firstCall.getHeader("Mcp-Session-Id"));
       return workspace;
     }
 
