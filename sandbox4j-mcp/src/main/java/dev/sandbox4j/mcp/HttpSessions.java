@@ -2,6 +2,7 @@ package dev.sandbox4j.mcp;
 
 import dev.sandbox4j.workspace.Workspace;
 import jakarta.servlet.http.HttpServletRequest;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -14,25 +15,29 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>A session ends when the client deletes it, when the endpoint is destroyed, or when a {@link
  * #sweep} finds it idle: no request in flight (an open event stream counts as one) and none begun
- * since the previous sweep. That is the rule the SDK's transport uses to forget a session, swept at
- * the same interval, so a session ends here about when the SDK forgets it.
+ * since the previous sweep. That is the rule the SDK's transport uses to forget a session, so with
+ * the same interval a session ends here about when the SDK forgets it.
  *
  * <p>State per session: absent (never used) → present (requests counted; workspace opened on the
  * first tool call) → ended (removed; {@link SessionWorkspaces#close} called if a workspace was
- * opened; its id remembered for two sweeps so that requests naming it are refused while the SDK may
- * still know it). {@code sessions} and {@code ended} are concurrent maps; each {@link Session}
- * guards its own fields with its monitor, so opening one session's workspace never blocks another.
+ * opened; its id remembered for as long as the SDK may still know it, so that requests naming it
+ * are refused). {@code sessions} and {@code ended} are concurrent maps; each {@link Session} guards
+ * its own fields with its monitor, so opening one session's workspace never blocks another.
  */
 final class HttpSessions {
 
   private final SessionWorkspaces workspaces;
   private final Map<String, Session> sessions = new ConcurrentHashMap<>();
 
-  /** Ended ids, each with the number of sweeps it has left to be remembered. */
-  private final Map<String, Integer> ended = new ConcurrentHashMap<>();
+  /** How long an ended id is refused: until the SDK's transport has surely forgotten it. */
+  private final Duration rememberEnded;
 
-  HttpSessions(SessionWorkspaces workspaces) {
+  /** Ended ids, each with the {@link System#nanoTime} until which it is remembered. */
+  private final Map<String, Long> ended = new ConcurrentHashMap<>();
+
+  HttpSessions(SessionWorkspaces workspaces, Duration rememberEnded) {
     this.workspaces = Objects.requireNonNull(workspaces, "workspaces");
+    this.rememberEnded = Objects.requireNonNull(rememberEnded, "rememberEnded");
   }
 
   /**
@@ -104,16 +109,16 @@ final class HttpSessions {
   void end(String id) {
     Session session = sessions.get(id);
     if (session != null) {
-      ended.put(id, 2);
+      ended.put(id, System.nanoTime() + rememberEnded.toNanos());
       sessions.remove(id, session);
       session.end();
     }
   }
 
-  /** Ends the sessions idle since the previous sweep; forgets ids ended two sweeps ago. */
+  /** Ends the sessions idle since the previous sweep; forgets ids ended long enough ago. */
   void sweep() {
-    ended.replaceAll((id, left) -> left - 1);
-    ended.values().removeIf(left -> left <= 0);
+    long now = System.nanoTime();
+    ended.values().removeIf(until -> until - now < 0);
     endAll(List.copyOf(sessions.values()).stream().filter(Session::idleSinceLastSweep).toList());
   }
 

@@ -49,8 +49,8 @@ final class StreamableHttpEndpoint extends HttpServlet {
   private final transient ScheduledExecutorService sweeper;
 
   /**
-   * How often idle sessions are swept: the SDK transport's own default, so that both forget a
-   * session left idle (no request, no open stream) after 30 to 60 minutes.
+   * How often the SDK's transport and this endpoint sweep idle sessions: the transport's default,
+   * so that both forget a session left idle (no request, no open stream) after 30 to 60 minutes.
    */
   static final Duration SWEEP_INTERVAL = Duration.ofMinutes(30);
 
@@ -59,20 +59,24 @@ final class StreamableHttpEndpoint extends HttpServlet {
     return create(workspaces, tools, SWEEP_INTERVAL);
   }
 
-  /** An endpoint that sweeps idle sessions every {@code sweepInterval}. */
+  /**
+   * An endpoint that sweeps its idle sessions every {@code sweepInterval} (the transport keeps
+   * {@link #SWEEP_INTERVAL}: tests shorten only this endpoint's).
+   */
   static HttpServlet create(
       SessionWorkspaces workspaces, List<Tool> tools, Duration sweepInterval) {
     Objects.requireNonNull(workspaces, "workspaces");
     Objects.requireNonNull(tools, "tools");
     JacksonMcpJsonMapper mapper = new JacksonMcpJsonMapper(McpToolServer.JSON);
-    HttpSessions sessions = new HttpSessions(workspaces);
+    // refused until the transport has swept twice: by then it has forgotten the session too
+    HttpSessions sessions = new HttpSessions(workspaces, SWEEP_INTERVAL.multipliedBy(2));
     var transport =
         HttpServletStreamableServerTransportProvider.builder()
             .jsonMapper(mapper)
             // the container decides the path: an empty endpoint suffix matches wherever mounted
             .mcpEndpoint("")
             .contextExtractor(request -> McpTransportContext.create(Map.of(HTTP_REQUEST, request)))
-            .sessionSweepInterval(sweepInterval)
+            .sessionSweepInterval(SWEEP_INTERVAL)
             .build();
     Function<McpSyncServerExchange, RunContext> runs =
         exchange ->
