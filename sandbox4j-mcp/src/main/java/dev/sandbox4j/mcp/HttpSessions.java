@@ -2,6 +2,7 @@ package dev.sandbox4j.mcp;
 
 import dev.sandbox4j.workspace.Workspace;
 import jakarta.servlet.http.HttpServletRequest;
+import java.security.Principal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,11 +19,16 @@ import java.util.concurrent.ConcurrentHashMap;
  * since the previous sweep. That is the rule the SDK's transport uses to forget a session, so with
  * the same interval a session ends here about when the SDK forgets it.
  *
- * <p>State per session: absent (never used) → present (requests counted; workspace opened on the
- * first tool call) → ended (removed; {@link SessionWorkspaces#close} called if a workspace was
- * opened; its id remembered for as long as the SDK may still know it, so that requests naming it
- * are refused). {@code sessions} and {@code ended} are concurrent maps; each {@link Session} guards
- * its own fields with its monitor, so opening one session's workspace never blocks another.
+ * <p>A session belongs to the principal of the request that initialized it ({@link
+ * HttpServletRequest#getUserPrincipal}, or none): requests of another principal naming it are
+ * refused, as the MCP specification advises (a session id is not a credential).
+ *
+ * <p>State per session: absent (unknown here) → present (from its initialize; requests counted;
+ * workspace opened on the first tool call) → ended (removed; {@link SessionWorkspaces#close} called
+ * if a workspace was opened; its id remembered for as long as the SDK may still know it, so that
+ * requests naming it are refused). {@code sessions} and {@code ended} are concurrent maps; each
+ * {@link Session} guards its own fields with its monitor, so opening one session's workspace never
+ * blocks another.
  */
 final class HttpSessions {
 
@@ -48,7 +54,7 @@ final class HttpSessions {
    */
   Workspace workspace(String id, HttpServletRequest request) {
     Objects.requireNonNull(id, "session id");
-    Session session = session(id);
+    Session session = session(id, principal(request));
     // the session's first use: count the request it arrived with, which began uncounted
     if (request.getAttribute(InFlight.ATTRIBUTE) instanceof InFlight inFlight
         && inFlight.session == null
@@ -63,6 +69,25 @@ final class HttpSessions {
     return ended.containsKey(id);
   }
 
+  /** Records session {@code id}, just initialized by {@code request}, as its principal's. */
+  void initialized(String id, HttpServletRequest request) {
+    session(id, principal(request));
+  }
+
+  /**
+   * Whether {@code request} may use session {@code id}: a session belongs to the principal ({@link
+   * HttpServletRequest#getUserPrincipal}) that opened it, or to no one if there was none.
+   */
+  boolean mayUse(String id, HttpServletRequest request) {
+    Session session = sessions.get(id);
+    return session == null || Objects.equals(session.owner, principal(request));
+  }
+
+  private static String principal(HttpServletRequest request) {
+    Principal principal = request.getUserPrincipal();
+    return principal == null ? null : principal.getName();
+  }
+
   /**
    * Counts a request of session {@code id} as begun, if the session is present, and returns what it
    * is counted in: keep it as the request's {@link InFlight#ATTRIBUTE} so that the session's first
@@ -74,9 +99,10 @@ final class HttpSessions {
   }
 
   /** Counts {@code inFlight}, a request the SDK accepted for session {@code id}, if not yet. */
-  void accepted(String id, InFlight inFlight) {
+  void accepted(String id, HttpServletRequest request, InFlight inFlight) {
     if (inFlight.session == null && !ended.containsKey(id)) {
-      Session session = sessions.computeIfAbsent(id, Session::new);
+      String owner = principal(request);
+      Session session = sessions.computeIfAbsent(id, key -> new Session(key, owner));
       if (session.begin()) {
         inFlight.session = session;
       }
@@ -143,8 +169,8 @@ final class HttpSessions {
     }
   }
 
-  private Session session(String id) {
-    Session session = sessions.computeIfAbsent(id, Session::new);
+  private Session session(String id, String owner) {
+    Session session = sessions.computeIfAbsent(id, key -> new Session(key, owner));
     if (ended.containsKey(id)) {
       // the session ended between the caller's check and now: undo the entry just made
       sessions.remove(id, session);
@@ -164,13 +190,15 @@ final class HttpSessions {
   /** One session in use. */
   final class Session {
     private final String id;
+    private final String owner;
     private Workspace workspace; // guarded by this
     private boolean ended; // guarded by this
     private int inFlight; // guarded by this
     private boolean active = true; // guarded by this: a request begun since the last sweep
 
-    Session(String id) {
+    Session(String id, String owner) {
       this.id = id;
+      this.owner = owner;
     }
 
     synchronized Workspace workspace(HttpServletRequest request) {

@@ -67,13 +67,17 @@ public final class McpToolServer {
    * tools}; each MCP session acts in the workspace {@code workspaces} opens for it on its first
    * tool call, and that workspace is {@linkplain SessionWorkspaces#close closed} once when the
    * session ends: the client deletes it ({@code DELETE} with its {@code Mcp-Session-Id}) or the
-   * servlet is destroyed. Later requests naming an ended session are answered 404.
+   * servlet is destroyed, or it is left idle (no request in flight, no open event stream) for 30 to
+   * 60 minutes. Later requests naming an ended session are answered 404. A session belongs to the
+   * principal ({@code request.getUserPrincipal()}) that initialized it, or to no one: requests of
+   * any other principal naming it are answered 404 too.
    *
    * <p>Mount it on one path of a Servlet 6 container <em>with async support</em> (the transport
    * answers with event streams), e.g. Jetty's {@code ServletHolder.setAsyncSupported(true)}. It
    * checks no credentials and no {@code Origin}: put authentication in front of it (a filter may
    * leave what {@link SessionWorkspaces#open} needs in request attributes) and bind it to loopback
-   * otherwise. Destroying the servlet ends every session.
+   * otherwise; for sessions to be bound to their caller, the authentication must set the request's
+   * user principal. Destroying the servlet ends every session.
    *
    * @param workspaces which workspace each session acts in, and what its end does to it
    * @param tools the tools to offer, e.g. {@code Coder.builder().build().tools()}

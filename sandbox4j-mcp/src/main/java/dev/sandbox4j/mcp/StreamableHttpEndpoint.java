@@ -133,10 +133,15 @@ final class StreamableHttpEndpoint extends HttpServlet {
     String id = request.getHeader(SESSION_HEADER);
     if (id == null) {
       transport.service(request, response); // an initialize, or refused by the transport
+      String created = response.getHeader(SESSION_HEADER);
+      if (created != null) {
+        sessions.initialized(created, request);
+      }
       return;
     }
-    if (sessions.hasEnded(id)) {
-      response.sendError(HttpServletResponse.SC_NOT_FOUND, "the MCP session has ended");
+    if (sessions.hasEnded(id) || !sessions.mayUse(id, request)) {
+      // another principal's session is as unknown as an ended one: 404 either way
+      response.sendError(HttpServletResponse.SC_NOT_FOUND, "no such MCP session");
       return;
     }
     if ("DELETE".equals(request.getMethod())) {
@@ -153,7 +158,7 @@ final class StreamableHttpEndpoint extends HttpServlet {
       if (request.isAsyncStarted()) {
         if (response.getStatus() == HttpServletResponse.SC_OK) {
           // an event stream the transport accepted, maybe for a session not yet in use
-          sessions.accepted(id, inFlight);
+          sessions.accepted(id, request, inFlight);
         }
         handedOver = inFlight.counted() && doneWhenComplete(request, inFlight);
       }

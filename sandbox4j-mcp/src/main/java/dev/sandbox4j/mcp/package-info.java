@@ -20,7 +20,8 @@
  *       could not be opened) is a result marked {@code isError} whose text says why; the server
  *       keeps serving.
  *   <li>Over stdio, stdout carries protocol frames only; anything else goes to stderr.
- *   <li>The HTTP endpoint checks no credentials: authentication belongs in front of it.
+ *   <li>The HTTP endpoint checks no credentials: authentication belongs in front of it. A session
+ *       belongs to the user principal that initialized it; another principal naming it gets 404.
  * </ol>
  */
 package dev.sandbox4j.mcp;

@@ -16,19 +16,29 @@ import io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTranspor
 import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
 import io.modelcontextprotocol.spec.McpSchema.TextContent;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpFilter;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.Principal;
 import java.time.Duration;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Collectors;
+import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.server.Server;
@@ -204,6 +214,38 @@ class StreamableHttpTest {
     }
   }
 
+  @Test
+  void aSessionBelongsToThePrincipalThatOpenedIt(@TempDir Path root) throws Exception {
+    Recording workspaces =
+        new Recording(SessionWorkspaces.newPerSession(HostWorkspaceProvider.create(root)));
+    try (Endpoint endpoint = Endpoint.start(coder(workspaces));
+        McpSyncClient alice =
+            McpClient.sync(
+                    HttpClientStreamableHttpTransport.builder(endpoint.base.toString())
+                        .endpoint("/mcp")
+                        .requestBuilder(HttpRequest.newBuilder().header(USER, "alice"))
+                        .build())
+                .build()) {
+      alice.initialize();
+      call(alice, "write_file", Map.of("path", "mine.txt", "content", "alice's"));
+      String session = workspaces.sessionIds.getFirst();
+
+      // bob, authenticated, naming alice's session: as unknown as a session that never was
+      for (String method : List.of("POST", "DELETE")) {
+        HttpResponse<String> bob =
+            send(method, endpoint.uri, session, "bob", method.equals("POST") ? TOOL_CALL : null);
+        assertThat(bob.statusCode()).as(method).isEqualTo(404);
+      }
+      HttpResponse<String> anonymous = send("POST", endpoint.uri, session, null, TOOL_CALL);
+      assertThat(anonymous.statusCode()).isEqualTo(404);
+
+      // alice's session is untouched
+      assertThat(workspaces.closed).isEmpty();
+      assertThat(text(call(alice, "read_file", Map.of("path", "mine.txt")))).contains("alice's");
+      assertThat(workspaces.opened).hasSize(1);
+    }
+  }
+
   private static HttpServlet coder(SessionWorkspaces workspaces) {
     return McpToolServer.streamableHttp(
         workspaces, Coder.builder().repoContext(false).build().tools());
@@ -241,14 +283,14 @@ class StreamableHttpTest {
         .collect(Collectors.joining());
   }
 
+  private static final String TOOL_CALL =
+      """
+      {"jsonrpc":"2.0","id":7,"method":"tools/call",\
+      "params":{"name":"shell","arguments":{"command":"echo late"}}}""";
+
   /** A {@code tools/call} POSTed by hand, naming session {@code id}. */
   private static HttpResponse<String> postToolCall(URI uri, String id) throws Exception {
-    return post(
-        uri,
-        id,
-        """
-        {"jsonrpc":"2.0","id":7,"method":"tools/call",\
-        "params":{"name":"shell","arguments":{"command":"echo late"}}}""");
+    return post(uri, id, TOOL_CALL);
   }
 
   /** A session opened by hand (initialize, initialized); its id. */
@@ -269,14 +311,27 @@ class StreamableHttpTest {
   }
 
   private static HttpResponse<String> post(URI uri, String id, String body) throws Exception {
+    return send("POST", uri, id, null, body);
+  }
+
+  /** A request by hand, naming session {@code id} (if not null) as {@code user} (if not null). */
+  private static HttpResponse<String> send(
+      String method, URI uri, String id, String user, String body) throws Exception {
     try (HttpClient http = HttpClient.newHttpClient()) {
       HttpRequest.Builder request =
           HttpRequest.newBuilder(uri)
               .header("Content-Type", "application/json")
               .header("Accept", "application/json, text/event-stream")
-              .POST(HttpRequest.BodyPublishers.ofString(body));
+              .method(
+                  method,
+                  body == null
+                      ? HttpRequest.BodyPublishers.noBody()
+                      : HttpRequest.BodyPublishers.ofString(body));
       if (id != null) {
         request.header("Mcp-Session-Id", id);
+      }
+      if (user != null) {
+        request.header(USER, user);
       }
       return http.send(request.build(), HttpResponse.BodyHandlers.ofString());
     }
@@ -308,6 +363,32 @@ class StreamableHttpTest {
     }
   }
 
+  /** The header {@link TestAuthentication} trusts. */
+  private static final String USER = "X-Test-User";
+
+  /** Stands for real authentication: the {@code X-Test-User} header, if any, is the principal. */
+  private static final class TestAuthentication extends HttpFilter {
+    @Override
+    protected void doFilter(
+        HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+        throws IOException, ServletException {
+      String user = request.getHeader(USER);
+      if (user == null) {
+        chain.doFilter(request, response);
+        return;
+      }
+      Principal principal = () -> user;
+      chain.doFilter(
+          new HttpServletRequestWrapper(request) {
+            @Override
+            public Principal getUserPrincipal() {
+              return principal;
+            }
+          },
+          response);
+    }
+  }
+
   /** A Jetty on loopback, any free port, with the servlet at {@code /mcp}. */
   private record Endpoint(Server server, URI base, URI uri) implements AutoCloseable {
     static Endpoint start(HttpServlet servlet) throws Exception {
@@ -320,6 +401,9 @@ class StreamableHttpTest {
       ServletHolder holder = new ServletHolder(servlet);
       holder.setAsyncSupported(true);
       context.addServlet(holder, "/mcp");
+      FilterHolder authentication = new FilterHolder(new TestAuthentication());
+      authentication.setAsyncSupported(true);
+      context.addFilter(authentication, "/mcp", EnumSet.of(DispatcherType.REQUEST));
       server.setHandler(context);
       server.start();
       URI base = URI.create("http://127.0.0.1:" + connector.getLocalPort());
