@@ -19,8 +19,9 @@ const out = {};
 try {
   await client.connect(transport);
 } catch (e) {
-  // a refused connection is a result too (e.g. a 401 without a key)
+  // a refused connection is a result too (e.g. a 401 without a key): its HTTP status, if any
   out.connectError = String(e?.message ?? e);
+  out.connectStatus = typeof e?.code === "number" ? e.code : null;
   process.stdout.write(JSON.stringify(out) + "\n");
   process.exit(0);
 }
