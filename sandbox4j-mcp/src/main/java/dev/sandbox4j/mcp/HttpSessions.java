@@ -11,8 +11,8 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The sessions of one HTTP endpoint that the endpoint has seen in use: each one's workspace, opened
- * on its first tool call and closed once when the session ends, and what keeps it alive.
+ * The MCP sessions of one HTTP endpoint: each one's owner, its workspace (opened on its first tool
+ * call, closed once when the session ends), and what keeps it alive.
  *
  * <p>A session ends when the client deletes it, when the endpoint is destroyed, or when a {@link
  * #sweep} finds it idle: no request in flight (an open event stream counts as one) and none begun
