@@ -57,6 +57,8 @@ import picocli.CommandLine.Spec;
       GcCommand.class,
       RunCommand.class,
       McpCommand.class,
+      ServeCommand.class,
+      KeysCommand.class,
       DemoCommand.class
     })
 final class SandboxCommand implements Runnable {

@@ -1,0 +1,111 @@
+package dev.sandbox4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.sandbox4j.workspace.conformance.Prerequisites;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code sandbox4j keys} and {@code sandbox4j serve}, in-process. */
+class ServeCliTest {
+
+  @TempDir Path home;
+
+  record Run(int exitCode, String out, String err) {}
+
+  private Run run(String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      code = Cli.run(new CliContext(home, new ByteArrayInputStream(new byte[0]), o, e), args);
+    }
+    return new Run(
+        code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void keysCreateListRevoke() {
+    Run created = run("keys", "create", "--org", "acme");
+    assertThat(created.exitCode()).as(created.err()).isZero();
+    String key = created.out().strip();
+    assertThat(key).startsWith("s4j_");
+    Matcher id = Pattern.compile("key ([0-9a-f]+) for organization acme").matcher(created.err());
+    assertThat(id.find()).as(created.err()).isTrue();
+
+    Run ls = run("keys", "ls");
+    assertThat(ls.exitCode()).isZero();
+    assertThat(ls.out()).contains(id.group(1)).contains("acme").doesNotContain(key);
+
+    assertThat(run("keys", "revoke", id.group(1)).exitCode()).isZero();
+    assertThat(run("keys", "ls").out()).doesNotContainPattern(id.group(1) + ".* -\\R");
+    assertThat(run("keys", "revoke", id.group(1)).exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(run("keys", "create", "--org", "Bad Name").exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(home.resolve("server/server.db")).exists();
+  }
+
+  @Test
+  void serveAnswersWithTheKeysOfItsDataDirectory() throws Exception {
+    Prerequisites.require(System.getProperty("os.name").equals("Linux"), "Linux");
+    Prerequisites.require("root".equals(System.getProperty("user.name")), "root");
+    Path engineHome = Path.of(System.getenv().getOrDefault("SANDBOX4J_HOME", "/var/lib/sandbox4j"));
+    Path data = home.resolve("served");
+    String key = run("keys", "--data", data.toString(), "create", "--org", "cli").out().strip();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream errStream = new PrintStream(err, true, StandardCharsets.UTF_8);
+    Thread serving =
+        Thread.ofVirtual()
+            .start(
+                () ->
+                    Cli.run(
+                        new CliContext(
+                            engineHome,
+                            new ByteArrayInputStream(new byte[0]),
+                            new PrintStream(new ByteArrayOutputStream()),
+                            errStream),
+                        "serve",
+                        "--port",
+                        "0",
+                        "--data",
+                        data.toString()));
+    try {
+      Matcher uri = Pattern.compile("serving on (http://\\S+)").matcher("");
+      for (int i = 0; i < 600 && !uri.reset(err.toString(StandardCharsets.UTF_8)).find(); i++) {
+        Thread.sleep(50);
+      }
+      assertThat(uri.reset(err.toString(StandardCharsets.UTF_8)).find())
+          .as(err.toString(StandardCharsets.UTF_8))
+          .isTrue();
+      HttpClient http = HttpClient.newHttpClient();
+      HttpResponse<String> list =
+          http.send(
+              HttpRequest.newBuilder(URI.create(uri.group(1) + "/v1/sandboxes"))
+                  .header("Authorization", "Bearer " + key)
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      assertThat(list.statusCode()).as(list.body()).isEqualTo(200);
+      assertThat(list.body()).contains("\"items\"");
+      HttpResponse<String> anonymous =
+          http.send(
+              HttpRequest.newBuilder(URI.create(uri.group(1) + "/v1/sandboxes")).build(),
+              HttpResponse.BodyHandlers.ofString());
+      assertThat(anonymous.statusCode()).isEqualTo(401);
+    } finally {
+      serving.interrupt();
+      serving.join();
+    }
+    assertThat(err.toString(StandardCharsets.UTF_8)).doesNotContain(key).contains("\"route\"");
+  }
+}

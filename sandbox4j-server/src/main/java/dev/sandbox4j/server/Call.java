@@ -1,0 +1,111 @@
+package dev.sandbox4j.server;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.Map;
+import java.util.Set;
+
+/** One request being served: what the route bound, who asks, and helpers to read and answer. */
+final class Call {
+
+  static final int MAX_PATH_BYTES = 4096;
+
+  final HttpServletRequest request;
+  final HttpServletResponse response;
+  final Map<String, String> params;
+  final long maxJsonBytes;
+  Organization organization;
+
+  Call(
+      HttpServletRequest request,
+      HttpServletResponse response,
+      Map<String, String> params,
+      long maxJsonBytes) {
+    this.request = request;
+    this.response = response;
+    this.params = params;
+    this.maxJsonBytes = maxJsonBytes;
+  }
+
+  String param(String name) {
+    return params.get(name);
+  }
+
+  /** The JSON body as a {@code type}; an empty body is {@code empty} when that is non-null. */
+  <T> T body(Class<T> type, T empty) throws IOException {
+    long declared = request.getContentLengthLong();
+    if (declared > maxJsonBytes) {
+      throw tooLarge();
+    }
+    byte[] bytes;
+    try (InputStream in = request.getInputStream()) {
+      bytes = in.readNBytes((int) maxJsonBytes + 1);
+    }
+    if (bytes.length > maxJsonBytes) {
+      throw tooLarge();
+    }
+    if (bytes.length == 0 && empty != null) {
+      return empty;
+    }
+    return Json.parse(bytes, type);
+  }
+
+  private ApiException tooLarge() {
+    return new ApiException(
+        413,
+        "too_large",
+        "the JSON body is over the server's limit of " + maxJsonBytes + " bytes",
+        null,
+        null,
+        null);
+  }
+
+  /** Refuses query parameters other than {@code allowed}: a typo must not be ignored silently. */
+  void onlyQuery(Set<String> allowed) {
+    for (String name : request.getParameterMap().keySet()) {
+      if (!allowed.contains(name)) {
+        throw ApiException.invalid(
+            name, "unknown query parameter '" + Sandboxes.printable(name) + "'");
+      }
+    }
+  }
+
+  /** The {@code path} query parameter, checked as docs/server-api.md says. */
+  String pathQuery() {
+    onlyQuery(Set.of("path"));
+    String[] values = request.getParameterValues("path");
+    if (values == null || values.length != 1) {
+      throw ApiException.invalid("path", "give the path once: ?path=...");
+    }
+    return checkPath("path", values[0]);
+  }
+
+  static String checkPath(String field, String path) {
+    if (path == null || path.isEmpty()) {
+      throw ApiException.invalid(field, field + " must not be empty");
+    }
+    if (path.indexOf('\0') >= 0) {
+      throw ApiException.invalid(field, field + " must not contain NUL");
+    }
+    if (path.getBytes(java.nio.charset.StandardCharsets.UTF_8).length > MAX_PATH_BYTES) {
+      throw ApiException.invalid(field, field + " is longer than " + MAX_PATH_BYTES + " bytes");
+    }
+    return path;
+  }
+
+  void json(int status, JsonNode body) throws IOException {
+    response.setStatus(status);
+    response.setContentType("application/json");
+    response.setCharacterEncoding("UTF-8");
+    byte[] bytes = Json.MAPPER.writeValueAsBytes(body);
+    response.setContentLength(bytes.length);
+    response.getOutputStream().write(bytes);
+  }
+
+  void noContent() {
+    response.setStatus(204);
+  }
+}

@@ -1,0 +1,384 @@
+package dev.sandbox4j.server;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The server's own state in SQLite at {@code <dataDir>/server.db}: organizations, API keys, and
+ * which organization owns which sandbox and snapshot.
+ *
+ * <p>One connection, used under this object's lock: SQLite serializes writers anyway, and every
+ * statement here takes microseconds. Other processes (the CLI's {@code keys} commands) open the
+ * same file; WAL mode and a busy timeout let them work beside a running server.
+ *
+ * <p>Schema changes are the versioned list {@link #MIGRATIONS}; {@code PRAGMA user_version} holds
+ * how many were applied, and each pending one is applied with its version bump in one transaction.
+ */
+final class Database implements AutoCloseable {
+
+  /** Index i migrates from version i to i + 1. Append only: released entries are never edited. */
+  static final List<List<String>> MIGRATIONS =
+      List.of(
+          // 1: tenancy
+          List.of(
+              """
+              CREATE TABLE organizations (
+                id INTEGER PRIMARY KEY,
+                name TEXT NOT NULL UNIQUE,
+                created TEXT NOT NULL)""",
+              """
+              CREATE TABLE api_keys (
+                id TEXT PRIMARY KEY,
+                organization INTEGER NOT NULL REFERENCES organizations(id),
+                prefix TEXT NOT NULL,
+                hash TEXT NOT NULL UNIQUE,
+                created TEXT NOT NULL,
+                revoked TEXT)""",
+              """
+              CREATE TABLE sandboxes (
+                id TEXT PRIMARY KEY,
+                organization INTEGER NOT NULL REFERENCES organizations(id),
+                labels TEXT NOT NULL,
+                created TEXT NOT NULL)""",
+              "CREATE INDEX sandboxes_by_organization ON sandboxes(organization, id)"),
+          // 2: what a sandbox's commands get on every attach (the engine keeps neither), snapshots
+          List.of(
+              "ALTER TABLE sandboxes ADD COLUMN env TEXT NOT NULL DEFAULT '{}'",
+              "ALTER TABLE sandboxes ADD COLUMN working_directory TEXT",
+              """
+              CREATE TABLE snapshots (
+                organization INTEGER NOT NULL REFERENCES organizations(id),
+                name TEXT NOT NULL,
+                engine_name TEXT NOT NULL UNIQUE,
+                source TEXT NOT NULL,
+                created TEXT NOT NULL,
+                PRIMARY KEY (organization, name))"""));
+
+  private final Connection connection;
+
+  private Database(Connection connection) {
+    this.connection = connection;
+  }
+
+  /** Opens (creating) {@code <dataDir>/server.db} and applies pending migrations. */
+  static Database open(Path dataDirectory) {
+    return open(dataDirectory, MIGRATIONS.size());
+  }
+
+  /** Opens and migrates up to {@code version} only: tests build an old database with it. */
+  static Database open(Path dataDirectory, int version) {
+    try {
+      Files.createDirectories(dataDirectory);
+      Connection c =
+          DriverManager.getConnection(
+              "jdbc:sqlite:" + dataDirectory.resolve("server.db").toAbsolutePath());
+      try (Statement s = c.createStatement()) {
+        s.execute("PRAGMA busy_timeout = 10000");
+        s.execute("PRAGMA journal_mode = WAL");
+        // one fsync per checkpoint, not per commit: a crash of the process loses nothing; a power
+        // loss may lose the last commits (a sandbox then has no owner: its timers still end it)
+        s.execute("PRAGMA synchronous = NORMAL");
+        s.execute("PRAGMA foreign_keys = ON");
+      }
+      Database db = new Database(c);
+      db.migrate(version);
+      return db;
+    } catch (SQLException | java.io.IOException e) {
+      throw new IllegalStateException(
+          "cannot open the server database in " + dataDirectory + ": " + e.getMessage(), e);
+    }
+  }
+
+  synchronized int version() {
+    try (Statement s = connection.createStatement();
+        ResultSet rs = s.executeQuery("PRAGMA user_version")) {
+      return rs.next() ? rs.getInt(1) : 0;
+    } catch (SQLException e) {
+      throw failed("read the schema version", e);
+    }
+  }
+
+  private synchronized void migrate(int target) throws SQLException {
+    int current = version();
+    if (current > MIGRATIONS.size()) {
+      throw new IllegalStateException(
+          "the server database has schema version "
+              + current
+              + ", newer than this server knows ("
+              + MIGRATIONS.size()
+              + "): use a newer sandbox4j");
+    }
+    // BEGIN IMMEDIATE: two processes opening an old database must not both migrate it
+    for (int v = current; v < target; v++) {
+      try (Statement s = connection.createStatement()) {
+        s.execute("BEGIN IMMEDIATE");
+        try {
+          int now;
+          try (ResultSet rs = s.executeQuery("PRAGMA user_version")) {
+            now = rs.getInt(1);
+          }
+          if (now == v) {
+            for (String sql : MIGRATIONS.get(v)) {
+              s.execute(sql);
+            }
+            s.execute("PRAGMA user_version = " + (v + 1));
+          }
+          s.execute("COMMIT");
+        } catch (SQLException e) {
+          s.execute("ROLLBACK");
+          throw e;
+        }
+      }
+    }
+  }
+
+  // ---- organizations and keys ----------------------------------------------------------------
+
+  record KeyRow(
+      String id,
+      long organization,
+      String organizationName,
+      String prefix,
+      String created,
+      String revoked) {}
+
+  synchronized long organization(String name, String now) {
+    try {
+      try (PreparedStatement p =
+          connection.prepareStatement(
+              "INSERT OR IGNORE INTO organizations(name, created) VALUES (?, ?)")) {
+        p.setString(1, name);
+        p.setString(2, now);
+        p.executeUpdate();
+      }
+      try (PreparedStatement p =
+          connection.prepareStatement("SELECT id FROM organizations WHERE name = ?")) {
+        p.setString(1, name);
+        try (ResultSet rs = p.executeQuery()) {
+          rs.next();
+          return rs.getLong(1);
+        }
+      }
+    } catch (SQLException e) {
+      throw failed("create organization", e);
+    }
+  }
+
+  synchronized void insertKey(
+      String id, long organization, String prefix, String hash, String now) {
+    update(
+        "INSERT INTO api_keys(id, organization, prefix, hash, created) VALUES (?, ?, ?, ?, ?)",
+        id,
+        organization,
+        prefix,
+        hash,
+        now);
+  }
+
+  /** The organization (id, name) of the unrevoked key with this hash. */
+  synchronized Optional<Organization> organizationOfKey(String hash) {
+    try (PreparedStatement p =
+        connection.prepareStatement(
+            "SELECT o.id, o.name FROM api_keys k JOIN organizations o ON o.id = k.organization"
+                + " WHERE k.hash = ? AND k.revoked IS NULL")) {
+      p.setString(1, hash);
+      try (ResultSet rs = p.executeQuery()) {
+        return rs.next()
+            ? Optional.of(new Organization(rs.getLong(1), rs.getString(2)))
+            : Optional.empty();
+      }
+    } catch (SQLException e) {
+      throw failed("look up a key", e);
+    }
+  }
+
+  synchronized List<KeyRow> keys() {
+    try (PreparedStatement p =
+            connection.prepareStatement(
+                "SELECT k.id, k.organization, o.name, k.prefix, k.created, k.revoked FROM api_keys k"
+                    + " JOIN organizations o ON o.id = k.organization ORDER BY k.created, k.id");
+        ResultSet rs = p.executeQuery()) {
+      List<KeyRow> out = new ArrayList<>();
+      while (rs.next()) {
+        out.add(
+            new KeyRow(
+                rs.getString(1),
+                rs.getLong(2),
+                rs.getString(3),
+                rs.getString(4),
+                rs.getString(5),
+                rs.getString(6)));
+      }
+      return out;
+    } catch (SQLException e) {
+      throw failed("list keys", e);
+    }
+  }
+
+  /** Revokes the unrevoked key whose id or display prefix is {@code idOrPrefix}; 0 if none. */
+  synchronized int revokeKey(String idOrPrefix, String now) {
+    try (PreparedStatement p =
+            prepare(
+                "SELECT COUNT(*) FROM api_keys WHERE (id = ? OR prefix = ?) AND revoked IS NULL",
+                idOrPrefix,
+                idOrPrefix);
+        ResultSet rs = p.executeQuery()) {
+      if (rs.next() && rs.getInt(1) > 1) {
+        throw new IllegalArgumentException(
+            "'" + idOrPrefix + "' names more than one key: give the key's id (see keys ls)");
+      }
+    } catch (SQLException e) {
+      throw failed("look up a key", e);
+    }
+    return update(
+        "UPDATE api_keys SET revoked = ? WHERE (id = ? OR prefix = ?) AND revoked IS NULL",
+        now,
+        idOrPrefix,
+        idOrPrefix);
+  }
+
+  // ---- sandboxes ------------------------------------------------------------------------------
+
+  record SandboxRow(
+      String id,
+      long organization,
+      String labels,
+      String env,
+      String workingDirectory,
+      String created) {}
+
+  synchronized void insertSandbox(SandboxRow r) {
+    update(
+        "INSERT INTO sandboxes(id, organization, labels, env, working_directory, created) VALUES (?, ?, ?, ?, ?, ?)",
+        r.id(),
+        r.organization(),
+        r.labels(),
+        r.env(),
+        r.workingDirectory(),
+        r.created());
+  }
+
+  synchronized Optional<SandboxRow> sandbox(long organization, String id) {
+    List<SandboxRow> rows =
+        sandboxes(
+            "SELECT id, organization, labels, env, working_directory, created FROM sandboxes WHERE organization = ? AND id = ?",
+            organization,
+            id);
+    return rows.stream().findFirst();
+  }
+
+  /** The organization's sandboxes with ids after {@code after} (null: from the start), by id. */
+  synchronized List<SandboxRow> sandboxes(long organization, String after) {
+    return sandboxes(
+        "SELECT id, organization, labels, env, working_directory, created FROM sandboxes WHERE organization = ? AND id > ? ORDER BY id",
+        organization,
+        after == null ? "" : after);
+  }
+
+  synchronized List<SandboxRow> allSandboxes() {
+    return sandboxes(
+        "SELECT id, organization, labels, env, working_directory, created FROM sandboxes ORDER BY id");
+  }
+
+  synchronized int deleteSandbox(String id) {
+    return update("DELETE FROM sandboxes WHERE id = ?", id);
+  }
+
+  private List<SandboxRow> sandboxes(String sql, Object... args) {
+    try (PreparedStatement p = prepare(sql, args);
+        ResultSet rs = p.executeQuery()) {
+      List<SandboxRow> out = new ArrayList<>();
+      while (rs.next()) {
+        out.add(
+            new SandboxRow(
+                rs.getString(1),
+                rs.getLong(2),
+                rs.getString(3),
+                rs.getString(4),
+                rs.getString(5),
+                rs.getString(6)));
+      }
+      return out;
+    } catch (SQLException e) {
+      throw failed("read sandboxes", e);
+    }
+  }
+
+  // ---- snapshots -----------------------------------------------------------------------------
+
+  record SnapshotRow(
+      long organization, String name, String engineName, String source, String created) {}
+
+  synchronized void upsertSnapshot(SnapshotRow r) {
+    update(
+        "INSERT INTO snapshots(organization, name, engine_name, source, created) VALUES (?, ?, ?, ?, ?)"
+            + " ON CONFLICT(organization, name) DO UPDATE SET source = excluded.source, created = excluded.created",
+        r.organization(),
+        r.name(),
+        r.engineName(),
+        r.source(),
+        r.created());
+  }
+
+  synchronized List<SnapshotRow> snapshots(long organization) {
+    try (PreparedStatement p =
+            prepare(
+                "SELECT organization, name, engine_name, source, created FROM snapshots WHERE organization = ? ORDER BY name",
+                organization);
+        ResultSet rs = p.executeQuery()) {
+      List<SnapshotRow> out = new ArrayList<>();
+      while (rs.next()) {
+        out.add(
+            new SnapshotRow(
+                rs.getLong(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5)));
+      }
+      return out;
+    } catch (SQLException e) {
+      throw failed("read snapshots", e);
+    }
+  }
+
+  synchronized int deleteSnapshot(long organization, String name) {
+    return update("DELETE FROM snapshots WHERE organization = ? AND name = ?", organization, name);
+  }
+
+  // ---- plumbing ------------------------------------------------------------------------------
+
+  private PreparedStatement prepare(String sql, Object... args) throws SQLException {
+    PreparedStatement p = connection.prepareStatement(sql);
+    for (int i = 0; i < args.length; i++) {
+      p.setObject(i + 1, args[i]);
+    }
+    return p;
+  }
+
+  private int update(String sql, Object... args) {
+    try (PreparedStatement p = prepare(sql, args)) {
+      return p.executeUpdate();
+    } catch (SQLException e) {
+      throw failed("write", e);
+    }
+  }
+
+  private static IllegalStateException failed(String what, SQLException e) {
+    return new IllegalStateException("server database: cannot " + what + ": " + e.getMessage(), e);
+  }
+
+  @Override
+  public synchronized void close() {
+    try {
+      connection.close();
+    } catch (SQLException e) {
+      // closing: nothing left to protect
+    }
+  }
+}

@@ -1,0 +1,158 @@
+package dev.sandbox4j.server;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceOutputLimitException;
+import dev.sandbox4j.workspace.WorkspaceTimeoutException;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.io.IOException;
+import java.util.Base64;
+import java.util.concurrent.CancellationException;
+
+/**
+ * One command run for a client, its events sent to a {@link Sink} as they happen: output, then
+ * {@code exit} or {@code error} last. Cancelling (the client went away, sent {@code cancel}, or the
+ * server stops) kills the command's tree and sends no last event: a stream that ends without one
+ * tells the client the command's fate is unknown.
+ *
+ * <p>State: NEW → RUNNING (on the thread that called {@link #run}) → DONE; {@link #cancel} from any
+ * thread interrupts the runner only while RUNNING, under this object's lock, so a late cancel never
+ * hits the thread once it serves something else.
+ */
+final class ExecRun {
+
+  /** Where events go; called from several threads (stdout and stderr), one call at a time. */
+  interface Sink {
+    void send(ObjectNode event) throws IOException;
+  }
+
+  private final Workspace workspace;
+  private final Command command;
+  private final RunOptions.Builder options;
+  private final Sink sink;
+  private final Metrics metrics;
+  private Thread runner; // guarded by this
+  private boolean done; // guarded by this
+  private boolean cancelled; // guarded by this
+  private final Object sendLock = new Object();
+  private boolean finished; // guarded by sendLock: the last event went out, nothing may follow
+
+  ExecRun(Workspace workspace, Command command, RunOptions.Builder options, Sink sink, Metrics m) {
+    this.workspace = workspace;
+    this.command = command;
+    this.options = options;
+    this.sink = sink;
+    this.metrics = m;
+  }
+
+  /** Runs the command on this thread until it ends or is cancelled. */
+  void run() {
+    synchronized (this) {
+      if (cancelled) {
+        return;
+      }
+      runner = Thread.currentThread();
+    }
+    long start = System.nanoTime();
+    try {
+      CommandResult result =
+          workspace.run(
+              command,
+              options
+                  .onStdout(bytes -> output("stdout", bytes))
+                  .onStderr(bytes -> output("stderr", bytes))
+                  .build());
+      sendLast(Json.object().put("type", "exit").put("exitCode", result.exitCode()));
+    } catch (CancellationException e) {
+      // the client or the server ended it: no last event
+    } catch (WorkspaceTimeoutException e) {
+      ObjectNode error = error("timeout", e);
+      error.put("timeoutMs", e.timeout().toMillis());
+      lastError(error);
+    } catch (WorkspaceOutputLimitException e) {
+      ObjectNode error = error("output_limit", e);
+      error.put("limitBytes", e.limit());
+      lastError(error);
+    } catch (WorkspaceUnavailableException e) {
+      lastError(error("unavailable", e));
+    } catch (WorkspaceException e) {
+      lastError(error("internal", e));
+    } finally {
+      synchronized (this) {
+        done = true;
+      }
+      Thread.interrupted(); // a cancel that raced with the end must not leak to the next task
+      metrics.exec(System.nanoTime() - start);
+    }
+  }
+
+  /** Kills the command (if running) and suppresses its last event. Idempotent. */
+  synchronized void cancel() {
+    cancelled = true;
+    if (runner != null && !done) {
+      runner.interrupt();
+    }
+  }
+
+  private synchronized boolean isCancelled() {
+    return cancelled;
+  }
+
+  private void output(String type, byte[] bytes) {
+    if (bytes.length == 0) {
+      return;
+    }
+    send(Json.object().put("type", type).put("data", Base64.getEncoder().encodeToString(bytes)));
+  }
+
+  private static ObjectNode error(String code, Exception e) {
+    ObjectNode error = Json.object();
+    error.put("code", code);
+    error.put("message", e.getMessage());
+    return error;
+  }
+
+  private void lastError(ObjectNode error) {
+    metrics.error(error.get("code").asText());
+    ObjectNode event = Json.object().put("type", "error");
+    event.set("error", error);
+    sendLast(event);
+  }
+
+  /**
+   * Sends {@code {"type": "keepalive"}} unless the last event went out: over a stream that would
+   * otherwise stay silent, a failed write is how the server learns that the client went away.
+   */
+  void keepAlive() {
+    send(Json.object().put("type", "keepalive"), false);
+  }
+
+  private void sendLast(ObjectNode event) {
+    send(event, true);
+  }
+
+  private void send(ObjectNode event) {
+    send(event, false);
+  }
+
+  private void send(ObjectNode event, boolean last) {
+    if (isCancelled()) {
+      return;
+    }
+    synchronized (sendLock) {
+      if (finished) {
+        return;
+      }
+      finished = last;
+      try {
+        sink.send(event);
+      } catch (IOException | RuntimeException e) {
+        cancel(); // the client is gone: nobody reads the output, so the command must not run on
+      }
+    }
+  }
+}

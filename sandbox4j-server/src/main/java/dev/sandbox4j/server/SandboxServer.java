@@ -1,0 +1,296 @@
+package dev.sandbox4j.server;
+
+import dev.sandbox4j.runtime.LocalSandbox;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Servlet;
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.Executors;
+import java.util.function.Consumer;
+import org.eclipse.jetty.ee10.servlet.FilterHolder;
+import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
+import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.ee10.websocket.server.config.JettyWebSocketServletContainerInitializer;
+import org.eclipse.jetty.server.HttpConfiguration;
+import org.eclipse.jetty.server.HttpConnectionFactory;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.util.thread.QueuedThreadPool;
+
+/**
+ * The local engine as a multi-tenant HTTP service: the API of docs/server-api.md (also served at
+ * {@code /v1/openapi.json}) on Jetty, every request on a virtual thread.
+ *
+ * <pre>{@code
+ * Path data = Path.of("/var/lib/sandbox4j/server");
+ * String key;
+ * try (ServerKeys keys = ServerKeys.open(data)) {
+ *   key = keys.create("acme").key();
+ * }
+ * try (SandboxServer server = SandboxServer.builder().dataDirectory(data).bind("127.0.0.1", 0).build()) {
+ *   server.start();
+ *   URI uri = server.uri();   // clients send "Authorization: Bearer " + key
+ * }
+ * }</pre>
+ *
+ * <p>Its own state (organizations, key hashes, which organization owns which sandbox and snapshot)
+ * is in SQLite at {@code <dataDirectory>/server.db}; the sandboxes are the engine's, in its home. A
+ * new server on the same data directory and engine home sees the same sandboxes, still owned.
+ * Stopping the server kills the commands it is streaming (their streams end without an exit event);
+ * sandboxes keep running.
+ *
+ * <p>State: NEW → STARTED ({@link #start}) → CLOSED ({@link #close}, idempotent). Thread-safe.
+ * Needs what the engine needs (root, Linux) only once a sandbox is used.
+ */
+public final class SandboxServer implements AutoCloseable {
+
+  private final Server jetty;
+  private final ServerConnector connector;
+  private final Database db;
+  private final ActiveExecs active;
+  private final String host;
+  private final ApiServlet api;
+  private boolean closed; // guarded by this
+
+  private SandboxServer(Builder b) {
+    this.host = b.host;
+    this.db = Database.open(b.dataDirectory);
+    ServerLimits limits =
+        new ServerLimits(b.maxSandboxes, b.createBurst, b.createRefill, b.maxJsonBytes);
+    Sandboxes sandboxes = new Sandboxes(b.engine, db, limits);
+    Metrics metrics = new Metrics(sandboxes::countByState);
+    RequestLog log = new RequestLog(b.requestLog);
+    this.active = new ActiveExecs();
+    this.api =
+        new ApiServlet(sandboxes, db, metrics, log, active, limits.maxJsonBytes(), b.keepAlive);
+
+    QueuedThreadPool threads = new QueuedThreadPool();
+    threads.setName("sandbox4j-server");
+    threads.setVirtualThreadsExecutor(Executors.newVirtualThreadPerTaskExecutor());
+    this.jetty = new Server(threads);
+    HttpConfiguration http = new HttpConfiguration();
+    http.setSendServerVersion(false);
+    // a 4096-byte sandbox path, percent-encoded, is up to 12 KiB of request line
+    http.setRequestHeaderSize(32 * 1024);
+    this.connector = new ServerConnector(jetty, new HttpConnectionFactory(http));
+    connector.setHost(b.host);
+    connector.setPort(b.port);
+    // an exec may be silent for as long as the engine lets it (30 min without output)
+    connector.setIdleTimeout(Duration.ofMinutes(31).toMillis());
+    jetty.addConnector(connector);
+
+    ServletContextHandler context = new ServletContextHandler();
+    context.setContextPath("/");
+    JettyWebSocketServletContainerInitializer.configure(
+        context,
+        (servletContext, container) -> {
+          container.setMaxTextMessageSize(limits.maxJsonBytes());
+          container.setIdleTimeout(Duration.ofMinutes(31));
+        });
+    for (Mount m : b.mounts) {
+      // async: the MCP transport answers with event streams from other threads
+      FilterHolder filter =
+          new FilterHolder(new TenantFilter(api, sandboxes, metrics, log, m.pathSpec()));
+      filter.setAsyncSupported(true);
+      context.addFilter(filter, m.pathSpec(), EnumSet.of(DispatcherType.REQUEST));
+      ServletHolder servlet = new ServletHolder(m.servlet());
+      servlet.setAsyncSupported(true);
+      context.addServlet(servlet, m.pathSpec());
+    }
+    context.addServlet(new ServletHolder(api), "/");
+    context.setErrorHandler(new JsonErrors.Servlets());
+    jetty.setErrorHandler(new JsonErrors.Core());
+    jetty.setHandler(context);
+  }
+
+  /** A builder: the engine from {@code SANDBOX4J_HOME}, loopback, an OS-chosen port. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * Starts listening.
+   *
+   * @throws IllegalStateException if closed, or the address cannot be bound (the message says why)
+   */
+  public synchronized SandboxServer start() {
+    if (closed) {
+      throw new IllegalStateException("the server is closed");
+    }
+    try {
+      jetty.start();
+    } catch (Exception e) {
+      throw new IllegalStateException(
+          "cannot start the server on " + host + ": " + e.getMessage(), e);
+    }
+    return this;
+  }
+
+  /** Where it listens, e.g. {@code http://127.0.0.1:41234}; valid after {@link #start}. */
+  public URI uri() {
+    int port = connector.getLocalPort();
+    if (port <= 0) {
+      throw new IllegalStateException("the server is not started");
+    }
+    String h = host.contains(":") ? "[" + host + "]" : host;
+    return URI.create("http://" + h + ":" + port);
+  }
+
+  /** The method and path template of every route the API serves: what the OpenAPI lists. */
+  List<String> routes() {
+    return api.routes().stream().map(r -> r.method() + " " + r.template()).toList();
+  }
+
+  /**
+   * Stops listening: commands being streamed are killed and their streams end without an exit
+   * event; background commands started through the server are killed; sandboxes keep running.
+   */
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    active.cancelAll();
+    try {
+      jetty.stop();
+    } catch (Exception e) {
+      // stopping: the sockets are closed either way
+    } finally {
+      api.killCommands();
+      db.close();
+    }
+  }
+
+  private record Mount(String pathSpec, Servlet servlet) {}
+
+  /** Options of a {@link SandboxServer}; each setter validates and names what is wrong. */
+  public static final class Builder {
+    private LocalSandbox engine;
+    private Path dataDirectory;
+    private String host = "127.0.0.1";
+    private int port;
+    private int maxSandboxes = ServerLimits.DEFAULTS.maxSandboxesPerOrganization();
+    private int createBurst = ServerLimits.DEFAULTS.createBurst();
+    private Duration createRefill = ServerLimits.DEFAULTS.createRefill();
+    private long maxJsonBytes = ServerLimits.DEFAULTS.maxJsonBytes();
+    private Consumer<String> requestLog = System.err::println;
+    private Duration keepAlive = Duration.ofSeconds(15);
+    private final List<Mount> mounts = new ArrayList<>();
+
+    private Builder() {}
+
+    /**
+     * The engine whose sandboxes the server serves; only its state directory ({@link
+     * LocalSandbox#home()}) is used: each sandbox gets the settings it was created with. Default:
+     * {@code new LocalSandbox()} ({@code SANDBOX4J_HOME}).
+     */
+    public Builder engine(LocalSandbox engine) {
+      this.engine = Objects.requireNonNull(engine, "engine");
+      return this;
+    }
+
+    /** Where the server keeps its database (default {@code <engine home>/server}). */
+    public Builder dataDirectory(Path directory) {
+      this.dataDirectory = Objects.requireNonNull(directory, "dataDirectory");
+      return this;
+    }
+
+    /** The address to listen on (default 127.0.0.1) and port (0, the default: any free one). */
+    public Builder bind(String host, int port) {
+      if (host == null || host.isBlank()) {
+        throw new IllegalArgumentException("host must be an address or name, e.g. 127.0.0.1");
+      }
+      if (port < 0 || port > 65535) {
+        throw new IllegalArgumentException("port must be from 0 to 65535, was " + port);
+      }
+      this.host = host;
+      this.port = port;
+      return this;
+    }
+
+    /** How many sandboxes one organization may have at once (default 50). */
+    public Builder maxSandboxesPerOrganization(int max) {
+      if (max < 1) {
+        throw new IllegalArgumentException("maxSandboxesPerOrganization must be positive: " + max);
+      }
+      this.maxSandboxes = max;
+      return this;
+    }
+
+    /**
+     * The create rate limit per organization, a token bucket: up to {@code burst} creates at once,
+     * then one per {@code refill} (default 20, then one per second). Forks count too.
+     */
+    public Builder createRateLimit(int burst, Duration refill) {
+      if (burst < 1) {
+        throw new IllegalArgumentException("burst must be positive: " + burst);
+      }
+      if (refill == null || refill.isNegative() || refill.isZero()) {
+        throw new IllegalArgumentException("refill must be positive: " + refill);
+      }
+      this.createBurst = burst;
+      this.createRefill = refill;
+      return this;
+    }
+
+    /** The largest JSON body (and WebSocket frame) accepted, in bytes (default 1 MiB). */
+    public Builder maxJsonBodyBytes(long max) {
+      if (max < 1024 || max > Integer.MAX_VALUE - 1) {
+        throw new IllegalArgumentException("maxJsonBodyBytes must be from 1024 to 2^31-2: " + max);
+      }
+      this.maxJsonBytes = max;
+      return this;
+    }
+
+    /** Receives one JSON line per request (default: standard error). Never sees a key. */
+    public Builder requestLog(Consumer<String> sink) {
+      this.requestLog = Objects.requireNonNull(sink, "sink");
+      return this;
+    }
+
+    /**
+     * Mounts {@code servlet} at {@code pathSpec} (e.g. {@code /mcp/*}) behind the API's key check:
+     * requests without a valid key get the API's 401, the others reach the servlet with their
+     * {@link Tenant} ({@code Tenant.of(request)}) and the user principal {@code
+     * org:<organization>}. Async support is on (for event streams). Logged and counted like API
+     * requests.
+     */
+    public Builder servlet(String pathSpec, Servlet servlet) {
+      Objects.requireNonNull(servlet, "servlet");
+      if (pathSpec == null
+          || !pathSpec.startsWith("/")
+          || pathSpec.startsWith("/v1")
+          || pathSpec.equals("/")
+          || pathSpec.startsWith("/metrics")
+          || pathSpec.startsWith("/healthz")) {
+        throw new IllegalArgumentException(
+            "pathSpec must be a path of its own such as /mcp/*, was " + pathSpec);
+      }
+      mounts.add(new Mount(pathSpec, servlet));
+      return this;
+    }
+
+    /** How often a silent NDJSON exec stream gets a keepalive event (tests shorten it). */
+    Builder keepAlive(Duration interval) {
+      this.keepAlive = Objects.requireNonNull(interval, "interval");
+      return this;
+    }
+
+    /** Builds the server (opening and migrating its database); {@link #start} listens. */
+    public SandboxServer build() {
+      if (engine == null) {
+        engine = new LocalSandbox();
+      }
+      if (dataDirectory == null) {
+        dataDirectory = engine.home().resolve("server");
+      }
+      return new SandboxServer(this);
+    }
+  }
+}

@@ -1,0 +1,495 @@
+package dev.sandbox4j.server;
+
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.ForkResult;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.SandboxInfo;
+import dev.sandbox4j.runtime.SnapshotInfo;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+
+/**
+ * The engine's sandboxes as organizations see them: creation under quota and rate limit, ownership
+ * in the database, and a {@link Workspace} per owned sandbox with the env and working directory it
+ * was created with (the engine keeps neither: they apply on attach).
+ *
+ * <p>Every lookup by id goes through {@link #owned}: a sandbox of another organization, or one that
+ * never existed, is the same {@code not_found}. Thread-safe: the database serializes its
+ * statements; a create reserves its place under the quota under a per-organization lock, so
+ * concurrent creates run in parallel and still cannot overshoot the quota together.
+ */
+final class Sandboxes {
+
+  static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
+  static final Pattern SNAPSHOT_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,47}");
+  static final Set<String> STATES =
+      Set.of("running", "suspended", "stopped", "hibernated", "creating", "destroying");
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final TypeReference<Map<String, String>> STRING_MAP = new TypeReference<>() {};
+
+  private final LocalSandbox engine;
+  private final Database db;
+  private final ServerLimits limits;
+  private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
+  private final Map<Long, ReentrantLock> createLocks = new ConcurrentHashMap<>();
+  private final Map<Long, Integer> pending = new ConcurrentHashMap<>(); // guarded by createLocks
+  private final Map<Long, TokenBucket> createBuckets = new ConcurrentHashMap<>();
+
+  Sandboxes(LocalSandbox engine, Database db, ServerLimits limits) {
+    this.engine = engine;
+    this.db = db;
+    this.limits = limits;
+  }
+
+  LocalSandbox engine() {
+    return engine;
+  }
+
+  /** What a create request asks for, validated by {@link #create}. */
+  record CreateSpec(
+      String image,
+      String snapshot,
+      Integer cpus,
+      Long memoryBytes,
+      Integer pids,
+      Map<String, String> env,
+      String workingDirectory,
+      Map<String, String> labels,
+      Long autoSuspendTimeoutMs,
+      Long sandboxTimeoutMs,
+      Long idleTimeoutMs,
+      String deleteAfter) {}
+
+  /** A sandbox as the API shows it. */
+  record View(Database.SandboxRow row, SandboxInfo info) {}
+
+  View create(Organization org, CreateSpec spec) {
+    LocalSandbox.Builder b = configure(spec);
+    String snapshotEngineName = null;
+    if (spec.snapshot() != null) {
+      snapshotEngineName =
+          db.snapshots(org.id()).stream()
+              .filter(s -> s.name().equals(spec.snapshot()))
+              .map(Database.SnapshotRow::engineName)
+              .findFirst()
+              .orElseThrow(
+                  () ->
+                      new ApiException(
+                          404,
+                          "not_found",
+                          "no snapshot '" + spec.snapshot() + "'",
+                          "snapshot",
+                          null,
+                          null));
+      b.snapshot(snapshotEngineName);
+    }
+    LocalSandbox provider;
+    try {
+      provider = b.build();
+    } catch (IllegalArgumentException e) {
+      throw ApiException.invalid("snapshot", e.getMessage());
+    }
+    takeCreateToken(org); // after validation: a bad request does not spend a create
+    try (Reservation _ = reserve(org)) {
+      Workspace ws = Workspace.of(provider.newBackend());
+      WorkspaceRef ref = ws.open();
+      Database.SandboxRow row =
+          new Database.SandboxRow(
+              ref.id(),
+              org.id(),
+              json(spec.labels() == null ? Map.of() : spec.labels()),
+              json(spec.env() == null ? Map.of() : spec.env()),
+              spec.workingDirectory(),
+              Instant.now().toString());
+      try {
+        db.insertSandbox(row);
+      } catch (RuntimeException e) {
+        engine.destroy(ref);
+        throw e;
+      }
+      workspaces.put(ref.id(), ws);
+      return view(row);
+    }
+  }
+
+  /** The create rate limit: a token from the organization's bucket, or {@code rate_limited}. */
+  private void takeCreateToken(Organization org) {
+    TokenBucket bucket =
+        createBuckets.computeIfAbsent(
+            org.id(), k -> new TokenBucket(limits.createBurst(), limits.createRefill()));
+    long waitMs = bucket.take();
+    if (waitMs > 0) {
+      long seconds = Math.max(1, (waitMs + 999) / 1000);
+      throw new ApiException(
+          429,
+          "rate_limited",
+          "too many sandboxes created: retry in " + seconds + " s",
+          null,
+          null,
+          seconds);
+    }
+  }
+
+  /** A place under the organization's quota, held while its sandbox is made and recorded. */
+  private interface Reservation extends AutoCloseable {
+    @Override
+    void close();
+  }
+
+  /**
+   * Reserves a place under the quota, or {@code quota_exceeded}. The check and the reservation
+   * happen under the organization's lock; the (slow) creation does not, so concurrent creates of
+   * one organization run in parallel and still cannot overshoot the quota together.
+   */
+  private Reservation reserve(Organization org) {
+    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
+    lock.lock();
+    try {
+      checkQuota(org, pending.getOrDefault(org.id(), 0));
+      pending.merge(org.id(), 1, Integer::sum);
+    } finally {
+      lock.unlock();
+    }
+    return () -> {
+      lock.lock();
+      try {
+        pending.merge(org.id(), -1, Integer::sum);
+      } finally {
+        lock.unlock();
+      }
+    };
+  }
+
+  private void checkQuota(Organization org, int pendingCreates) {
+    List<Database.SandboxRow> rows = db.sandboxes(org.id(), null);
+    if (rows.size() + pendingCreates < limits.maxSandboxesPerOrganization()) {
+      return;
+    }
+    Set<String> live = liveIds();
+    long count = pendingCreates;
+    for (Database.SandboxRow r : rows) {
+      if (live.contains(r.id())) {
+        count++;
+      } else {
+        forget(r.id()); // a timer destroyed it: it no longer counts
+      }
+    }
+    if (count >= limits.maxSandboxesPerOrganization()) {
+      throw new ApiException(
+          429,
+          "quota_exceeded",
+          "the organization has " + count + " sandboxes, its limit: delete one first",
+          null,
+          null,
+          null);
+    }
+  }
+
+  private Set<String> liveIds() {
+    return engine.list().stream().map(i -> i.ref().id()).collect(Collectors.toSet());
+  }
+
+  private LocalSandbox.Builder configure(CreateSpec s) {
+    LocalSandbox.Builder b = LocalSandbox.builder().home(engine.home());
+    field(
+        "image",
+        () -> {
+          if (s.image() != null) b.image(s.image());
+        });
+    field(
+        "cpus",
+        () -> {
+          if (s.cpus() != null) b.cpus(s.cpus());
+        });
+    field(
+        "memoryBytes",
+        () -> {
+          if (s.memoryBytes() != null) b.memory(s.memoryBytes());
+        });
+    field(
+        "pids",
+        () -> {
+          if (s.pids() != null) b.pids(s.pids());
+        });
+    field(
+        "env",
+        () -> {
+          if (s.env() != null) b.env(s.env());
+        });
+    field(
+        "workingDirectory",
+        () -> {
+          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
+        });
+    field(
+        "labels",
+        () -> {
+          if (s.labels() != null) s.labels().forEach(b::label);
+        });
+    field(
+        "autoSuspendTimeoutMs",
+        () -> {
+          if (s.autoSuspendTimeoutMs() != null)
+            b.autoSuspendTimeout(millis(s.autoSuspendTimeoutMs(), "autoSuspendTimeoutMs"));
+        });
+    field(
+        "sandboxTimeoutMs",
+        () -> {
+          if (s.sandboxTimeoutMs() != null)
+            b.sandboxTimeout(millis(s.sandboxTimeoutMs(), "sandboxTimeoutMs"));
+        });
+    field(
+        "idleTimeoutMs",
+        () -> {
+          if (s.idleTimeoutMs() != null) b.idleTimeout(millis(s.idleTimeoutMs(), "idleTimeoutMs"));
+        });
+    field(
+        "deleteAfter",
+        () -> {
+          if (s.deleteAfter() != null) {
+            try {
+              b.deleteAfter(Instant.parse(s.deleteAfter()));
+            } catch (java.time.format.DateTimeParseException e) {
+              throw new IllegalArgumentException(
+                  "deleteAfter must be an ISO-8601 instant such as 2026-12-01T00:00:00Z, was '"
+                      + s.deleteAfter()
+                      + "'");
+            }
+          }
+        });
+    return b;
+  }
+
+  static Duration millis(long ms, String field) {
+    if (ms < 0) {
+      throw ApiException.invalid(field, field + " must not be negative, was " + ms);
+    }
+    return Duration.ofMillis(ms);
+  }
+
+  private static void field(String name, Runnable setter) {
+    try {
+      setter.run();
+    } catch (IllegalArgumentException | NullPointerException e) {
+      throw ApiException.invalid(name, name + ": " + e.getMessage());
+    }
+  }
+
+  /** The organization's sandbox {@code id}; {@code not_found} if it is not one of them. */
+  Database.SandboxRow owned(Organization org, String id) {
+    if (id == null || !ID.matcher(id).matches()) {
+      throw ApiException.notFound("no sandbox '" + printable(id) + "'");
+    }
+    return db.sandbox(org.id(), id)
+        .orElseThrow(() -> ApiException.notFound("no sandbox '" + id + "'"));
+  }
+
+  View get(Organization org, String id) {
+    return view(owned(org, id));
+  }
+
+  private View view(Database.SandboxRow row) {
+    return new View(row, info(row.id()).orElse(null));
+  }
+
+  Optional<SandboxInfo> info(String id) {
+    return engine.list().stream().filter(i -> i.ref().id().equals(id)).findFirst();
+  }
+
+  /** A page of the organization's sandboxes after {@code cursor}, filtered. */
+  record Page(List<View> items, String lastId, boolean more) {}
+
+  Page list(Organization org, Map<String, String> labels, String state, int limit, String after) {
+    Map<String, SandboxInfo> live =
+        engine.list().stream().collect(Collectors.toMap(i -> i.ref().id(), Function.identity()));
+    List<View> out = new ArrayList<>();
+    boolean more = false;
+    for (Database.SandboxRow row : db.sandboxes(org.id(), after)) {
+      SandboxInfo info = live.get(row.id());
+      if (info == null) {
+        continue; // destroyed by a timer meanwhile: shown nowhere, forgotten on next access
+      }
+      if (state != null && !state.equals(info.state())) {
+        continue;
+      }
+      Map<String, String> own = labels(row);
+      if (!labels.entrySet().stream().allMatch(e -> e.getValue().equals(own.get(e.getKey())))) {
+        continue;
+      }
+      if (out.size() == limit) {
+        more = true;
+        break;
+      }
+      out.add(new View(row, info));
+    }
+    return new Page(out, out.isEmpty() ? null : out.getLast().row().id(), more);
+  }
+
+  void delete(Organization org, String id) {
+    Database.SandboxRow row = owned(org, id);
+    engine.destroy(new WorkspaceRef(LocalSandbox.NAME, row.id()));
+    forget(row.id());
+  }
+
+  private void forget(String id) {
+    db.deleteSandbox(id);
+    workspaces.remove(id);
+  }
+
+  /** The workspace of the organization's sandbox {@code id}, attached lazily. */
+  Workspace workspace(Organization org, String id) {
+    Database.SandboxRow row = owned(org, id);
+    return workspaces.computeIfAbsent(
+        row.id(),
+        k -> {
+          LocalSandbox.Builder b = LocalSandbox.builder().home(engine.home()).env(env(row));
+          if (row.workingDirectory() != null) {
+            b.workingDirectory(row.workingDirectory());
+          }
+          return Workspace.of(
+              b.build().backend(new WorkspaceRef(LocalSandbox.NAME, row.id())).orElseThrow());
+        });
+  }
+
+  View lifecycle(Organization org, String id, String operation) {
+    Database.SandboxRow row = owned(org, id);
+    WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
+    switch (operation) {
+      case "suspend" -> engine.suspend(ref);
+      case "resume" -> engine.resume(ref);
+      case "stop" -> engine.stop(ref);
+      case "start" -> engine.start(ref);
+      case "hibernate" -> engine.hibernate(ref);
+      default -> throw new IllegalArgumentException(operation);
+    }
+    return view(row);
+  }
+
+  record Fork(View sandbox, ForkResult result) {}
+
+  Fork fork(Organization org, String id, boolean filesOnly) {
+    Database.SandboxRow row = owned(org, id);
+    takeCreateToken(org);
+    try (Reservation _ = reserve(org)) {
+      WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
+      ForkResult result = filesOnly ? engine.forkFiles(ref) : engine.fork(ref);
+      Database.SandboxRow child =
+          new Database.SandboxRow(
+              result.ref().id(),
+              org.id(),
+              row.labels(),
+              row.env(),
+              row.workingDirectory(),
+              Instant.now().toString());
+      db.insertSandbox(child);
+      return new Fork(view(child), result);
+    }
+  }
+
+  // ---- snapshots -----------------------------------------------------------------------------
+
+  record Snapshot(Database.SnapshotRow row, SnapshotInfo info) {}
+
+  Snapshot snapshot(Organization org, String id, String name) {
+    checkSnapshotName(name);
+    Database.SandboxRow row = owned(org, id);
+    String engineName = "o" + org.id() + "-" + name;
+    SnapshotInfo info = engine.snapshot(new WorkspaceRef(LocalSandbox.NAME, row.id()), engineName);
+    Database.SnapshotRow saved =
+        new Database.SnapshotRow(org.id(), name, engineName, row.id(), info.created().toString());
+    db.upsertSnapshot(saved);
+    return new Snapshot(saved, info);
+  }
+
+  List<Snapshot> snapshots(Organization org) {
+    Map<String, SnapshotInfo> all =
+        engine.snapshots().stream()
+            .collect(Collectors.toMap(SnapshotInfo::name, Function.identity(), (a, b) -> a));
+    List<Snapshot> out = new ArrayList<>();
+    for (Database.SnapshotRow r : db.snapshots(org.id())) {
+      SnapshotInfo info = all.get(r.engineName());
+      if (info != null) {
+        out.add(new Snapshot(r, info));
+      }
+    }
+    return out;
+  }
+
+  void deleteSnapshot(Organization org, String name) {
+    checkSnapshotName(name);
+    Database.SnapshotRow row =
+        db.snapshots(org.id()).stream()
+            .filter(s -> s.name().equals(name))
+            .findFirst()
+            .orElseThrow(() -> ApiException.notFound("no snapshot '" + name + "'"));
+    engine.removeSnapshot(row.engineName());
+    db.deleteSnapshot(org.id(), name);
+  }
+
+  static void checkSnapshotName(String name) {
+    if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
+      throw ApiException.invalid(
+          "name",
+          "snapshot name must be 1 to 48 of a-z, 0-9, '.', '_', '-', starting with a letter or"
+              + " digit, was '"
+              + printable(name)
+              + "'");
+    }
+  }
+
+  /** How many sandboxes the server's organizations own, by engine state (for metrics). */
+  Map<String, Long> countByState() {
+    Set<String> ownedIds =
+        db.allSandboxes().stream().map(Database.SandboxRow::id).collect(Collectors.toSet());
+    return engine.list().stream()
+        .filter(i -> ownedIds.contains(i.ref().id()))
+        .collect(Collectors.groupingBy(SandboxInfo::state, Collectors.counting()));
+  }
+
+  // ---- row fields ----------------------------------------------------------------------------
+
+  static Map<String, String> labels(Database.SandboxRow row) {
+    return parse(row.labels());
+  }
+
+  static Map<String, String> env(Database.SandboxRow row) {
+    return parse(row.env());
+  }
+
+  private static Map<String, String> parse(String json) {
+    try {
+      return JSON.readValue(json, STRING_MAP);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException("corrupt map in the server database: " + e.getMessage(), e);
+    }
+  }
+
+  private static String json(Map<String, String> map) {
+    try {
+      return JSON.writeValueAsString(map);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  static String printable(String s) {
+    if (s == null) {
+      return "null";
+    }
+    String cut = s.length() > 80 ? s.substring(0, 80) + "..." : s;
+    return cut.replaceAll("\\p{Cntrl}", "?");
+  }
+}
