@@ -17,7 +17,9 @@ import picocli.CommandLine.ParentCommand;
           + " /v1/openapi.json) until interrupted. Every /v1 request needs an API key: create one"
           + " with 'sandbox4j keys create --org NAME'.",
       "One JSON line per request goes to stderr; Prometheus metrics are at /metrics. Sandboxes"
-          + " keep running when the server stops; a new server on the same --data sees them."
+          + " keep running when the server stops; a new server on the same --data sees them.",
+      "MCP clients reach the Coder tools at /mcp (streamable HTTP, same keys): each session in"
+          + " /mcp?sandbox=ID, or in a sandbox created on its first tool call."
     })
 final class ServeCommand implements Callable<Integer> {
 

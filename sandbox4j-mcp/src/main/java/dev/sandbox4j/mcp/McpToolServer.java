@@ -14,9 +14,11 @@ import io.modelcontextprotocol.json.jackson2.JacksonMcpJsonMapper;
 import io.modelcontextprotocol.server.McpServer;
 import io.modelcontextprotocol.server.McpServerFeatures.SyncToolSpecification;
 import io.modelcontextprotocol.server.McpSyncServer;
+import io.modelcontextprotocol.server.McpSyncServerExchange;
 import io.modelcontextprotocol.server.transport.StdioServerTransportProvider;
 import io.modelcontextprotocol.spec.McpSchema;
 import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
+import jakarta.servlet.http.HttpServlet;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -29,18 +31,20 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 /**
- * An MCP server that offers tools, all bound to one workspace, to an MCP client over stdio.
+ * An MCP server that offers tools, bound to a workspace, to MCP clients: over stdio ({@link
+ * #serveStdio}) or over streamable HTTP as a servlet ({@link #streamableHttp}).
  *
  * <p>{@code tools/list} shows each tool's name, description and argument schema; {@code tools/call}
- * runs the tool in that workspace and answers with its result as text. A call that fails (invalid
+ * runs the tool in the workspace and answers with its result as text. A call that fails (invalid
  * arguments, a failed operation) answers with a result marked {@code isError} whose text is the
  * failure's message. There is no model and no run: each call stands alone.
  */
 public final class McpToolServer {
 
-  private static final ObjectMapper JSON = new ObjectMapper();
+  static final ObjectMapper JSON = new ObjectMapper();
 
   private McpToolServer() {}
 
@@ -58,6 +62,31 @@ public final class McpToolServer {
     serve(workspace, tools, System.in, stdout);
   }
 
+  /**
+   * An MCP endpoint over streamable HTTP (the official SDK's servlet transport) serving {@code
+   * tools}; each MCP session acts in the workspace {@code workspaces} opens for it on its first
+   * tool call, and that workspace is {@linkplain SessionWorkspaces#close closed} once when the
+   * session ends: the client deletes it ({@code DELETE} with its {@code Mcp-Session-Id}) or the
+   * servlet is destroyed, or it is left idle (no request in flight, no open event stream) for 30 to
+   * 60 minutes. Later requests naming an ended session are answered 404. A session belongs to the
+   * principal ({@code request.getUserPrincipal()}) that initialized it, or to no one: requests of
+   * any other principal naming it are answered 404 too.
+   *
+   * <p>Mount it on one path of a Servlet 6 container <em>with async support</em> (the transport
+   * answers with event streams), e.g. Jetty's {@code ServletHolder.setAsyncSupported(true)}. It
+   * checks no credentials and no {@code Origin}: put authentication in front of it (a filter may
+   * leave what {@link SessionWorkspaces#open} needs in request attributes) and bind it to loopback
+   * otherwise; for sessions to be bound to their caller, the authentication must set the request's
+   * user principal. Destroying the servlet ends every session.
+   *
+   * @param workspaces which workspace each session acts in, and what its end does to it
+   * @param tools the tools to offer, e.g. {@code Coder.builder().build().tools()}
+   */
+  public static HttpServlet streamableHttp(SessionWorkspaces workspaces, List<Tool> tools) {
+    // built elsewhere: this class must load without the servlet API, which the stdio server lacks
+    return StreamableHttpEndpoint.create(workspaces, tools);
+  }
+
   /** Serves on {@code in} and {@code out} until {@code in} ends. */
   static void serve(Workspace workspace, List<Tool> tools, InputStream in, OutputStream out) {
     Objects.requireNonNull(workspace, "workspace");
@@ -72,7 +101,7 @@ public final class McpToolServer {
             .serverInfo("sandbox4j", version())
             .jsonMapper(mapper)
             .capabilities(McpSchema.ServerCapabilities.builder().tools(false).build())
-            .tools(tools.stream().map(tool -> specification(tool, run)).toList())
+            .tools(tools.stream().map(tool -> specification(tool, exchange -> run)).toList())
             .build();
     try {
       ended.await();
@@ -83,7 +112,9 @@ public final class McpToolServer {
     }
   }
 
-  static SyncToolSpecification specification(Tool tool, RunContext run) {
+  /** {@code tool} as the SDK serves it; {@code runs} gives the run (and workspace) of a call. */
+  static SyncToolSpecification specification(
+      Tool tool, Function<McpSyncServerExchange, RunContext> runs) {
     ToolDefinition definition = tool.definition();
     AtomicLong calls = new AtomicLong();
     return SyncToolSpecification.builder()
@@ -94,12 +125,19 @@ public final class McpToolServer {
                 .inputSchema(new LinkedHashMap<>(definition.parametersSchema()))
                 .build())
         .callHandler(
-            (exchange, request) ->
-                call(
-                    tool,
-                    new Call(
-                        run, definition.name() + "-" + calls.incrementAndGet(), definition.name()),
-                    request.arguments()))
+            (exchange, request) -> {
+              RunContext run;
+              try {
+                run = runs.apply(exchange);
+              } catch (RuntimeException e) {
+                return error(e.getMessage() == null ? e.toString() : e.getMessage());
+              }
+              return call(
+                  tool,
+                  new Call(
+                      run, definition.name() + "-" + calls.incrementAndGet(), definition.name()),
+                  request.arguments());
+            })
         .build();
   }
 
@@ -119,13 +157,13 @@ public final class McpToolServer {
     return CallToolResult.builder().addTextContent(message).isError(true).build();
   }
 
-  private static String version() {
+  static String version() {
     String v = McpToolServer.class.getPackage().getImplementationVersion();
     return v == null ? "dev" : v;
   }
 
   /** The run every call belongs to: no prompt, no messages, the one workspace. */
-  private record StandaloneRun(Workspace workspace) implements RunContext {
+  record StandaloneRun(Workspace workspace) implements RunContext {
     @Override
     public String prompt() {
       return "";

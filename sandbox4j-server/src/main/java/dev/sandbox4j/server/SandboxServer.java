@@ -44,6 +44,12 @@ import org.eclipse.jetty.util.thread.QueuedThreadPool;
  * Stopping the server kills the commands it is streaming (their streams end without an exit event);
  * sandboxes keep running.
  *
+ * <p>{@code /mcp} serves the Coder tools over MCP (streamable HTTP) behind the same key check, each
+ * MCP session in one sandbox of the key's organization: {@code ?sandbox=ID}, or one created on the
+ * session's first tool call (labelled {@code created-by=mcp}, counted in the quota, left running
+ * when the session ends). A servlet mounted at {@code /mcp/*} with {@link Builder#servlet} replaces
+ * it.
+ *
  * <p>State: NEW → STARTED ({@link #start}) → CLOSED ({@link #close}, idempotent). Thread-safe.
  * Needs what the engine needs (root, Linux) only once a sandbox is used.
  */
@@ -92,7 +98,11 @@ public final class SandboxServer implements AutoCloseable {
           container.setMaxTextMessageSize(limits.maxJsonBytes());
           container.setIdleTimeout(Duration.ofMinutes(31));
         });
-    for (Mount m : b.mounts) {
+    List<Mount> mounts = new ArrayList<>(b.mounts);
+    if (mounts.stream().noneMatch(m -> m.pathSpec().equals(McpEndpoint.PATH))) {
+      mounts.add(new Mount(McpEndpoint.PATH, new McpEndpoint()));
+    }
+    for (Mount m : mounts) {
       // async: the MCP transport answers with event streams from other threads
       FilterHolder filter =
           new FilterHolder(new TenantFilter(api, sandboxes, metrics, log, m.pathSpec()));
