@@ -196,8 +196,8 @@ final class EgressProxy implements AutoCloseable {
   }
 
   /**
-   * The PEM certificate of {@code home}'s proxy CA (created if missing), for net-core to install
-   * into a sandbox whose policy intercepts TLS.
+   * The PEM certificate of {@code home}'s proxy CA (created if missing), for {@link Networks} to
+   * install into a sandbox whose policy intercepts TLS.
    */
   static String caCertificatePem(Path home) throws IOException {
     return ProxyCa.loadOrCreate(caDirectory(home)).certificatePem();
@@ -270,7 +270,10 @@ final class EgressProxy implements AutoCloseable {
       return this;
     }
 
-    /** Addresses that are never public whatever their range (other sandboxes, for net-core). */
+    /**
+     * Addresses that are never public whatever their range (other sandboxes: {@link
+     * Networks#isSandboxSubnet}).
+     */
     Builder notPublic(Predicate<InetAddress> test) {
       this.notPublic = test;
       return this;

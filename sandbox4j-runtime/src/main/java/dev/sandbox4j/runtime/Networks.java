@@ -70,18 +70,10 @@ final class Networks {
   private static final java.util.regex.Pattern NETWORK_NAME =
       java.util.regex.Pattern.compile("[a-z0-9][a-z0-9-]{0,31}");
 
-  /** Not public: where sandboxes must not go in mode ALL (see net-shared decision 4). */
-  static final List<String> PRIVATE_V4 =
-      List.of(
-          "0.0.0.0/8",
-          "10.0.0.0/8",
-          "100.64.0.0/10",
-          "127.0.0.0/8",
-          "169.254.0.0/16",
-          "172.16.0.0/12",
-          "192.168.0.0/16",
-          "224.0.0.0/4",
-          "240.0.0.0/4");
+  /**
+   * Not public: where sandboxes must not go in mode ALL ({@link PublicAddresses#NON_PUBLIC_V4}).
+   */
+  static final List<String> PRIVATE_V4 = PublicAddresses.NON_PUBLIC_V4;
 
   private final Path home;
   private final Path dir;

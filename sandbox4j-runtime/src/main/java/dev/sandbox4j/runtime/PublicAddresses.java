@@ -17,23 +17,26 @@ import java.util.Set;
 final class PublicAddresses {
   private PublicAddresses() {}
 
-  private static final List<EgressPolicy.Cidr> NON_PUBLIC =
+  /**
+   * The IPv4 ranges that are not public internet; the nftables rules of mode ALL ({@link Networks})
+   * reject the same list.
+   */
+  static final List<String> NON_PUBLIC_V4 =
       List.of(
-              "0.0.0.0/8",
-              "10.0.0.0/8",
-              "100.64.0.0/10",
-              "127.0.0.0/8",
-              "169.254.0.0/16",
-              "172.16.0.0/12",
-              "192.168.0.0/16",
-              "224.0.0.0/4",
-              "240.0.0.0/4",
-              "::/128",
-              "::1/128",
-              "fe80::/10",
-              "fc00::/7",
-              "ff00::/8")
-          .stream()
+          "0.0.0.0/8",
+          "10.0.0.0/8",
+          "100.64.0.0/10",
+          "127.0.0.0/8",
+          "169.254.0.0/16",
+          "172.16.0.0/12",
+          "192.168.0.0/16",
+          "224.0.0.0/4",
+          "240.0.0.0/4");
+
+  private static final List<EgressPolicy.Cidr> NON_PUBLIC =
+      java.util.stream.Stream.concat(
+              NON_PUBLIC_V4.stream(),
+              java.util.stream.Stream.of("::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8"))
           .map(EgressPolicy.Cidr::parse)
           .toList();
 
