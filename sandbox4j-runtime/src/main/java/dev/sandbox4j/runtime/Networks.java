@@ -210,6 +210,7 @@ final class Networks {
               continue; // another home's
             }
             Files.writeString(claim, me); // its home is gone
+            dropTableOf(Path.of(owner));
           }
         }
         if (!Files.exists(saved) || start != candidate) {
@@ -220,6 +221,19 @@ final class Networks {
       throw new WorkspaceException("no free /16 in 10.64.0.0/10 for this home's sandboxes");
     } catch (IOException | NumberFormatException e) {
       throw new WorkspaceException("cannot choose the sandboxes' subnet: " + e, e);
+    }
+  }
+
+  /**
+   * Removes the nftables table a deleted home left behind (a test's temporary home, say): nobody
+   * else ever would, since its gc went with the directory. Its veths went with its sandboxes'
+   * namespaces; the gateway address on {@code lo} is the new claimant's too.
+   */
+  private static void dropTableOf(Path goneHome) {
+    try {
+      Nftables.run("delete table inet s4j_" + hashOf(goneHome));
+    } catch (RuntimeException e) {
+      // no such table (its home never had a sandbox with a network, or it was removed already)
     }
   }
 

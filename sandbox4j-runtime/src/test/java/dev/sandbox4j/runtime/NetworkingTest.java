@@ -675,4 +675,28 @@ class NetworkingTest {
       throw new java.io.UncheckedIOException(e);
     }
   }
+
+  @Test
+  void aSubnetReclaimedFromADeletedHomeTakesThatHomesLeftoverTableAlong() throws Exception {
+    Path tmp = Files.createTempDirectory("s4j-reclaim");
+    try {
+      Path gone = tmp.resolve("gone-home");
+      Networks old = new Networks(gone);
+      int subnet = old.subnet();
+      Nftables.run("add table inet " + old.table());
+      assertThat(Nftables.run("list tables")).contains(old.table());
+      Trees.delete(gone);
+
+      Path next = tmp.resolve("next-home");
+      Files.createDirectories(next.resolve("network"));
+      Files.writeString(next.resolve("network").resolve("subnet"), subnet + "\n");
+      Networks reclaiming = new Networks(next);
+      assertThat(reclaiming.subnet()).as("the gone home's /16 is taken over").isEqualTo(subnet);
+      assertThat(Nftables.run("list tables"))
+          .as("the gone home's table went with its claim")
+          .doesNotContain(old.table());
+    } finally {
+      Trees.delete(tmp);
+    }
+  }
 }
