@@ -21,10 +21,14 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import reactor.core.scheduler.Scheduler;
+import reactor.core.scheduler.Schedulers;
 
 /**
  * The servlet {@link McpToolServer#streamableHttp} returns: the SDK's streamable-HTTP transport,
@@ -47,6 +51,7 @@ final class StreamableHttpEndpoint extends HttpServlet {
   private final transient McpSyncServer server;
   private final transient HttpSessions sessions;
   private final transient ScheduledExecutorService sweeper;
+  private final transient List<Scheduler> transportSchedulers;
 
   /**
    * How often the SDK's transport and this endpoint sweep idle sessions: the transport's default,
@@ -70,14 +75,40 @@ final class StreamableHttpEndpoint extends HttpServlet {
     JacksonMcpJsonMapper mapper = new JacksonMcpJsonMapper(McpToolServer.JSON);
     // refused until the transport has swept twice: by then it has forgotten the session too
     HttpSessions sessions = new HttpSessions(workspaces, SWEEP_INTERVAL.multipliedBy(2));
-    var transport =
-        HttpServletStreamableServerTransportProvider.builder()
-            .jsonMapper(mapper)
-            // the container decides the path: an empty endpoint suffix matches wherever mounted
-            .mcpEndpoint("")
-            .contextExtractor(request -> McpTransportContext.create(Map.of(HTTP_REQUEST, request)))
-            .sessionSweepInterval(SWEEP_INTERVAL)
-            .build();
+    // The transport's session sweeper runs on a Reactor single scheduler of its own, with a
+    // non-daemon thread that its close never disposes (mcp-core 2.1.0): a JVM that served MCP
+    // could not exit. Catch that scheduler as the transport makes it, so destroy() disposes it.
+    List<Scheduler> transportSchedulers = new CopyOnWriteArrayList<>();
+    Schedulers.Snapshot reactorDefaults =
+        Schedulers.setFactoryWithSnapshot(
+            new Schedulers.Factory() {
+              @Override
+              public Scheduler newSingle(ThreadFactory threads) {
+                Scheduler single =
+                    Schedulers.Factory.super.newSingle(
+                        task -> {
+                          Thread t = threads.newThread(task);
+                          t.setDaemon(true);
+                          return t;
+                        });
+                transportSchedulers.add(single);
+                return single;
+              }
+            });
+    HttpServletStreamableServerTransportProvider transport;
+    try {
+      transport =
+          HttpServletStreamableServerTransportProvider.builder()
+              .jsonMapper(mapper)
+              // the container decides the path: an empty endpoint suffix matches wherever mounted
+              .mcpEndpoint("")
+              .contextExtractor(
+                  request -> McpTransportContext.create(Map.of(HTTP_REQUEST, request)))
+              .sessionSweepInterval(SWEEP_INTERVAL)
+              .build();
+    } finally {
+      Schedulers.resetFrom(reactorDefaults);
+    }
     Function<McpSyncServerExchange, RunContext> runs =
         exchange ->
             new McpToolServer.StandaloneRun(
@@ -107,18 +138,21 @@ final class StreamableHttpEndpoint extends HttpServlet {
         millis,
         millis,
         TimeUnit.MILLISECONDS);
-    return new StreamableHttpEndpoint(transport, server, sessions, sweeper);
+    return new StreamableHttpEndpoint(
+        transport, server, sessions, sweeper, List.copyOf(transportSchedulers));
   }
 
   private StreamableHttpEndpoint(
       HttpServletStreamableServerTransportProvider transport,
       McpSyncServer server,
       HttpSessions sessions,
-      ScheduledExecutorService sweeper) {
+      ScheduledExecutorService sweeper,
+      List<Scheduler> transportSchedulers) {
     this.transport = transport;
     this.server = server;
     this.sessions = sessions;
     this.sweeper = sweeper;
+    this.transportSchedulers = transportSchedulers;
   }
 
   @Override
@@ -204,6 +238,7 @@ final class StreamableHttpEndpoint extends HttpServlet {
     try {
       server.closeGracefully();
     } finally {
+      transportSchedulers.forEach(Scheduler::dispose);
       sessions.endAll();
     }
   }

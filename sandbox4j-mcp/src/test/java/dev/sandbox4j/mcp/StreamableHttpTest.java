@@ -140,6 +140,30 @@ class StreamableHttpTest {
   }
 
   @Test
+  void destroyingTheServletLeavesNoThreadThatKeepsTheJvmAlive(@TempDir Path root) throws Exception {
+    java.util.Set<Thread> before = Thread.getAllStackTraces().keySet();
+    Workspace shared = Workspace.of(HostWorkspaceProvider.create(root).newBackend());
+    HttpServlet servlet = coder(SessionWorkspaces.shared(shared));
+    List<Thread> started =
+        Thread.getAllStackTraces().keySet().stream()
+            .filter(t -> !before.contains(t) && t.isAlive() && t.getName().contains("sweeper"))
+            .toList();
+    assertThat(started)
+        .as("the session sweepers (the SDK transport's and the endpoint's)")
+        .extracting(Thread::getName)
+        .anyMatch(name -> name.startsWith("streamable-http-server-transport-session-sweeper"))
+        .anyMatch(name -> name.startsWith("sandbox4j-mcp-session-sweeper"));
+    assertThat(started)
+        .as("the servlet's threads never keep a JVM from exiting")
+        .allMatch(Thread::isDaemon);
+    servlet.destroy();
+    for (Thread t : started) {
+      t.join(Duration.ofSeconds(10));
+      assertThat(t.isAlive()).as("%s ends with the servlet", t.getName()).isFalse();
+    }
+  }
+
+  @Test
   void aRefusedOpenIsAnErrorResultAndTheNextCallAsksAgain(@TempDir Path root) throws Exception {
     HostWorkspaceProvider host = HostWorkspaceProvider.create(root);
     List<String> asked = new CopyOnWriteArrayList<>();
