@@ -39,9 +39,9 @@ import java.util.stream.Stream;
  * n}/32, its host-side interface {@code s4<hash>-<n>}, the name of its network namespace {@code
  * s4j-<hash>-<id>} (under {@code /run/netns}, given with {@code ip netns attach} once the runtime
  * has made the namespace). Host-global names carry a hash of the home, so homes never collide. The
- * namespace belongs to the sandbox's user namespace (CRIU needs that), so root in the sandbox may
- * change its own addresses and routes: nothing relies on them, every rule sits on the host and a
- * forged source address is dropped.
+ * namespace belongs to the sandbox's user namespace (CRIU needs that); root in the sandbox still
+ * cannot change its addresses or routes (no CAP_NET_ADMIN), and nothing relies on that either:
+ * every rule sits on the host and a forged source address is dropped.
  *
  * <p><b>Rules.</b> One nftables table per home, {@code inet s4j_<hash>}: a forward chain sends each
  * sandbox's packets (by input interface) to its own chain {@code sb_<id>}, which accepts replies,
