@@ -529,10 +529,16 @@ final class Engine {
   }
 
   private void teardown(String id, Path dir) throws IOException {
+    java.util.concurrent.CompletableFuture<Void> unrouted = networks.unroute(dir, id);
     Freezer.thaw(cgroups, id); // a frozen process would not die
     runtime.delete(id);
     cgroups.removeSandbox(id);
-    networks.down(dir, id);
+    try {
+      unrouted.join();
+    } catch (java.util.concurrent.CompletionException e) {
+      throw e.getCause() instanceof RuntimeException r ? r : e;
+    }
+    networks.release(dir, id); // its address only once its container is gone
     Overlay.unmount(dir.resolve("rootfs"));
     // Renamed away first: from here on no one can read a record, so the id is simply gone.
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());

@@ -796,17 +796,37 @@ final class Networks {
   // ---- tearing it down ----------------------------------------------------------------------
 
   /**
-   * Removes everything sandbox {@code id} had on the host: its namespace (and with it its veth),
-   * its chain and map entry, its address in its networks' sets, its slot. Idempotent; quiet about
-   * what is already gone.
+   * Starts removing what sandbox {@code id} had on the host, but its address: its namespace's name
+   * (with the namespace, once its processes are gone, goes its veth), its chain and map entry, its
+   * address in its networks' sets. On a virtual thread: the nftables commit costs milliseconds that
+   * a destroy spends killing the container meanwhile. {@link #release} follows once the container
+   * is gone. Idempotent; quiet about what is already gone.
    */
-  void down(Path sandboxDir, String id) {
-    Optional<Saved> saved;
-    try {
-      saved = saved(sandboxDir);
-    } catch (WorkspaceException torn) {
-      saved = Optional.empty();
+  CompletableFuture<Void> unroute(Path sandboxDir, String id) {
+    Optional<Saved> saved = savedOrEmpty(sandboxDir);
+    return CompletableFuture.runAsync(() -> removeRules(saved, id), VIRTUAL);
+  }
+
+  /** Frees the sandbox's address and takes it out of its networks' host lists. */
+  void release(Path sandboxDir, String id) {
+    Optional<Saved> saved = savedOrEmpty(sandboxDir);
+    if (saved.isPresent()) {
+      releaseSlot(saved.get().slot(), id);
+      for (String network : saved.get().networks()) {
+        refreshHosts(network, id);
+      }
     }
+  }
+
+  private Optional<Saved> savedOrEmpty(Path sandboxDir) {
+    try {
+      return saved(sandboxDir);
+    } catch (WorkspaceException torn) {
+      return Optional.empty();
+    }
+  }
+
+  private void removeRules(Optional<Saved> saved, String id) {
     removeNetns(id);
     String t = "inet " + table();
     String c = "sb_" + id;
@@ -834,12 +854,6 @@ final class Networks {
       Nftables.run(s.toString());
     } catch (WorkspaceException noTable) {
       // no table: nothing of this home's rules exists
-    }
-    if (saved.isPresent()) {
-      releaseSlot(saved.get().slot(), id);
-      for (String network : saved.get().networks()) {
-        refreshHosts(network, id);
-      }
     }
   }
 
