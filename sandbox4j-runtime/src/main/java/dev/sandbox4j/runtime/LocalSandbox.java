@@ -384,15 +384,31 @@ public final class LocalSandbox implements WorkspaceProvider {
     Engine e = engine();
     Supervisor.ensureRunning(e);
     int proxyPort = PortProxy.port(home);
-    return e.list().stream()
-        .map(
-            r ->
-                SandboxInfo.of(
-                    r,
-                    Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null),
-                    e.dir(r.id()),
-                    PortProxy.urlTemplate(proxyPort, r.id())))
-        .toList();
+    return e.list().stream().map(r -> info(e, r, proxyPort)).toList();
+  }
+
+  /**
+   * What {@link #list} says of {@code ref}'s sandbox, reading its files only; empty if it does not
+   * exist (or is being created or destroyed right now).
+   */
+  public Optional<SandboxInfo> info(WorkspaceRef ref) {
+    String id = localId(ref);
+    Engine e = engine();
+    SandboxRecord r;
+    try {
+      r = e.record(id);
+    } catch (WorkspaceException gone) {
+      return Optional.empty();
+    }
+    return Optional.of(info(e, r, PortProxy.port(home)));
+  }
+
+  private static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
+    return SandboxInfo.of(
+        r,
+        Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null),
+        e.dir(r.id()),
+        PortProxy.urlTemplate(proxyPort, r.id()));
   }
 
   // ---- ports -------------------------------------------------------------------------------

@@ -171,6 +171,20 @@ class LifecycleTest {
   }
 
   @Test
+  void infoSaysOfOneSandboxWhatListSaysAndNothingOnceItIsGone() {
+    Workspace ws = create(sandboxes);
+    WorkspaceRef ref = ws.open();
+    sandboxes.suspend(ref);
+    SandboxInfo listed =
+        sandboxes.list().stream().filter(i -> i.ref().equals(ref)).findFirst().orElseThrow();
+    assertThat(sandboxes.info(ref)).contains(listed);
+    assertThat(listed.state()).isEqualTo("suspended");
+    sandboxes.destroy(ref);
+    assertThat(sandboxes.info(ref)).isEmpty();
+    assertThat(sandboxes.info(new WorkspaceRef(LocalSandbox.NAME, "nosuchsandbox0"))).isEmpty();
+  }
+
+  @Test
   void destroyWorksWhenSuspendedAndWhenStopped() {
     Workspace a = create(sandboxes);
     Workspace b = create(sandboxes);

@@ -473,7 +473,8 @@ final class ApiServlet extends HttpServlet {
       throw ApiException.invalid(
           null, "GET .../exec is a WebSocket upgrade; POST it for an NDJSON stream");
     }
-    ws.workingDirectory();
+    ws.workingDirectory(); // attaches or wakes it now: a gone sandbox is an HTTP error, not a WS
+    // one
     JettyWebSocketServerContainer container =
         JettyWebSocketServerContainer.getContainer(getServletContext());
     if (!container.upgrade(

@@ -306,7 +306,7 @@ final class Sandboxes {
   }
 
   Optional<SandboxInfo> info(String id) {
-    return engine.list().stream().filter(i -> i.ref().id().equals(id)).findFirst();
+    return engine.info(new WorkspaceRef(LocalSandbox.NAME, id));
   }
 
   /** A page of the organization's sandboxes after {@code cursor}, filtered. */
