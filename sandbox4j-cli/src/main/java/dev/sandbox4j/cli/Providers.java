@@ -81,35 +81,14 @@ final class Providers {
       List<String> networks,
       boolean portToken) {
 
-    static final Settings DEFAULTS = new Settings(Map.of(), null, null, null, null, Map.of());
+    static final Settings DEFAULTS =
+        new Settings(
+            Map.of(), null, null, null, null, Map.of(), null, null, null, List.of(), false);
 
     Settings {
       env = env == null ? Map.of() : Map.copyOf(env);
       labels = labels == null ? Map.of() : Map.copyOf(labels);
       networks = networks == null ? List.of() : List.copyOf(networks);
-    }
-
-    Settings(
-        Map<String, String> env,
-        String workingDirectory,
-        String image,
-        Integer cpus,
-        Long memoryBytes,
-        Map<String, String> labels,
-        String snapshot,
-        Timers timers) {
-      this(
-          env,
-          workingDirectory,
-          image,
-          cpus,
-          memoryBytes,
-          labels,
-          snapshot,
-          timers,
-          null,
-          null,
-          false);
     }
 
     Settings withNetworks(List<String> networks) {
@@ -125,16 +104,6 @@ final class Providers {
           egress,
           networks,
           portToken);
-    }
-
-    Settings(
-        Map<String, String> env,
-        String workingDirectory,
-        String image,
-        Integer cpus,
-        Long memoryBytes,
-        Map<String, String> labels) {
-      this(env, workingDirectory, image, cpus, memoryBytes, labels, null, null);
     }
 
     Settings withEnv(Map<String, String> env) {
