@@ -53,6 +53,13 @@ final class ApiServlet extends HttpServlet {
   private static final int DEFAULT_PAGE = 50;
   private static final int MAX_PAGE = 500;
   static final int MAX_COMMANDS_PER_ORGANIZATION = 100;
+
+  /**
+   * The request log's route for one command over an exec WebSocket: the upgrade has a line of its
+   * own, and a kept-open socket carries many commands.
+   */
+  static final String EXEC_COMMAND_ROUTE = "/v1/sandboxes/{id}/exec (command)";
+
   private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
 
   private final transient Sandboxes sandboxes;
@@ -62,6 +69,7 @@ final class ApiServlet extends HttpServlet {
   private final transient ActiveExecs active;
   private final long maxJsonBytes;
   private final Duration keepAlive;
+  private final transient WebSocketEndpoints.ExecSocketIdle execSocketIdle;
   private final transient List<Route> routes;
   private final transient Map<String, Background> commands = new ConcurrentHashMap<>();
   private final byte[] openApi;
@@ -76,8 +84,10 @@ final class ApiServlet extends HttpServlet {
       RequestLog log,
       ActiveExecs active,
       long maxJsonBytes,
-      Duration keepAlive) {
+      Duration keepAlive,
+      WebSocketEndpoints.ExecSocketIdle execSocketIdle) {
     this.keepAlive = keepAlive;
+    this.execSocketIdle = execSocketIdle;
     this.sandboxes = sandboxes;
     this.db = db;
     this.metrics = metrics;
@@ -180,7 +190,11 @@ final class ApiServlet extends HttpServlet {
   }
 
   Organization authenticate(HttpServletRequest request) {
-    String header = request.getHeader("Authorization");
+    return authenticate(request.getHeader("Authorization"));
+  }
+
+  /** The organization of the key in an {@code Authorization} header, or {@code unauthenticated}. */
+  Organization authenticate(String header) {
     if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) {
       throw new ApiException(
           401, "unauthenticated", "send an API key: Authorization: Bearer <key>", null, null, null);
@@ -467,7 +481,15 @@ final class ApiServlet extends HttpServlet {
   }
 
   private void execSocket(Call c) throws IOException {
-    Workspace ws = sandboxes.workspace(c.organization, c.param("id"));
+    c.onlyQuery(Set.of("keepOpen"));
+    String keepOpenText = single(c, "keepOpen");
+    if (keepOpenText != null && !keepOpenText.equals("true") && !keepOpenText.equals("false")) {
+      throw ApiException.invalid("keepOpen", "keepOpen is true or false");
+    }
+    boolean keepOpen = "true".equals(keepOpenText);
+    Organization organization = c.organization;
+    String id = c.param("id");
+    Workspace ws = sandboxes.workspace(organization, id);
     String upgrade = c.request.getHeader("Upgrade");
     if (upgrade == null || !upgrade.equalsIgnoreCase("websocket")) {
       throw ApiException.invalid(
@@ -475,10 +497,31 @@ final class ApiServlet extends HttpServlet {
     }
     ws.workingDirectory(); // attaches or wakes it now: a gone sandbox is an HTTP error, not a WS
     // one
+    String authorization = c.request.getHeader("Authorization");
+    WebSocketEndpoints.ExecSocket.Access access =
+        new WebSocketEndpoints.ExecSocket.Access() {
+          @Override
+          public Workspace recheck() {
+            Organization now = authenticate(authorization);
+            if (now.id() != organization.id()) {
+              throw new ApiException(
+                  401, "unauthenticated", "unknown or revoked API key", null, null, null);
+            }
+            return sandboxes.workspace(now, id);
+          }
+
+          @Override
+          public void log(int status, long millis) {
+            metrics.request("WS", EXEC_COMMAND_ROUTE, status);
+            log.request("WS", EXEC_COMMAND_ROUTE, organization.name(), id, status, millis);
+          }
+        };
     JettyWebSocketServerContainer container =
         JettyWebSocketServerContainer.getContainer(getServletContext());
     if (!container.upgrade(
-        (req, resp) -> new WebSocketEndpoints.ExecSocket(ws, metrics, active),
+        (req, resp) ->
+            new WebSocketEndpoints.ExecSocket(
+                ws, keepOpen, execSocketIdle, access, metrics, active),
         c.request,
         c.response)) {
       throw ApiException.invalid(null, "the WebSocket upgrade failed");

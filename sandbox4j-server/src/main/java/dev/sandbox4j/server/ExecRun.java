@@ -40,6 +40,10 @@ final class ExecRun {
   private boolean cancelled; // guarded by this
   private final Object sendLock = new Object();
   private boolean finished; // guarded by sendLock: the last event went out, nothing may follow
+  private int lastStatus; // guarded by sendLock: what the last event means, as an HTTP status
+
+  /** The request log's status for a command that ended without a last event (nginx's). */
+  static final int CANCELLED = 499;
 
   ExecRun(Workspace workspace, Command command, RunOptions.Builder options, Sink sink, Metrics m) {
     this.workspace = workspace;
@@ -49,11 +53,15 @@ final class ExecRun {
     this.metrics = m;
   }
 
-  /** Runs the command on this thread until it ends or is cancelled. */
-  void run() {
+  /**
+   * Runs the command on this thread until it ends or is cancelled, and returns how it ended as an
+   * HTTP status for the request log: 200 for an exit, the error code's status, or 499 (the client
+   * went away, or cancelled) when no last event went out.
+   */
+  int run() {
     synchronized (this) {
       if (cancelled) {
-        return;
+        return CANCELLED;
       }
       runner = Thread.currentThread();
     }
@@ -66,7 +74,7 @@ final class ExecRun {
                   .onStdout(bytes -> output("stdout", bytes))
                   .onStderr(bytes -> output("stderr", bytes))
                   .build());
-      sendLast(Json.object().put("type", "exit").put("exitCode", result.exitCode()));
+      sendLast(Json.object().put("type", "exit").put("exitCode", result.exitCode()), 200);
     } catch (CancellationException e) {
       // the client or the server ended it: no last event
     } catch (WorkspaceTimeoutException e) {
@@ -87,6 +95,18 @@ final class ExecRun {
       }
       Thread.interrupted(); // a cancel that raced with the end must not leak to the next task
       metrics.exec(System.nanoTime() - start);
+    }
+    synchronized (sendLock) {
+      return finished ? lastStatus : CANCELLED;
+    }
+  }
+
+  /**
+   * Whether the last event ({@code exit} or {@code error}) went out: the client has the outcome.
+   */
+  boolean reported() {
+    synchronized (sendLock) {
+      return finished;
     }
   }
 
@@ -117,10 +137,18 @@ final class ExecRun {
   }
 
   private void lastError(ObjectNode error) {
-    metrics.error(error.get("code").asText());
+    String code = error.get("code").asText();
+    metrics.error(code);
     ObjectNode event = Json.object().put("type", "error");
     event.set("error", error);
-    sendLast(event);
+    sendLast(
+        event,
+        switch (code) {
+          case "timeout" -> 408;
+          case "output_limit" -> 413;
+          case "unavailable" -> 503;
+          default -> 500;
+        });
   }
 
   /**
@@ -128,18 +156,19 @@ final class ExecRun {
    * otherwise stay silent, a failed write is how the server learns that the client went away.
    */
   void keepAlive() {
-    send(Json.object().put("type", "keepalive"), false);
+    send(Json.object().put("type", "keepalive"), 0);
   }
 
-  private void sendLast(ObjectNode event) {
-    send(event, true);
+  private void sendLast(ObjectNode event, int status) {
+    send(event, status);
   }
 
   private void send(ObjectNode event) {
-    send(event, false);
+    send(event, 0);
   }
 
-  private void send(ObjectNode event, boolean last) {
+  /** Sends {@code event}; a {@code lastStatus} other than 0 makes it the last one. */
+  private void send(ObjectNode event, int lastStatus) {
     if (isCancelled()) {
       return;
     }
@@ -147,9 +176,12 @@ final class ExecRun {
       if (finished) {
         return;
       }
-      finished = last;
       try {
         sink.send(event);
+        if (lastStatus != 0) {
+          finished = true;
+          this.lastStatus = lastStatus;
+        }
       } catch (IOException | RuntimeException e) {
         cancel(); // the client is gone: nobody reads the output, so the command must not run on
       }

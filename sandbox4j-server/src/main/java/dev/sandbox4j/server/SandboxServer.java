@@ -21,6 +21,8 @@ import org.eclipse.jetty.server.HttpConnectionFactory;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.util.thread.QueuedThreadPool;
+import org.eclipse.jetty.util.thread.ScheduledExecutorScheduler;
+import org.eclipse.jetty.util.thread.Scheduler;
 
 /**
  * The local engine as a multi-tenant HTTP service: the API of docs/server-api.md (also served at
@@ -72,13 +74,23 @@ public final class SandboxServer implements AutoCloseable {
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
     this.active = new ActiveExecs();
+    // Jetty starts and stops it with the server; the API times idle exec sockets with it
+    Scheduler scheduler = new ScheduledExecutorScheduler("sandbox4j-server-timers", true);
     this.api =
-        new ApiServlet(sandboxes, db, metrics, log, active, limits.maxJsonBytes(), b.keepAlive);
+        new ApiServlet(
+            sandboxes,
+            db,
+            metrics,
+            log,
+            active,
+            limits.maxJsonBytes(),
+            b.keepAlive,
+            new WebSocketEndpoints.ExecSocketIdle(scheduler, b.execSocketIdle));
 
     QueuedThreadPool threads = new QueuedThreadPool();
     threads.setName("sandbox4j-server");
     threads.setVirtualThreadsExecutor(Executors.newVirtualThreadPerTaskExecutor());
-    this.jetty = new Server(threads);
+    this.jetty = new Server(threads, scheduler, null);
     HttpConfiguration http = new HttpConfiguration();
     http.setSendServerVersion(false);
     // a 4096-byte sandbox path, percent-encoded, is up to 12 KiB of request line
@@ -191,6 +203,7 @@ public final class SandboxServer implements AutoCloseable {
     private long maxJsonBytes = ServerLimits.DEFAULTS.maxJsonBytes();
     private Consumer<String> requestLog = System.err::println;
     private Duration keepAlive = Duration.ofSeconds(15);
+    private Duration execSocketIdle = Duration.ofMinutes(1);
     private final List<Mount> mounts = new ArrayList<>();
 
     private Builder() {}
@@ -289,6 +302,20 @@ public final class SandboxServer implements AutoCloseable {
     /** How often a silent NDJSON exec stream gets a keepalive event (tests shorten it). */
     Builder keepAlive(Duration interval) {
       this.keepAlive = Objects.requireNonNull(interval, "interval");
+      return this;
+    }
+
+    /**
+     * How long a kept-open exec WebSocket ({@code ?keepOpen=true}) may wait for its next command
+     * before the server closes it (default 1 minute). A client that sends its request as the close
+     * crosses it sees the socket close without {@code started}, and knows that nothing ran.
+     */
+    public Builder execSocketIdle(Duration idle) {
+      Objects.requireNonNull(idle, "idle");
+      if (idle.isNegative() || idle.isZero()) {
+        throw new IllegalArgumentException("execSocketIdle must be positive, was " + idle);
+      }
+      this.execSocketIdle = idle;
       return this;
     }
 

@@ -6,7 +6,10 @@ import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.Base64;
+import java.util.concurrent.TimeUnit;
+import org.eclipse.jetty.util.thread.Scheduler;
 import org.eclipse.jetty.websocket.api.Callback;
 import org.eclipse.jetty.websocket.api.Session;
 import org.eclipse.jetty.websocket.api.StatusCode;
@@ -20,27 +23,66 @@ final class WebSocketEndpoints {
 
   private WebSocketEndpoints() {}
 
+  /** When and on what a kept-open exec socket that waits for its next command is closed. */
+  record ExecSocketIdle(Scheduler scheduler, Duration after) {}
+
   /**
-   * One exec over a WebSocket (docs/server-api.md): the first text frame is the ExecRequest, then
-   * {@code stdin}, {@code stdin_eof} and {@code cancel} frames; the server sends exec events and
-   * closes after the last one. Cancel or a closed socket kills the command's tree.
+   * Execs over a WebSocket (docs/server-api.md): a text frame with an ExecRequest starts a command,
+   * then {@code stdin}, {@code stdin_eof} and {@code cancel} frames feed or end it; the server
+   * sends exec events. A plain socket closes after the command's last event. A kept-open one
+   * ({@code ?keepOpen=true}) sends {@code started} before it runs each command and, after the last
+   * event, waits for the next request, so a client saves the connection, upgrade and key check per
+   * command; a command that ends without a last event (cancelled) still closes it, and so does a
+   * minute without a request. Cancel or a closed socket kills the running command's tree.
    *
-   * <p>State: AWAITING_REQUEST → RUNNING (a virtual thread runs the command) → CLOSED. Jetty calls
-   * the {@code onWebSocket*} methods one at a time; sends are serialized on this endpoint's monitor
-   * and wait for completion, so a slow client holds the command's output back instead of filling
-   * memory.
+   * <p>State: WAITING (for a request) → RUNNING (a virtual thread runs the command) → WAITING again
+   * if kept open and the last event went out, else CLOSED. Jetty calls the {@code onWebSocket*}
+   * methods one at a time; sends are serialized on this endpoint's monitor and wait for completion,
+   * so a slow client holds the command's output back instead of filling memory. The state fields
+   * change under {@code state}, never held while waiting for a send: the runner's end, the idle
+   * close and the next request race on a kept-open socket.
    */
   public static final class ExecSocket implements Session.Listener.AutoDemanding {
 
+    /** What a socket needs from the API around its commands. */
+    interface Access {
+      /**
+       * The sandbox's workspace for one more command on a kept-open socket: re-checks that the key
+       * is still valid and the sandbox still the organization's, as a new request would.
+       */
+      Workspace recheck();
+
+      /** Writes the request log's line for one command that ended. */
+      void log(int status, long millis);
+    }
+
+    private static final String STARTED = "{\"type\":\"started\"}";
+
     private final Workspace workspace;
+    private final boolean keepOpen;
+    private final ExecSocketIdle idle;
+    private final Access access;
     private final Metrics metrics;
     private final ActiveExecs active;
     private volatile Session session;
-    private ExecRun run; // null until the request arrived
-    private StdinPipe stdin; // null when the request said "stdin": false
+    private final Object state = new Object(); // never held while sending
+    private ExecRun run; // guarded by state; null before the first request and while WAITING
+    private StdinPipe stdin; // guarded by state; null when the request said "stdin": false
+    private int requests; // guarded by state: how many this socket carried
+    private boolean closing; // guarded by state: closed for idleness, takes no more requests
+    private Scheduler.Task idleClose; // guarded by state: set while WAITING after a command
 
-    ExecSocket(Workspace workspace, Metrics metrics, ActiveExecs active) {
+    ExecSocket(
+        Workspace workspace,
+        boolean keepOpen,
+        ExecSocketIdle idle,
+        Access access,
+        Metrics metrics,
+        ActiveExecs active) {
       this.workspace = workspace;
+      this.keepOpen = keepOpen;
+      this.idle = idle;
+      this.access = access;
       this.metrics = metrics;
       this.active = active;
     }
@@ -53,15 +95,27 @@ final class WebSocketEndpoints {
     @Override
     public void onWebSocketText(String text) {
       try {
-        if (run == null) {
-          start(Json.parse(text.getBytes(StandardCharsets.UTF_8), ExecRequest.class));
+        ExecRun current;
+        StdinPipe input;
+        int carried;
+        synchronized (state) {
+          current = run;
+          input = stdin;
+          carried = requests;
+        }
+        boolean waiting = carried == 0 || keepOpen && (current == null || current.reported());
+        if (waiting) {
+          if (carried > 0 && moot(Json.MAPPER.readTree(text))) {
+            return;
+          }
+          start(Json.parse(text.getBytes(StandardCharsets.UTF_8), ExecRequest.class), carried);
           return;
         }
         JsonNode frame = Json.MAPPER.readTree(text);
         String type = frame == null || !frame.isObject() ? null : frame.path("type").asText(null);
         switch (type == null ? "" : type) {
           case "stdin" -> {
-            if (stdin == null) {
+            if (input == null) {
               throw ApiException.invalid("type", "stdin frames after \"stdin\": false");
             }
             JsonNode data = frame.get("data");
@@ -74,21 +128,19 @@ final class WebSocketEndpoints {
             } catch (IllegalArgumentException e) {
               throw ApiException.invalid("data", "stdin data is not valid base64");
             }
-            stdin.feed(bytes);
+            input.feed(bytes);
           }
           case "stdin_eof" -> {
-            if (stdin != null) {
-              stdin.finish();
+            if (input != null) {
+              input.finish();
             }
           }
           case "cancel" -> {
             // The runner's end closes the socket, once the command's tree is killed: a client
             // that waits for the close knows its processes are gone when it reports the cancel.
-            run.cancel();
+            current.cancel();
           }
-          default ->
-              throw ApiException.invalid(
-                  "type", "a frame's type is stdin, stdin_eof or cancel, was " + type);
+          default -> throw badType(type);
         }
       } catch (ApiException e) {
         failAndClose(e);
@@ -96,52 +148,135 @@ final class WebSocketEndpoints {
         Thread.currentThread().interrupt();
       } catch (java.io.IOException e) {
         failAndClose(ApiException.invalid(null, "malformed JSON frame: " + e.getMessage()));
+      } catch (RuntimeException e) {
+        failAndClose(ApiServlet.map(e)); // e.g. the key check could not read the database
       }
     }
 
-    private void start(ExecRequest request) {
+    /**
+     * Whether {@code node}, arriving on a kept-open socket between commands, is a frame for the
+     * command before (stdin or cancel that crossed its last event): moot now, so ignored. Any other
+     * frame type is an error; an object without a type is the next request.
+     */
+    private static boolean moot(JsonNode node) {
+      if (node == null || !node.isObject() || !node.has("type")) {
+        return false;
+      }
+      String type = node.path("type").asText("");
+      if (!type.equals("stdin") && !type.equals("stdin_eof") && !type.equals("cancel")) {
+        throw badType(type);
+      }
+      return true;
+    }
+
+    private static ApiException badType(String type) {
+      return ApiException.invalid(
+          "type", "a frame's type is stdin, stdin_eof or cancel, was " + type);
+    }
+
+    private void start(ExecRequest request, int carried) {
+      // the upgrade checked the key and the sandbox for the first command; later ones on a
+      // kept-open socket check again, so a revoked key or a deleted sandbox stops them too
+      Workspace target = carried == 0 ? workspace : access.recheck();
       Command command = request.command();
       RunOptions.Builder options = request.options();
-      if (request.streamsStdin()) {
-        stdin = new StdinPipe();
-        options.stdin(stdin);
+      StdinPipe input = request.streamsStdin() ? new StdinPipe() : null;
+      if (input != null) {
+        options.stdin(input);
       }
-      ExecRun created =
-          new ExecRun(
-              workspace,
-              command,
-              options,
-              event -> {
-                synchronized (this) {
-                  Callback.Completable sent = new Callback.Completable();
-                  session.sendText(Json.MAPPER.writeValueAsString(event), sent);
-                  try {
-                    sent.get();
-                  } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new java.io.InterruptedIOException("send interrupted");
-                  } catch (java.util.concurrent.ExecutionException e) {
-                    throw new java.io.IOException("the client is gone", e.getCause());
-                  }
-                }
-              },
-              metrics);
-      run = created;
+      ExecRun created = new ExecRun(target, command, options, this::send, metrics);
+      synchronized (state) {
+        if (closing) {
+          return; // the idle close won: the client sees the socket close without "started"
+        }
+        if (idleClose != null) {
+          idleClose.cancel();
+          idleClose = null;
+        }
+        run = created;
+        stdin = input;
+        requests++;
+        if (keepOpen) {
+          // Queued before any close can be (this lock orders it before the idle close), and
+          // not waited for: frames go out in order, so the client reads it before anything else
+          // of this command. A client whose socket closed in order without it knows that
+          // nothing ran.
+          synchronized (this) {
+            session.sendText(STARTED, Callback.NOOP);
+          }
+        }
+      }
       Thread.ofVirtual()
           .name("sandbox4j-exec-ws")
           .start(
               () -> {
                 active.add(created);
+                long began = System.nanoTime();
+                int status = ExecRun.CANCELLED;
                 try {
-                  created.run();
+                  status = created.run();
                 } finally {
                   active.remove(created);
-                  if (stdin != null) {
-                    stdin.close();
+                  if (input != null) {
+                    input.close();
                   }
-                  close(StatusCode.NORMAL, "done");
+                  access.log(status, (System.nanoTime() - began) / 1_000_000);
+                  if (keepOpen && created.reported()) {
+                    waitForNext(created);
+                  } else if (!closing()) {
+                    close(StatusCode.NORMAL, "done");
+                  }
                 }
               });
+    }
+
+    /** Back to WAITING on a kept-open socket, unless the next request already started. */
+    private void waitForNext(ExecRun ended) {
+      synchronized (state) {
+        if (run != ended) {
+          return; // the next request came in right after the last event and runs now
+        }
+        run = null;
+        stdin = null;
+        idleClose =
+            idle.scheduler()
+                .schedule(this::closeIfIdle, idle.after().toMillis(), TimeUnit.MILLISECONDS);
+      }
+    }
+
+    /** Whether the socket is closing already: a refused frame's 1008, or the client's close. */
+    private boolean closing() {
+      synchronized (state) {
+        return closing;
+      }
+    }
+
+    /** Closes the socket if it still waits for a request, so that none can start on it. */
+    private void closeIfIdle() {
+      synchronized (state) {
+        if (run != null || closing) {
+          return;
+        }
+        closing = true;
+        idleClose = null;
+      }
+      close(StatusCode.NORMAL, "idle");
+    }
+
+    /** Sends one event and waits until it is written; serialized with every other send. */
+    private void send(ObjectNode event) throws java.io.IOException {
+      synchronized (this) { // the send monitor
+        Callback.Completable sent = new Callback.Completable();
+        session.sendText(Json.MAPPER.writeValueAsString(event), sent);
+        try {
+          sent.get();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new java.io.InterruptedIOException("send interrupted");
+        } catch (java.util.concurrent.ExecutionException e) {
+          throw new java.io.IOException("the client is gone", e.getCause());
+        }
+      }
     }
 
     private void failAndClose(ApiException e) {
@@ -152,9 +287,7 @@ final class WebSocketEndpoints {
       }
       ObjectNode event = Json.object().put("type", "error");
       event.set("error", error);
-      if (run != null) {
-        run.cancel();
-      }
+      ended(); // first, so that the runner's end neither sends its last event nor closes with 1000
       synchronized (this) {
         try {
           session.sendText(Json.MAPPER.writeValueAsString(event), Callback.NOOP);
@@ -178,12 +311,24 @@ final class WebSocketEndpoints {
       callback.succeed();
     }
 
+    /** Kills the running command, if any, ends its stdin, and takes no more requests. */
     private void ended() {
-      if (run != null) {
-        run.cancel();
+      ExecRun current;
+      StdinPipe input;
+      synchronized (state) {
+        current = run;
+        input = stdin;
+        closing = true;
+        if (idleClose != null) {
+          idleClose.cancel();
+          idleClose = null;
+        }
       }
-      if (stdin != null) {
-        stdin.close();
+      if (current != null) {
+        current.cancel();
+      }
+      if (input != null) {
+        input.close();
       }
     }
 

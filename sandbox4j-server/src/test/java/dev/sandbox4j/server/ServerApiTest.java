@@ -227,15 +227,14 @@ class ServerApiTest {
     assertThat(out).hasToString("bg\n");
     assertThat(state.get("exitCode").asInt()).isZero();
 
-    String sleeper =
+    TestServer.Answer sleeping =
         s.call(
-                key,
-                "POST",
-                "/v1/sandboxes/" + sandbox + "/commands",
-                "{\"argv\": [\"sleep\", \"1000\"]}")
-            .json()
-            .get("id")
-            .asText();
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/commands",
+            "{\"argv\": [\"sleep\", \"1000\"]}");
+    assertThat(sleeping.status()).as(sleeping.text()).isEqualTo(201);
+    String sleeper = sleeping.json().get("id").asText();
     JsonNode stopped =
         s.call(key, "POST", "/v1/sandboxes/" + sandbox + "/commands/" + sleeper + "/stop", null)
             .json();
@@ -410,6 +409,11 @@ class ServerApiTest {
     WebSocket socket;
 
     static Socket open(TestServer s, String key, String id) throws Exception {
+      return open(s, key, id, "");
+    }
+
+    /** A socket to {@code id}'s exec route with {@code query} (such as "?keepOpen=true"). */
+    static Socket open(TestServer s, String key, String id, String query) throws Exception {
       Socket listener = new Socket();
       listener.socket =
           s.http
@@ -420,7 +424,8 @@ class ServerApiTest {
                       s.server.uri().toString().replace("http:", "ws:")
                           + "/v1/sandboxes/"
                           + id
-                          + "/exec"),
+                          + "/exec"
+                          + query),
                   listener)
               .get(30, TimeUnit.SECONDS);
       return listener;
