@@ -11,14 +11,11 @@ import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.net.http.WebSocket;
 import java.net.http.WebSocketHandshakeException;
-import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.Base64;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -26,16 +23,21 @@ import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 
 /**
- * One command run over the exec WebSocket: sends the request and stdin, hands output to the
+ * One command run over an exec WebSocket: sends the request and stdin, hands output to the
  * callbacks as it arrives, and turns the last event into a result or an exception.
  *
- * <p>Events arrive on the HTTP client's threads, one at a time (the next frame is requested only
- * after one is handled), so each stream's chunks reach its callback in order. Sends are serialized
- * by {@link #sending}: the JDK's WebSocket allows one outstanding send. The outcome completes once:
- * with the {@code exit} or {@code error} event, or with {@link Ended#CLOSED_EARLY} when the stream
- * ends without either.
+ * <p>The socket is an {@link ExecConnection}: an idle one from the client's pool when there is one,
+ * else a new one. A command that exits leaves its connection in the pool for the next. A pooled
+ * socket can turn out closed (the server closed it while idle): if it ends before the server's
+ * {@code started} event, the server ran nothing, and the command goes over a new socket. Commands
+ * with stdin always take a new socket, because their stdin cannot be read twice.
+ *
+ * <p>Events arrive on the HTTP client's threads, one at a time, so each stream's chunks reach its
+ * callback in order. Sends are serialized by {@link #sending}: the JDK's WebSocket allows one
+ * outstanding send. The outcome completes once: with the {@code exit} or {@code error} event, or
+ * with {@link Ended#CLOSED_EARLY} when the stream ends without either.
  */
-final class ExecCall implements WebSocket.Listener {
+final class ExecCall {
 
   /** Raw stdin per frame: its base64 stays well under a server's 64 KiB text-frame limit. */
   private static final int STDIN_CHUNK = 16 * 1024;
@@ -60,11 +62,12 @@ final class ExecCall implements WebSocket.Listener {
   private final Consumer<byte[]> onStderr;
   private final ByteArrayOutputStream stdout = new ByteArrayOutputStream();
   private final ByteArrayOutputStream stderr = new ByteArrayOutputStream();
-  private final StringBuilder frame = new StringBuilder();
-  private final CompletableFuture<Object> outcome = new CompletableFuture<>();
   private final ReentrantLock sending = new ReentrantLock();
+  private volatile CompletableFuture<Object> outcome = new CompletableFuture<>();
+  private volatile boolean started; // the server said it runs the command
+  private volatile boolean cancelSent;
   private volatile WorkspaceException callbackFailure;
-  private WebSocket socket;
+  private ExecConnection connection;
 
   ExecCall(RemoteBackend backend, RunOptions options) {
     this.backend = backend;
@@ -90,30 +93,38 @@ final class ExecCall implements WebSocket.Listener {
     if (stdin == null) {
       request.put("stdin", false);
     }
-    try {
-      socket =
-          server
-              .http()
-              .newWebSocketBuilder()
-              .header("Authorization", server.authorization())
-              .connectTimeout(Duration.ofSeconds(10))
-              .buildAsync(server.webSocket("/v1/sandboxes/" + sandbox + "/exec"), this)
-              .get();
-    } catch (InterruptedException e) {
-      closeQuietly(stdin);
-      Thread.currentThread().interrupt();
-      throw new CancellationException("cancelled before the command started");
-    } catch (ExecutionException e) {
-      closeQuietly(stdin);
-      throw handshakeFailure(sandbox, e.getCause());
-    }
+    String text = request.toString();
     Thread pump = null;
+    Object last = null;
     try {
-      send(request.toString());
-      if (stdin != null) {
-        pump = Thread.ofVirtual().name("sandbox4j-remote-stdin").start(() -> pumpStdin(stdin));
+      ExecConnection pooled = stdin == null ? server.execConnections().take(sandbox) : null;
+      if (pooled != null) {
+        use(pooled);
+        try {
+          send(text);
+          last = await();
+        } catch (WorkspaceException sendFailed) {
+          last = Ended.CLOSED_EARLY;
+        }
+        if (!started && last instanceof Ended) {
+          // The pooled socket was closed (in order) before the server took the command: it ran
+          // nothing, so the command goes over a new socket. A broken socket is not retried: a
+          // "started" the server wrote could have been lost with it.
+          pooled.detach();
+          pooled.abort();
+          outcome = new CompletableFuture<>();
+          last = null;
+        }
       }
-      return finish(sandbox, await());
+      if (last == null) {
+        use(open(server, sandbox, stdin));
+        send(text);
+        if (stdin != null) {
+          pump = Thread.ofVirtual().name("sandbox4j-remote-stdin").start(() -> pumpStdin(stdin));
+        }
+        last = await();
+      }
+      return finish(sandbox, last);
     } catch (InterruptedException e) {
       cancel();
       Thread.currentThread().interrupt();
@@ -124,9 +135,55 @@ final class ExecCall implements WebSocket.Listener {
       } else {
         closeQuietly(stdin);
       }
-      if (!socket.isOutputClosed() || !socket.isInputClosed()) {
-        socket.abort();
-      }
+      release(last, pump);
+    }
+  }
+
+  private void use(ExecConnection c) {
+    connection = c;
+    c.attach(this);
+  }
+
+  private ExecConnection open(ServerClient server, String sandbox, InputStream stdin) {
+    ExecConnection c = new ExecConnection(sandbox);
+    try {
+      server
+          .http()
+          .newWebSocketBuilder()
+          .header("Authorization", server.authorization())
+          .connectTimeout(Duration.ofSeconds(10))
+          .buildAsync(server.webSocket("/v1/sandboxes/" + sandbox + "/exec?keepOpen=true"), c)
+          .get();
+    } catch (InterruptedException e) {
+      closeQuietly(stdin);
+      Thread.currentThread().interrupt();
+      throw new CancellationException("cancelled before the command started");
+    } catch (ExecutionException e) {
+      closeQuietly(stdin);
+      throw handshakeFailure(sandbox, e.getCause());
+    }
+    return c;
+  }
+
+  /**
+   * After the command: its connection goes back to the pool if it exited cleanly and nothing of it
+   * can still be in flight, else it is dropped.
+   */
+  private void release(Object last, Thread pump) {
+    ExecConnection c = connection;
+    if (c == null) {
+      return;
+    }
+    c.detach();
+    boolean clean =
+        last instanceof Integer
+            && !cancelSent
+            && callbackFailure == null
+            && (pump == null || !pump.isAlive());
+    if (clean) {
+      backend.server().execConnections().give(c);
+    } else {
+      c.abort();
     }
   }
 
@@ -211,7 +268,9 @@ final class ExecCall implements WebSocket.Listener {
     try {
       if (sending.tryLock(1, TimeUnit.SECONDS)) {
         try {
-          socket
+          cancelSent = true;
+          connection
+              .socket()
               .sendText("{\"type\":\"cancel\"}", true)
               .get(KILL_WAIT.toMillis(), TimeUnit.MILLISECONDS);
           asked = true;
@@ -223,7 +282,7 @@ final class ExecCall implements WebSocket.Listener {
       // could not ask: dropping the socket below kills the command as well
     }
     if (!asked) {
-      socket.abort();
+      connection.abort();
       return;
     }
     long end = System.nanoTime() + KILL_WAIT.toNanos();
@@ -266,7 +325,7 @@ final class ExecCall implements WebSocket.Listener {
   private void send(String text) throws InterruptedException {
     sending.lockInterruptibly();
     try {
-      socket.sendText(text, true).get();
+      connection.socket().sendText(text, true).get();
     } catch (ExecutionException e) {
       throw new WorkspaceException(
           "sending to the exec stream failed: " + ServerClient.describe(e.getCause()),
@@ -283,26 +342,18 @@ final class ExecCall implements WebSocket.Listener {
     Thread.ofVirtual().start(this::cancel);
   }
 
-  @Override
-  public void onOpen(WebSocket webSocket) {
-    webSocket.request(1);
-  }
-
-  @Override
-  public CompletionStage<?> onText(WebSocket webSocket, CharSequence data, boolean last) {
-    frame.append(data);
-    if (last) {
-      String text = frame.toString();
-      frame.setLength(0);
-      try {
-        handle(ServerClient.JSON.readTree(text));
-      } catch (IOException | RuntimeException e) {
-        outcome.complete(
-            new WorkspaceException("the server sent a malformed exec event: " + e.getMessage()));
-      }
+  /** One event from the connection ({@code event} null when {@code text} is not JSON). */
+  void event(JsonNode event, String text) {
+    if (event == null) {
+      outcome.complete(new WorkspaceException("the server sent a malformed exec event: " + text));
+      return;
     }
-    webSocket.request(1);
-    return null;
+    try {
+      handle(event);
+    } catch (RuntimeException e) {
+      outcome.complete(
+          new WorkspaceException("the server sent a malformed exec event: " + e.getMessage()));
+    }
   }
 
   private void handle(JsonNode event) {
@@ -329,6 +380,7 @@ final class ExecCall implements WebSocket.Listener {
           }
         }
       }
+      case "started" -> started = true;
       case "exit" -> outcome.complete(event.path("exitCode").asInt());
       case "error" -> outcome.complete(event.path("error"));
       default -> {
@@ -337,21 +389,14 @@ final class ExecCall implements WebSocket.Listener {
     }
   }
 
-  @Override
-  public CompletionStage<?> onBinary(WebSocket webSocket, ByteBuffer data, boolean last) {
-    webSocket.request(1);
-    return null;
-  }
-
-  @Override
-  public CompletionStage<?> onClose(WebSocket webSocket, int statusCode, String reason) {
+  /** The socket closed: without an exit or error event, the command's fate is unknown. */
+  void closed() {
     outcome.complete(Ended.CLOSED_EARLY);
-    return null;
   }
 
-  @Override
-  public void onError(WebSocket webSocket, Throwable error) {
-    outcome.complete(error instanceof IOException io ? io : new IOException(error));
+  /** The socket broke. */
+  void failed(IOException error) {
+    outcome.complete(error);
   }
 
   private synchronized byte[] stdoutBytes() {

@@ -151,6 +151,7 @@ public final class RemoteSandbox implements WorkspaceProvider {
   @Override
   public void destroy(WorkspaceRef ref) {
     String id = mine(ref);
+    server.execConnections().forget(id);
     try {
       server.call("DELETE", "/v1/sandboxes/" + id, null, ServerClient.Target.sandbox(id));
     } catch (WorkspaceUnavailableException alreadyGone) {

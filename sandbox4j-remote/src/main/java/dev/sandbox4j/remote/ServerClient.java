@@ -42,6 +42,7 @@ final class ServerClient {
   private final URI base;
   private final String key;
   private HttpClient http;
+  private final ExecConnection.Pool execConnections = new ExecConnection.Pool();
 
   ServerClient(URI base, String key) {
     String text = base.toString();
@@ -62,6 +63,11 @@ final class ServerClient {
               .build();
     }
     return http;
+  }
+
+  /** The idle exec sockets, kept for the next command on their sandbox. */
+  ExecConnection.Pool execConnections() {
+    return execConnections;
   }
 
   String authorization() {

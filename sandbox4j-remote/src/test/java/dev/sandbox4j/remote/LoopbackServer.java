@@ -9,6 +9,9 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 
 /**
@@ -20,9 +23,17 @@ final class LoopbackServer implements AutoCloseable {
   final LocalSandbox engine;
   final Path data;
   final String key;
+  final List<String> log = new CopyOnWriteArrayList<>();
+  private final UnaryOperator<SandboxServer.Builder> options;
   SandboxServer server;
 
   LoopbackServer() {
+    this(b -> b);
+  }
+
+  /** A server with {@code options} applied over the defaults below. */
+  LoopbackServer(UnaryOperator<SandboxServer.Builder> options) {
+    this.options = options;
     requireLocalEngine();
     try {
       data = Files.createTempDirectory("sandbox4j-remote-test-");
@@ -53,16 +64,52 @@ final class LoopbackServer implements AutoCloseable {
 
   void start() {
     server =
-        SandboxServer.builder()
-            .engine(engine)
-            .dataDirectory(data)
-            .bind("127.0.0.1", 0)
-            .requestLog(line -> {})
-            // tests create sandboxes faster than the default create rate allows
-            .maxSandboxesPerOrganization(1000)
-            .createRateLimit(1000, java.time.Duration.ofMillis(1))
+        options
+            .apply(
+                SandboxServer.builder()
+                    .engine(engine)
+                    .dataDirectory(data)
+                    .bind("127.0.0.1", 0)
+                    .requestLog(log::add)
+                    // tests create sandboxes faster than the default create rate allows
+                    .maxSandboxesPerOrganization(1000)
+                    .createRateLimit(1000, java.time.Duration.ofMillis(1)))
             .build()
             .start();
+  }
+
+  /** How many request log lines have {@code method} and {@code route}. */
+  long logged(String method, String route) {
+    return log.stream()
+        .map(
+            line -> {
+              try {
+                return ServerClient.JSON.readTree(line);
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
+            })
+        .filter(l -> l.path("method").asText().equals(method))
+        .filter(l -> l.path("route").asText().equals(route))
+        .count();
+  }
+
+  /**
+   * {@link #logged}, once it reached {@code n}: the server logs a command after its last event went
+   * out, so the client can see the command end before its line is written.
+   */
+  long loggedAtLeast(String method, String route, long n) {
+    long deadline = System.nanoTime() + java.time.Duration.ofSeconds(30).toNanos();
+    long count;
+    while ((count = logged(method, route)) < n && System.nanoTime() < deadline) {
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    return count;
   }
 
   /** Stops the server (open exec streams are cut) and starts it again on a new port. */

@@ -19,6 +19,7 @@ import dev.sandbox4j.workspace.WorkspaceOutputLimitException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -223,6 +224,62 @@ class RemoteSandboxTest {
       } finally {
         own.start();
         own.client().build().destroy(ref);
+      }
+    } finally {
+      own.close();
+    }
+  }
+
+  @Test
+  void commandsReuseOneExecSocket() {
+    LoopbackServer own = new LoopbackServer();
+    try {
+      RemoteSandbox remote = own.client().build();
+      Workspace ws = Workspace.of(remote.newBackend());
+      try {
+        for (int i = 0; i < 20; i++) {
+          assertThat(ws.run(Command.shell("echo " + i)).stdoutText()).isEqualTo(i + "\n");
+        }
+        assertThat(own.logged("GET", "/v1/sandboxes/{id}/exec")).isEqualTo(1);
+        assertThat(own.loggedAtLeast("WS", "/v1/sandboxes/{id}/exec (command)", 20)).isEqualTo(20);
+        // stdin cannot be read twice, so such a command takes a socket of its own
+        CommandResult echoed =
+            ws.run(
+                Command.argv("cat"),
+                RunOptions.builder().stdin("fed".getBytes(StandardCharsets.UTF_8)).build());
+        assertThat(echoed.stdoutText()).isEqualTo("fed");
+        assertThat(own.logged("GET", "/v1/sandboxes/{id}/exec")).isEqualTo(2);
+      } finally {
+        ws.ref().ifPresent(remote::destroy);
+      }
+    } finally {
+      own.close();
+    }
+  }
+
+  /**
+   * The server closes each socket a millisecond after its command, so the client often takes a
+   * pooled socket the server is closing just then. Whatever the order, a command runs exactly once
+   * and none fails: one closed before the server took it goes over a new socket.
+   */
+  @Test
+  void commandsOverSocketsTheServerClosesUnderThemRunExactlyOnce() {
+    LoopbackServer own = new LoopbackServer(b -> b.execSocketIdle(Duration.ofMillis(1)));
+    try {
+      RemoteSandbox remote = own.client().build();
+      Workspace ws = Workspace.of(remote.newBackend());
+      try {
+        int commands = 100;
+        for (int i = 0; i < commands; i++) {
+          assertThat(ws.run(Command.shell("echo " + i + " >> /tmp/ran")).exitCode()).isZero();
+        }
+        List<String> ran = List.of(ws.readText("/tmp/ran").split("\n"));
+        assertThat(ran).hasSize(commands).doesNotHaveDuplicates();
+        assertThat(own.loggedAtLeast("WS", "/v1/sandboxes/{id}/exec (command)", commands))
+            .isEqualTo(commands);
+        assertThat(own.logged("GET", "/v1/sandboxes/{id}/exec")).isGreaterThan(1);
+      } finally {
+        ws.ref().ifPresent(remote::destroy);
       }
     } finally {
       own.close();
