@@ -17,7 +17,7 @@ import java.util.function.Function;
  * cleanup destroys them and their forks); snapshots are named {@code bench-<pid>-*} and removed
  * after each round and at close.
  */
-final class LifecycleScenarios implements AutoCloseable {
+final class LifecycleScenarios implements Target.ExtraScenarios {
   private static final Command TRUE = Command.argv("true");
   private static final Command WRITE_200MB =
       Command.shell("head -c 200M /dev/urandom > big.bin && sync big.bin");
@@ -55,7 +55,8 @@ final class LifecycleScenarios implements AutoCloseable {
     this.firstCommand = firstCommand;
   }
 
-  List<WorkspaceBench.Scenario> scenarios(int iterations, int warmup) {
+  @Override
+  public List<WorkspaceBench.Scenario> scenarios(int iterations, int warmup) {
     int heavy = Math.max(20, iterations / 5);
     int heavier = Math.max(10, iterations / 20);
     return List.of(

@@ -70,7 +70,7 @@ final class LocalTarget implements Target {
   }
 
   @Override
-  public java.util.Optional<LifecycleScenarios> lifecycle() {
+  public java.util.Optional<Target.ExtraScenarios> extraScenarios() {
     return java.util.Optional.of(
         new LifecycleScenarios(
             sandboxes,

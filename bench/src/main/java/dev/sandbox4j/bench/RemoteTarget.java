@@ -85,6 +85,11 @@ final class RemoteTarget implements Target {
   }
 
   @Override
+  public java.util.Optional<Target.ExtraScenarios> extraScenarios() {
+    return java.util.Optional.of(new ServerOverhead(provider, engine));
+  }
+
+  @Override
   public Map<String, Object> details() {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("server", server.uri().toString());

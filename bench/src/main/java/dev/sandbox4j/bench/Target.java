@@ -29,11 +29,16 @@ interface Target extends AutoCloseable {
   boolean sandboxed();
 
   /**
-   * Scenarios only this provider has, run after the common ones (the local engine's lifecycle);
-   * closing them cleans up what they made.
+   * Scenarios only this provider has, run after the common ones (the local engine's lifecycle, the
+   * server's overhead over the engine); closing them cleans up what they made.
    */
-  default java.util.Optional<LifecycleScenarios> lifecycle() {
+  default java.util.Optional<ExtraScenarios> extraScenarios() {
     return java.util.Optional.empty();
+  }
+
+  /** A provider's own scenarios and what they need set up. */
+  interface ExtraScenarios extends AutoCloseable {
+    java.util.List<WorkspaceBench.Scenario> scenarios(int iterations, int warmup);
   }
 
   /** The provider's settings, for the report's {@code provider_details}. */

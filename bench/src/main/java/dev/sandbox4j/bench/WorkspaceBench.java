@@ -179,9 +179,9 @@ public final class WorkspaceBench implements AutoCloseable {
             out.println(row(scenario.name(), stats));
           }
         }
-        if (target.lifecycle().isPresent()) {
-          try (LifecycleScenarios lifecycle = target.lifecycle().get()) {
-            for (Scenario scenario : lifecycle.scenarios(options.iterations(), options.warmup())) {
+        if (target.extraScenarios().isPresent()) {
+          try (Target.ExtraScenarios extra = target.extraScenarios().get()) {
+            for (Scenario scenario : extra.scenarios(options.iterations(), options.warmup())) {
               if (options.runs(scenario.name())) {
                 Stats stats = Stats.ofNanos(measure(scenario));
                 results.put(scenario.name(), stats);
