@@ -495,8 +495,8 @@ final class ApiServlet extends HttpServlet {
       throw ApiException.invalid(
           null, "GET .../exec is a WebSocket upgrade; POST it for an NDJSON stream");
     }
-    ws.workingDirectory(); // attaches or wakes it now: a gone sandbox is an HTTP error, not a WS
-    // one
+    // attaches or wakes it now: a gone sandbox is an HTTP error, not a WebSocket one
+    ws.workingDirectory();
     String authorization = c.request.getHeader("Authorization");
     WebSocketEndpoints.ExecSocket.Access access =
         new WebSocketEndpoints.ExecSocket.Access() {
