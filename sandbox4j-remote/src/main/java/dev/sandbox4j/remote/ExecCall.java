@@ -345,7 +345,8 @@ final class ExecCall {
   /** One event from the connection ({@code event} null when {@code text} is not JSON). */
   void event(JsonNode event, String text) {
     if (event == null) {
-      outcome.complete(new WorkspaceException("the server sent a malformed exec event: " + text));
+      String head = text.length() > 200 ? text.substring(0, 200) + "…" : text;
+      outcome.complete(new WorkspaceException("the server sent a malformed exec event: " + head));
       return;
     }
     try {
