@@ -53,6 +53,10 @@ import java.util.stream.Stream;
  * <p><b>Ports.</b> It runs the home's {@link PortProxy} for as long as it runs, binding its port
  * again on every scan until that succeeds (another process may hold it for a while).
  *
+ * <p><b>Handover.</b> If a jar it runs from is rebuilt or replaced (and stays so for a scan), it
+ * releases the lock, starts a supervisor from the new jars and exits ({@link CodeWatch}): its own
+ * classes not loaded yet would be read from the new jar, and fail.
+ *
  * <p><b>Exit.</b> Once the home has had no sandbox for {@link #LINGER}, it releases the lock, looks
  * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
  * there is one, in which case it takes the lock again and goes on. (It runs while any sandbox
@@ -75,6 +79,8 @@ final class Supervisor {
   private final Engine engine;
   private final PortProxy ports;
   private final Map<String, CpuSample> cpu = new HashMap<>();
+  private final CodeWatch code = new CodeWatch(classPath());
+  private boolean handedOver; // a new supervisor, started from rebuilt jars, took over
 
   /** The home's egress proxy on the sandboxes' gateway; null until that address exists. */
   private EgressProxy proxy;
@@ -112,7 +118,12 @@ final class Supervisor {
         held.close();
       }
     }
-    say("supervisor " + ProcessHandle.current().pid() + " exits: the home has no sandboxes");
+    say(
+        "supervisor "
+            + ProcessHandle.current().pid()
+            + (supervisor != null && supervisor.handedOver
+                ? " exits: a supervisor started from the new jars took over"
+                : " exits: the home has no sandboxes"));
   }
 
   /** Scans until there is nothing to supervise; returns the lock if it still holds it. */
@@ -120,6 +131,17 @@ final class Supervisor {
     Path sandboxes = engine.home().resolve("sandboxes");
     long emptySince = -1;
     while (true) {
+      if (code.replacedAndSettled()) {
+        // the rest of this process's classes are gone with the old jar: a fresh JVM takes over
+        say(
+            "supervisor "
+                + ProcessHandle.current().pid()
+                + ": its jars were rebuilt or replaced; starting a supervisor from the new ones");
+        lock.close();
+        spawn(engine.home(), engine.runtime().binary());
+        handedOver = true;
+        return null;
+      }
       ports.start();
       ensureProxy();
       int supervised = scan();
