@@ -102,7 +102,8 @@ final class ExecRun {
   }
 
   /**
-   * Whether the last event ({@code exit} or {@code error}) went out: the client has the outcome.
+   * Whether the last event ({@code exit} or {@code error}) is out, or going out: the client has, or
+   * is about to have, the outcome, and nothing of this command follows it.
    */
   boolean reported() {
     synchronized (sendLock) {
@@ -176,13 +177,18 @@ final class ExecRun {
       if (finished) {
         return;
       }
+      if (lastStatus != 0) {
+        // before the bytes go: a client that has the last event may send its next request on a
+        // kept-open socket at once, and that request must find this command reported
+        finished = true;
+        this.lastStatus = lastStatus;
+      }
       try {
         sink.send(event);
-        if (lastStatus != 0) {
-          finished = true;
-          this.lastStatus = lastStatus;
-        }
       } catch (IOException | RuntimeException e) {
+        if (lastStatus != 0) {
+          this.lastStatus = CANCELLED; // the client never had it
+        }
         cancel(); // the client is gone: nobody reads the output, so the command must not run on
       }
     }

@@ -221,7 +221,7 @@ final class WebSocketEndpoints {
                     input.close();
                   }
                   access.log(status, (System.nanoTime() - began) / 1_000_000);
-                  if (keepOpen && created.reported()) {
+                  if (keepOpen && status != ExecRun.CANCELLED) { // the last event went out
                     waitForNext(created);
                   } else if (!closing()) {
                     close(StatusCode.NORMAL, "done");
