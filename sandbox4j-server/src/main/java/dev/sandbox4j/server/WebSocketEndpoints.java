@@ -238,6 +238,9 @@ final class WebSocketEndpoints {
         }
         run = null;
         stdin = null;
+        if (closing) {
+          return; // the client closed it meanwhile: nothing to wait for
+        }
         idleClose =
             idle.scheduler()
                 .schedule(this::closeIfIdle, idle.after().toMillis(), TimeUnit.MILLISECONDS);
