@@ -184,6 +184,11 @@ class TimersTest {
           "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /home/sandbox/c; sleep 0.2; done'"
               + " >/dev/null 2>&1 &");
       await("suspended", Duration.ofSeconds(30), () -> state(ref).equals("suspended"));
+      // The record says suspended before the freezer has stopped every process (the record goes
+      // first, so that a crash mid-freeze is recovered as a suspend): the counter stands still
+      // once the freeze is done.
+      Cgroups cgroups = sandboxes.engine().cgroups();
+      await("frozen", Duration.ofSeconds(30), () -> Freezer.isFrozen(cgroups, ref.id()));
       Path counter = home.resolve("sandboxes").resolve(ref.id()).resolve("upper/home/sandbox/c");
       String frozen = Files.readString(counter);
       Thread.sleep(1500);
