@@ -602,7 +602,14 @@ class NetworkingTest {
       while (id == null && child.isAlive() && System.nanoTime() < deadline) {
         for (String slot : names(slots)) {
           if (!slotsBefore.contains(slot)) {
-            id = Files.readString(slots.resolve(slot)).strip();
+            // the slot file is created, then its id written: an empty one is not there yet
+            String written;
+            try {
+              written = Files.readString(slots.resolve(slot)).strip();
+            } catch (java.nio.file.NoSuchFileException gone) {
+              written = ""; // freed again: another sandbox's, or one that failed
+            }
+            id = written.isEmpty() ? null : written;
           }
         }
       }
