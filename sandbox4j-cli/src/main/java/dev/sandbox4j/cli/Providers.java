@@ -106,21 +106,6 @@ final class Providers {
           portToken);
     }
 
-    Settings withEnv(Map<String, String> env) {
-      return new Settings(
-          env,
-          workingDirectory,
-          image,
-          cpus,
-          memoryBytes,
-          labels,
-          snapshot,
-          timers,
-          egress,
-          networks,
-          portToken);
-    }
-
     Settings withWorkingDirectory(String workingDirectory) {
       return new Settings(
           env,

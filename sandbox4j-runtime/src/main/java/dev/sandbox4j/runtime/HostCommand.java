@@ -40,13 +40,8 @@ final class HostCommand {
                 }
               });
       byte[] out = p.getInputStream().readAllBytes();
-      if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
-        p.destroyForcibly();
-        throw new WorkspaceException(
-            String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
-      }
       return new Result(
-          p.exitValue(),
+          awaitExit(p, argv),
           new String(out, StandardCharsets.UTF_8).strip(),
           new String(stderr.join(), StandardCharsets.UTF_8).strip());
     } catch (IOException e) {
@@ -69,19 +64,9 @@ final class HostCommand {
             .redirectOutput(log.toFile())
             .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
     try {
-      Process p = builder.start();
-      if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
-        p.destroyForcibly();
-        throw new WorkspaceException(
-            String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
-      }
-      if (p.exitValue() != 0) {
-        throw new WorkspaceException(
-            String.join(" ", argv)
-                + " failed (exit "
-                + p.exitValue()
-                + "): "
-                + java.nio.file.Files.readString(log).strip());
+      int exit = awaitExit(builder.start(), argv);
+      if (exit != 0) {
+        throw failed(argv, exit, java.nio.file.Files.readString(log).strip());
       }
     } catch (IOException e) {
       throw new WorkspaceException("cannot run " + argv.getFirst() + ": " + e.getMessage(), e);
@@ -95,8 +80,7 @@ final class HostCommand {
   static String check(List<String> argv) {
     Result r = run(argv);
     if (!r.ok()) {
-      throw new WorkspaceException(
-          String.join(" ", argv) + " failed (exit " + r.exitCode() + "): " + r.output());
+      throw failed(argv, r.exitCode(), r.output());
     }
     return r.output();
   }
@@ -111,14 +95,9 @@ final class HostCommand {
         in.write(input.getBytes(StandardCharsets.UTF_8));
       }
       String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
-      if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
-        p.destroyForcibly();
-        throw new WorkspaceException(
-            String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
-      }
-      if (p.exitValue() != 0) {
-        throw new WorkspaceException(
-            String.join(" ", argv) + " failed (exit " + p.exitValue() + "): " + out);
+      int exit = awaitExit(p, argv);
+      if (exit != 0) {
+        throw failed(argv, exit, out);
       }
       return out;
     } catch (IOException e) {
@@ -127,6 +106,21 @@ final class HostCommand {
       Thread.currentThread().interrupt();
       throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
     }
+  }
+
+  /** Waits (bounded) for {@code p} to exit and returns its status; kills it past the bound. */
+  private static int awaitExit(Process p, List<String> argv) throws InterruptedException {
+    if (!p.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+      p.destroyForcibly();
+      throw new WorkspaceException(
+          String.join(" ", argv) + " did not finish within " + TIMEOUT_SECONDS + " s");
+    }
+    return p.exitValue();
+  }
+
+  private static WorkspaceException failed(List<String> argv, int exit, String output) {
+    return new WorkspaceException(
+        String.join(" ", argv) + " failed (exit " + exit + "): " + output);
   }
 
   /** Whether {@code program} is an executable file on PATH. */

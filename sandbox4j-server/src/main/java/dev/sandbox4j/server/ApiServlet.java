@@ -190,20 +190,28 @@ final class ApiServlet extends HttpServlet {
   }
 
   Organization authenticate(HttpServletRequest request) {
-    return authenticate(request.getHeader("Authorization"));
+    return organizationOfKey(keyHash(request));
   }
 
-  /** The organization of the key in an {@code Authorization} header, or {@code unauthenticated}. */
-  Organization authenticate(String header) {
+  /**
+   * The hash of the API key in the request's {@code Authorization} header (null for a header that
+   * cannot hold one of our keys), or {@code unauthenticated} without such a header.
+   */
+  private static String keyHash(HttpServletRequest request) {
+    String header = request.getHeader("Authorization");
     if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) {
       throw new ApiException(
           401, "unauthenticated", "send an API key: Authorization: Bearer <key>", null, null, null);
     }
     String key = header.substring(7).trim();
-    Optional<Organization> org =
-        key.startsWith(ServerKeys.KEY_PREFIX) && key.length() < 200
-            ? db.organizationOfKey(ServerKeys.hash(key))
-            : Optional.empty();
+    return key.startsWith(ServerKeys.KEY_PREFIX) && key.length() < 200
+        ? ServerKeys.hash(key)
+        : null;
+  }
+
+  /** The organization of a valid key's hash, or {@code unauthenticated}. */
+  private Organization organizationOfKey(String hash) {
+    Optional<Organization> org = hash == null ? Optional.empty() : db.organizationOfKey(hash);
     return org.orElseThrow(
         () ->
             new ApiException(
@@ -497,12 +505,12 @@ final class ApiServlet extends HttpServlet {
     }
     // attaches or wakes it now: a gone sandbox is an HTTP error, not a WebSocket one
     ws.workingDirectory();
-    String authorization = c.request.getHeader("Authorization");
+    String keyHash = keyHash(c.request); // the key itself is not kept for the socket's life
     WebSocketEndpoints.ExecSocket.Access access =
         new WebSocketEndpoints.ExecSocket.Access() {
           @Override
           public Workspace recheck() {
-            Organization now = authenticate(authorization);
+            Organization now = organizationOfKey(keyHash);
             if (now.id() != organization.id()) {
               throw new ApiException(
                   401, "unauthenticated", "unknown or revoked API key", null, null, null);
