@@ -179,9 +179,11 @@ class TimersTest {
     Workspace ws = Workspace.of(provider.newBackend());
     WorkspaceRef ref = ws.open();
     try {
+      // the counter is renamed into place, so that a read never sees it half written (empty)
       sh(
           ws,
-          "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /home/sandbox/c; sleep 0.2; done'"
+          "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /home/sandbox/c.new;"
+              + " mv /home/sandbox/c.new /home/sandbox/c; sleep 0.2; done'"
               + " >/dev/null 2>&1 &");
       await("suspended", Duration.ofSeconds(30), () -> state(ref).equals("suspended"));
       // The record says suspended before the freezer has stopped every process (the record goes
