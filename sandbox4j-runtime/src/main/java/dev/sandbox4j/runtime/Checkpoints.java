@@ -25,8 +25,8 @@ import java.util.stream.Stream;
  * memory, open files (paths in the sandbox's root, which for a fork is a copy), pipes, unix and TCP
  * sockets inside the sandbox (listening ones, tested; established ones on loopback with both ends
  * in the tree are dumped with {@code --tcp-established}, untested), the namespaces (pid, ipc, uts,
- * mount, network with its loopback, user 0→100000:65536), the seccomp filter, and the cgroups the
- * engine made per command (CRIU creates them under the new sandbox's cgroup: {@code
+ * mount, network with its loopback, user 0→100000:65536), the seccomp filter of every process, and
+ * the cgroups the engine made per command (CRIU creates them under the new sandbox's cgroup: {@code
  * --manage-cgroups-mode soft}). crun adds the bind mounts of the bundle ({@code /dev/catatonit}) as
  * external mounts; the device nodes crun bind-mounts from the host into a user namespace's {@code
  * /dev} are mapped through a CRIU config file ({@code ext-mount-map}).
@@ -36,6 +36,14 @@ import java.util.stream.Stream;
  * part of the tree: {@link Dump#notCarried} lists them. Connections to anything outside the sandbox
  * (its veth, whose peer is on the host, is removed before the dump, since CRIU cannot dump it, and
  * {@link Networks#attach} adds it again or anew after), and anything that holds host fds.
+ *
+ * <p>The seccomp filter of commands exec'd later: {@code crun exec} does not take it from the
+ * config but from {@code seccomp.bpf} in the container's state directory, which {@code crun run}
+ * writes and {@code crun restore} does not; without it every later command ran unfiltered (with
+ * {@code unshare -Ur} then giving a nested root with full capabilities). So a dump saves that file
+ * with the images ({@link #SECCOMP_FILTER}) and a restore writes it back before anything can exec
+ * ({@link OciRuntime#restore}); {@link OciRuntime#requireExecFilter} refuses any exec into a
+ * container without it.
  *
  * <p>CRIU's environment: {@link Criu#DIR} first on PATH (libcriu runs {@code criu swrk} from PATH),
  * {@code CRIU_CONFIG_FILE} with the device mappings, and {@code CR_IPTABLES=true}: CRIU saves and
@@ -153,8 +161,9 @@ final class Checkpoints {
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);
     }
+    byte[] filter = savedFilter(runtime, id, images);
     try {
-      runtime.restore(id, bundle, images, work, environment(work));
+      runtime.restore(id, bundle, images, work, environment(work), filter);
     } catch (WorkspaceException e) {
       throw new WorkspaceException(
           "cannot restore sandbox local:"
@@ -239,12 +248,60 @@ final class Checkpoints {
     }
   }
 
+  /**
+   * Dumps container {@code id} into {@code images}, and with it the compiled seccomp filter its
+   * commands get ({@value #SECCOMP_FILTER}): {@link #restore} gives it back to the runtime.
+   */
   private static void checkpoint(OciRuntime runtime, String id, Path images, boolean leaveRunning) {
+    byte[] filter =
+        runtime
+            .seccompFilter(id)
+            .or(runtime::compiledSeccompBytes)
+            .orElseThrow(
+                () ->
+                    new WorkspaceException(
+                        "cannot checkpoint sandbox local:"
+                            + id
+                            + ": the runtime has no seccomp filter for its commands ("
+                            + runtime.seccompFile(id)
+                            + "); stop and start it first"));
     try {
       runtime.checkpoint(id, images, images, leaveRunning, environment(images));
     } catch (WorkspaceException e) {
       throw new WorkspaceException(
           "cannot checkpoint sandbox local:" + id + ": " + errors(images, "dump.log", e), e);
+    }
+    try {
+      Files.write(images.resolve(SECCOMP_FILTER), filter);
+    } catch (IOException e) {
+      throw new WorkspaceException(
+          "cannot checkpoint sandbox local:" + id + ": cannot save its seccomp filter: " + e, e);
+    }
+  }
+
+  /**
+   * The compiled seccomp filter of the dumped sandbox's commands, in a checkpoint's directory (it
+   * travels with the images: a hibernated sandbox's, a fork's copy). An older checkpoint without
+   * one is restored with the filter this runtime compiled in this JVM, if any; else not at all.
+   */
+  static final String SECCOMP_FILTER = "sandbox4j-seccomp.bpf";
+
+  private static byte[] savedFilter(OciRuntime runtime, String id, Path images) {
+    try {
+      return Files.readAllBytes(images.resolve(SECCOMP_FILTER));
+    } catch (IOException e) {
+      return runtime
+          .compiledSeccompBytes()
+          .orElseThrow(
+              () ->
+                  new WorkspaceException(
+                      "cannot restore sandbox local:"
+                          + id
+                          + " from "
+                          + images
+                          + ": the checkpoint has no seccomp filter for its commands ("
+                          + SECCOMP_FILTER
+                          + "), and a command must never run without one"));
     }
   }
 

@@ -79,6 +79,7 @@ final class Exec {
       RunOptions options,
       long clockStart,
       Duration noOutput) {
+    engine.runtime().requireExecFilter(id);
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     NoOutputWatchdog watchdog =
@@ -146,6 +147,7 @@ final class Exec {
       String cwd,
       Map<String, String> env,
       List<String> argv) {
+    engine.runtime().requireExecFilter(id);
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     try {

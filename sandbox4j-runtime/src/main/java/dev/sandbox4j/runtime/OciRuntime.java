@@ -255,9 +255,17 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
   /**
    * {@code crun restore}: starts container {@code id} of {@code bundle} with the processes of the
    * checkpoint in {@code images}, detached, its init's pid in {@code bundle/init.pid}; CRIU's log
-   * goes to {@code work/restore.log}.
+   * goes to {@code work/restore.log}. Then {@code seccompFilter} becomes the filter of every
+   * command exec'd into it ({@link #installSeccompFilter}); if that fails, the restored container
+   * is deleted: it never runs a command unfiltered.
    */
-  void restore(String id, Path bundle, Path images, Path work, Map<String, String> env) {
+  void restore(
+      String id,
+      Path bundle,
+      Path images,
+      Path work,
+      Map<String, String> env,
+      byte[] seccompFilter) {
     keepingFavorDynmods(
         () ->
             quietly(
@@ -281,6 +289,95 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
                     id),
                 work.resolve("runtime.log"),
                 env));
+    try {
+      installSeccompFilter(id, seccompFilter);
+    } catch (RuntimeException e) {
+      try {
+        delete(id);
+      } catch (RuntimeException cleanup) {
+        e.addSuppressed(cleanup);
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * The compiled seccomp filter that {@code crun exec} applies to every command in container {@code
+   * id}: crun loads it from {@code seccomp.bpf} in the container's state directory, and when that
+   * file is missing it runs the command with no filter at all. {@code crun run} writes it; {@code
+   * crun restore} does not (CRIU restores the filter of the processes it carries, not the file), so
+   * after a restore the engine writes it ({@link #installSeccompFilter}).
+   */
+  Path seccompFile(String id) {
+    return stateRoot.resolve(id).resolve(SECCOMP_FILE);
+  }
+
+  private static final String SECCOMP_FILE = "seccomp.bpf";
+
+  /** The compiled seccomp filter of container {@code id}, if its state directory has one. */
+  Optional<byte[]> seccompFilter(String id) {
+    try {
+      byte[] bpf = Files.readAllBytes(seccompFile(id));
+      return validBpf(bpf) ? Optional.of(bpf) : Optional.empty();
+    } catch (IOException e) {
+      return Optional.empty();
+    }
+  }
+
+  /**
+   * {@link #compiledSeccomp()} as raw bytes: the default filter this runtime compiled for an
+   * earlier sandbox in this JVM, if it did.
+   */
+  Optional<byte[]> compiledSeccompBytes() {
+    return compiledSeccomp().map(java.util.Base64.getDecoder()::decode);
+  }
+
+  /**
+   * Writes {@code bpf} as container {@code id}'s {@link #seccompFile}, atomically (a concurrent
+   * exec sees no file or the whole filter), readable by root only.
+   */
+  void installSeccompFilter(String id, byte[] bpf) {
+    if (!validBpf(bpf)) {
+      throw new WorkspaceException(
+          "not a seccomp filter for container " + id + ": " + bpf.length + " bytes");
+    }
+    Path file = seccompFile(id);
+    Path temp = file.resolveSibling(SECCOMP_FILE + ".tmp");
+    try {
+      Files.deleteIfExists(temp);
+      Files.write(temp, bpf, java.nio.file.StandardOpenOption.CREATE_NEW);
+      Files.setPosixFilePermissions(
+          temp, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+      Files.move(temp, file, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    } catch (IOException e) {
+      throw new WorkspaceException(
+          "cannot write the seccomp filter of container " + id + " (" + file + "): " + e, e);
+    }
+  }
+
+  /**
+   * Fails unless a command exec'd into container {@code id} gets its seccomp filter: with crun, the
+   * container's state directory must hold {@link #seccompFile}. A container without a state
+   * directory is left to the runtime, whose exec fails on its own. One stat per command.
+   *
+   * @throws WorkspaceException if the command would run without the filter
+   */
+  void requireExecFilter(String id) {
+    if (!binary.getFileName().toString().startsWith("crun")
+        || Files.exists(seccompFile(id))
+        || !Files.isDirectory(stateRoot.resolve(id))) {
+      return;
+    }
+    throw new WorkspaceException(
+        "refusing to run a command in sandbox local:"
+            + id
+            + ": its runtime state has no seccomp filter ("
+            + seccompFile(id)
+            + "), so the command would run unfiltered; stop and start the sandbox");
+  }
+
+  private static boolean validBpf(byte[] bpf) {
+    return bpf.length > 0 && bpf.length <= MAX_BPF_BYTES && bpf.length % 8 == 0;
   }
 
   /** The argv of a runtime command whose messages go to {@code log}. */
@@ -347,6 +444,14 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
    */
   Optional<String> compiledSeccomp() {
     return binaryKey().map(COMPILED_SECCOMP::get);
+  }
+
+  /**
+   * Forgets every filter compiled in this JVM, as a new JVM starts (after a host reboot, say): for
+   * tests that simulate one.
+   */
+  static void forgetCompiledSeccomp() {
+    COMPILED_SECCOMP.clear();
   }
 
   /**
