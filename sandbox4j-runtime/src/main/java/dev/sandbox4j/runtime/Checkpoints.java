@@ -305,6 +305,16 @@ final class Checkpoints {
     }
   }
 
+  /**
+   * CRIU's {@code FI_NO_BREAKPOINTS}: it takes its parasite out of a process by tracing it syscall
+   * by syscall instead of with a hardware breakpoint. In a VM whose debug registers do not work (a
+   * Firecracker/PVM guest, this kind of host) the breakpoint never fires and every dump and restore
+   * hangs in {@code wait4}, even of a plain {@code sleep}; CRIU 4.2 detects that itself ("kerndat:
+   * check that hardware breakpoints work"), the 4.1 that setup builds does not. The
+   * syscall-by-syscall way works everywhere and costs a few traced syscalls per process.
+   */
+  private static final String NO_BREAKPOINTS = "130";
+
   /** CRIU's environment, with its config file written into {@code dir}. */
   private static Map<String, String> environment(Path dir) {
     StringBuilder config = new StringBuilder();
@@ -329,7 +339,9 @@ final class Checkpoints {
         "CRIU_CONFIG_FILE",
         file.toString(),
         "CR_IPTABLES",
-        "true");
+        "true",
+        "CRIU_FAULT",
+        NO_BREAKPOINTS);
   }
 
   /** The runtime's message and the error lines of CRIU's log, for an exception. */
