@@ -95,7 +95,11 @@ class HostileSandboxTest {
    * A sandbox to attack: {@code mapAtCreate} is the uid_map and gid_map it had when created, for
    * the states that keep the sandbox (a fork or a sandbox from a snapshot is a new one).
    */
-  private record Target(String what, Workspace ws, String id, Optional<String> mapAtCreate) {}
+  private record Target(String what, Workspace ws, WorkspaceRef ref, Optional<String> mapAtCreate) {
+    String id() {
+      return ref.id();
+    }
+  }
 
   /** What confines a command, read from the live processes. */
   private record View(
@@ -115,6 +119,7 @@ class HostileSandboxTest {
   private View baselineUser;
   private View baselineRoot;
   private Workspace neighbor;
+  private WorkspaceRef neighborRef;
   private Path secretFile;
   private final String secret = "host-secret-" + UUID.randomUUID();
   private Process hostSleep;
@@ -147,7 +152,7 @@ class HostileSandboxTest {
           .containsEntry("cpu", 1_000_000L);
     }
     neighbor = Workspace.of(sandboxes.newBackend());
-    neighbor.open();
+    neighborRef = neighbor.open();
     startNeighborServer();
   }
 
@@ -230,7 +235,7 @@ class HostileSandboxTest {
         requireCheckpoints();
         Target parent = create("the parent of a live fork");
         busy(parent.ws());
-        ForkResult fork = sandboxes.fork(parent.ws().open());
+        ForkResult fork = sandboxes.fork(parent.ref());
         own.add(fork.ref());
         assertThat(fork.processesCopied()).as(fork.reason()).isTrue();
         yield List.of(attached("the live fork", fork.ref()), parent);
@@ -238,7 +243,7 @@ class HostileSandboxTest {
       case FILES_FORK -> {
         Target parent = create("the parent of a files-only fork");
         busy(parent.ws());
-        ForkResult fork = sandboxes.forkFiles(parent.ws().open());
+        ForkResult fork = sandboxes.forkFiles(parent.ref());
         own.add(fork.ref());
         yield List.of(attached("the files-only fork", fork.ref()));
       }
@@ -246,7 +251,7 @@ class HostileSandboxTest {
         Target parent = create("the snapshotted sandbox");
         busy(parent.ws());
         String name = "hostile-" + UUID.randomUUID().toString().substring(0, 8);
-        sandboxes.snapshot(parent.ws().open(), name);
+        sandboxes.snapshot(parent.ref(), name);
         Workspace ws =
             Workspace.of(
                 LocalSandbox.builder()
@@ -258,28 +263,28 @@ class HostileSandboxTest {
                     .newBackend());
         WorkspaceRef ref = ws.open();
         own.add(ref);
-        yield List.of(new Target("a sandbox created from a snapshot", ws, ref.id(), map(ws)));
+        yield List.of(new Target("a sandbox created from a snapshot", ws, ref, map(ws)));
       }
       case STOP_THEN_START -> {
         Target t = create("a stopped then started sandbox");
         busy(t.ws());
-        sandboxes.stop(t.ws().open());
-        sandboxes.start(t.ws().open());
+        sandboxes.stop(t.ref());
+        sandboxes.start(t.ref());
         yield List.of(t);
       }
       case SUSPEND_THEN_RESUME -> {
         Target t = create("a suspended then resumed sandbox");
         busy(t.ws());
-        sandboxes.suspend(t.ws().open());
-        sandboxes.resume(t.ws().open());
+        sandboxes.suspend(t.ref());
+        sandboxes.resume(t.ref());
         yield List.of(t);
       }
       case HIBERNATE_THEN_WAKE -> {
         requireCheckpoints();
         Target t = create("a hibernated sandbox woken by a command");
         busy(t.ws());
-        sandboxes.hibernate(t.ws().open());
-        assertThat(state(t.ws().open())).isEqualTo("hibernated");
+        sandboxes.hibernate(t.ref());
+        assertThat(state(t.ref())).isEqualTo("hibernated");
         check(t.ws(), "true"); // wakes it
         yield List.of(t);
       }
@@ -307,7 +312,7 @@ class HostileSandboxTest {
         requireCheckpoints();
         Target hibernated = create("a sandbox hibernated at the reboot");
         busy(hibernated.ws());
-        sandboxes.hibernate(hibernated.ws().open());
+        sandboxes.hibernate(hibernated.ref());
         yield afterReboot(List.of(hibernated));
       }
     };
@@ -324,13 +329,13 @@ class HostileSandboxTest {
     sandboxes = provider();
     HostSetup.setup(home, line -> {});
     sandboxes.gc();
-    neighbor = Workspace.of(sandboxes.backend(neighbor.open()).orElseThrow());
+    neighbor = Workspace.of(sandboxes.backend(neighborRef).orElseThrow());
     startNeighborServer();
     List<Target> after = new ArrayList<>();
     for (Target t : targets) {
-      Workspace ws = Workspace.of(sandboxes.backend(t.ws().open()).orElseThrow());
+      Workspace ws = Workspace.of(sandboxes.backend(t.ref()).orElseThrow());
       check(ws, "true"); // attaches: starts or restores it
-      after.add(new Target(t.what(), ws, t.id(), t.mapAtCreate()));
+      after.add(new Target(t.what(), ws, t.ref(), t.mapAtCreate()));
     }
     return after;
   }
@@ -750,12 +755,12 @@ class HostileSandboxTest {
     if (reference == null) {
       own.remove(ref); // the reference lives for the whole class
     }
-    return new Target(what, ws, ref.id(), map(ws));
+    return new Target(what, ws, ref, map(ws));
   }
 
   private Target attached(String what, WorkspaceRef ref) {
     Workspace ws = Workspace.of(sandboxes.backend(ref).orElseThrow());
-    return new Target(what, ws, ref.id(), Optional.empty());
+    return new Target(what, ws, ref, Optional.empty());
   }
 
   /** The uid_map and gid_map of a command, right now, as {@link #mapping} writes them. */
