@@ -132,11 +132,12 @@ final class CreateCommand implements Callable<Integer> {
 
   @Option(
       names = "--header",
-      paramLabel = "DOMAIN:NAME:VALUE",
-      description =
-          "The egress proxy sets this header on requests to DOMAIN (repeatable); the value stays"
-              + " on the host, never in the sandbox.")
+      paramLabel = "DOMAIN[/PORTS]:NAME:VALUE",
+      description = EgressCommand.HEADER_HELP)
   List<String> headers;
+
+  @Option(names = "--intercept-tls", description = EgressCommand.INTERCEPT_HELP)
+  boolean interceptTls;
 
   @Option(
       names = "--network",
@@ -231,9 +232,12 @@ final class CreateCommand implements Callable<Integer> {
               + " 'sandbox4j exec' instead");
     }
     EgressPolicy policy =
-        egress != null || (headers != null && !headers.isEmpty())
-            ? EgressCommand.parse(spec, egress == null ? "all" : egress, headers)
+        egress != null || (headers != null && !headers.isEmpty()) || interceptTls
+            ? EgressCommand.parse(spec, egress == null ? "all" : egress, headers, interceptTls)
             : null;
+    if (policy != null) {
+      EgressCommand.warnNarrowed(root.context().err(), policy);
+    }
     WorkspaceProvider workspaces =
         root.provider(
             spec,

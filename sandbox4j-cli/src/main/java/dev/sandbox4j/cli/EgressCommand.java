@@ -15,8 +15,8 @@ import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code sandbox4j egress ID [POLICY] [--header DOMAIN:NAME:VALUE]...}: shows or replaces a local
- * sandbox's egress policy while it runs.
+ * {@code sandbox4j egress ID [POLICY] [--header DOMAIN[/PORTS]:NAME:VALUE]... [--intercept-tls]}:
+ * shows or replaces a local sandbox's egress policy while it runs.
  */
 @Command(
     name = "egress",
@@ -25,7 +25,9 @@ import picocli.CommandLine.Spec;
       "Shows a local sandbox's egress policy, or replaces it (new connections follow it at once).",
       "POLICY is none, all (the public internet; the default of a new sandbox) or a"
           + " comma-separated allowlist of domains (api.example.com, *.example.com) and CIDRs"
-          + " (198.51.100.0/24); domains are reached through the host's egress proxy."
+          + " (198.51.100.0/24); domains are reached through the host's egress proxy. No policy"
+          + " opens the host, loopback, link-local or other sandboxes (10.64.0.0/10): a CIDR"
+          + " inside those is refused, a wider one (0.0.0.0/0) opens the rest."
     })
 final class EgressCommand implements Callable<Integer> {
   @ParentCommand SandboxCommand root;
@@ -41,32 +43,51 @@ final class EgressCommand implements Callable<Integer> {
       description = "none, all, or a comma-separated allowlist.")
   String policy;
 
-  @Option(
-      names = "--header",
-      paramLabel = "DOMAIN:NAME:VALUE",
-      description =
-          "The proxy sets header NAME to VALUE on requests to DOMAIN (repeatable); the value"
-              + " stays on the host. Plain HTTP only, unless TLS interception is on.")
+  @Option(names = "--header", paramLabel = "DOMAIN[/PORTS]:NAME:VALUE", description = HEADER_HELP)
   List<String> headers;
+
+  @Option(names = "--intercept-tls", description = INTERCEPT_HELP)
+  boolean interceptTls;
+
+  static final String HEADER_HELP =
+      "The egress proxy sets header NAME to VALUE on requests to DOMAIN (repeatable); the value"
+          + " stays on the host. Without /PORTS only HTTPS to port 443 under --intercept-tls gets"
+          + " it; with /PORTS (api.example.com/80,8080:X-Key:v) requests to exactly those ports"
+          + " do, plain HTTP included.";
+
+  static final String INTERCEPT_HELP =
+      "The egress proxy terminates HTTPS with its own CA (installed into the sandbox) so that"
+          + " header rules reach HTTPS requests.";
 
   @Override
   public Integer call() {
     WorkspaceRef parsed = StateCommands.localRefs(root, spec, List.of(ref)).getFirst();
     LocalSandbox sandboxes = root.providers().local();
     if (policy == null) {
-      if (headers != null && !headers.isEmpty()) {
-        throw new ParameterException(spec.commandLine(), "--header needs a POLICY too");
+      if ((headers != null && !headers.isEmpty()) || interceptTls) {
+        throw new ParameterException(
+            spec.commandLine(), "--header and --intercept-tls need a POLICY too");
       }
       root.context().out().println(sandboxes.egress(parsed));
       return ExitCodes.OK;
     }
-    sandboxes.setEgress(parsed, parse(spec, policy, headers));
+    EgressPolicy p = parse(spec, policy, headers, interceptTls);
+    warnNarrowed(root.context().err(), p);
+    sandboxes.setEgress(parsed, p);
     root.context().out().println(parsed);
     return ExitCodes.OK;
   }
 
+  /** Says, on stderr, which ranges a wide CIDR rule does not open. */
+  static void warnNarrowed(java.io.PrintStream err, EgressPolicy policy) {
+    for (String line : policy.narrowings()) {
+      err.println("note: " + line);
+    }
+  }
+
   /** The policy a command line names; a usage error naming what is wrong. */
-  static EgressPolicy parse(CommandSpec spec, String text, List<String> headers) {
+  static EgressPolicy parse(
+      CommandSpec spec, String text, List<String> headers, boolean interceptTls) {
     try {
       EgressPolicy p =
           switch (text.strip()) {
@@ -83,13 +104,33 @@ final class EgressCommand implements Callable<Integer> {
         String[] parts = h.split(":", 3);
         if (parts.length != 3) {
           throw new IllegalArgumentException(
-              "--header must be DOMAIN:NAME:VALUE, e.g. api.example.com:Authorization:Bearer x");
+              "--header must be DOMAIN[/PORTS]:NAME:VALUE, e.g. api.example.com:Authorization:Bearer"
+                  + " x or api.example.com/80,8080:X-Key:v");
         }
-        p = p.withHeader(parts[0], parts[1], parts[2].strip());
+        String domain = parts[0];
+        List<Integer> ports = List.of();
+        int slash = domain.indexOf('/');
+        if (slash >= 0) {
+          ports = ports(domain.substring(slash + 1));
+          domain = domain.substring(0, slash);
+        }
+        p = p.withHeader(domain, parts[1], parts[2].strip(), ports);
       }
-      return p;
+      return interceptTls ? p.withInterceptTls(true) : p;
     } catch (IllegalArgumentException e) {
       throw new ParameterException(spec.commandLine(), e.getMessage(), e);
     }
+  }
+
+  private static List<Integer> ports(String list) {
+    List<Integer> out = new java.util.ArrayList<>();
+    for (String p : list.split(",", -1)) {
+      if (!p.strip().matches("[0-9]{1,5}")) {
+        throw new IllegalArgumentException(
+            "--header ports must be a comma-separated list of port numbers, not '" + list + "'");
+      }
+      out.add(Integer.parseInt(p.strip()));
+    }
+    return out;
   }
 }

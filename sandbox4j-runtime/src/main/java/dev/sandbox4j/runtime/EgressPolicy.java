@@ -42,12 +42,23 @@ import java.util.regex.Pattern;
  *       names are written in their ASCII ({@code xn--}) form.
  * </ul>
  *
+ * <p><b>What no policy opens.</b> Whatever its rules, no policy reaches the host (any of its
+ * addresses), {@code 0.0.0.0/8}, loopback, link-local (IPv4 and IPv6, also in the IPv6 forms that
+ * embed an IPv4 address) or the engine's own {@code 10.64.0.0/10} (other sandboxes, their gateway,
+ * the egress and port proxies); sandboxes on a shared named network reach each other by that
+ * network's rule. {@link #allow} refuses a CIDR that lies inside one of those ranges, naming the
+ * range, and narrows one that overlaps them ({@code 0.0.0.0/0}, {@code 10.0.0.0/8}): it opens the
+ * rest, and {@link #narrowings()} says what it does not open. The egress proxy and the nftables
+ * rules enforce the same list again.
+ *
  * <p>Header rules ({@link #withHeader}) make the proxy set a header on requests to matching hosts,
  * replacing any same-named header the sandbox sent: the value (a secret such as an API key) stays
- * on the host and never enters the sandbox. It reaches plain HTTP requests always, and HTTPS
- * requests only with {@link #withInterceptTls TLS interception}, where the proxy terminates TLS
- * with its own CA (which the sandbox must trust) and re-encrypts to the real server. Without it
- * HTTPS passes through the proxy as an opaque tunnel.
+ * on the host and never enters the sandbox. By default a rule reaches only HTTPS requests to port
+ * 443 under {@link #withInterceptTls TLS interception}, where the proxy terminates TLS with its own
+ * CA (which the sandbox must trust) and re-encrypts to the real server; a rule with listed ports
+ * reaches requests to exactly those ports, plain HTTP included (listing a cleartext port sends the
+ * secret in cleartext there). Without interception HTTPS passes through the proxy as an opaque
+ * tunnel.
  *
  * <p>{@link #toString} never shows header values.
  */
@@ -65,24 +76,43 @@ public final class EgressPolicy {
 
   /**
    * One header the proxy sets on requests to hosts matching {@code domain} (a domain rule: exact or
-   * {@code *.} wildcard). {@link #toString} hides the value.
+   * {@code *.} wildcard) on {@code ports}: empty means requests to port 443 under TLS interception
+   * only; listed ports (1..65535, sorted, no duplicates) mean requests to exactly those ports,
+   * cleartext or intercepted TLS. {@link #toString} hides the value.
    */
-  public record HeaderRule(String domain, String name, String value) {
+  public record HeaderRule(String domain, String name, String value, List<Integer> ports) {
     public HeaderRule {
       domain = normalizeDomainRule(domain, "header rule domain");
       name = validateHeaderName(name);
       value = validateHeaderValue(name, value);
+      ports = validatePorts(name, ports);
+    }
+
+    /** A rule for TLS-intercepted requests to port 443 only. */
+    public HeaderRule(String domain, String name, String value) {
+      this(domain, name, value, List.of());
     }
 
     boolean matches(String host) {
       return domainMatches(domain, host);
     }
 
+    /** Whether a request to {@code port}, over intercepted TLS or not, gets this header. */
+    boolean appliesTo(int port, boolean tls) {
+      return ports.isEmpty() ? tls && port == DEFAULT_HEADER_PORT : ports.contains(port);
+    }
+
     @Override
     public String toString() {
-      return domain + " " + name + ": <redacted>";
+      String where = ports.isEmpty() ? "" : " ports " + ports;
+      return domain + where + " " + name + ": <redacted>";
     }
   }
+
+  /** The one port a header rule without listed ports reaches, under TLS interception only. */
+  static final int DEFAULT_HEADER_PORT = 443;
+
+  static final int MAX_HEADER_PORTS = 64;
 
   static final int MAX_RULES = 1_000;
   static final int MAX_HEADER_VALUE = 8 * 1024;
@@ -155,8 +185,23 @@ public final class EgressPolicy {
     return allow(List.of(rules));
   }
 
-  /** Like {@link #allow(String...)}. */
+  /**
+   * Like {@link #allow(String...)}.
+   *
+   * @throws IllegalArgumentException naming the first rule that is malformed, or that lies inside a
+   *     range no policy opens (loopback, link-local, {@code 0.0.0.0/8}, {@code 10.64.0.0/10}),
+   *     naming that range
+   */
   public static EgressPolicy allow(List<String> rules) {
+    return allow(rules, true);
+  }
+
+  /**
+   * The allowlist of {@code rules}; {@code strict} refuses CIDRs inside never-open ranges (the
+   * API), otherwise they are kept and simply open nothing (a record stored before they were refused
+   * must still load: enforcement refuses those ranges anyway).
+   */
+  private static EgressPolicy allow(List<String> rules, boolean strict) {
     Objects.requireNonNull(rules, "rules");
     if (rules.size() > MAX_RULES) {
       throw new IllegalArgumentException(
@@ -171,6 +216,18 @@ public final class EgressPolicy {
       String trimmed = rule.strip();
       if (looksLikeAddress(trimmed)) {
         Cidr cidr = Cidr.parse(trimmed);
+        if (strict) {
+          PublicAddresses.neverOpenHolding(cidr)
+              .ifPresent(
+                  r -> {
+                    throw new IllegalArgumentException(
+                        "egress rule '"
+                            + trimmed
+                            + "' lies inside "
+                            + r
+                            + ", which no egress policy opens");
+                  });
+        }
         if (!cidrs.contains(cidr)) {
           cidrs.add(cidr);
         }
@@ -185,8 +242,9 @@ public final class EgressPolicy {
   }
 
   /**
-   * This policy plus a rule that sets header {@code name} to {@code value} on requests to hosts
-   * matching {@code domain} (exact or {@code *.} wildcard). A later rule for the same domain and
+   * This policy plus a rule that sets header {@code name} to {@code value} on HTTPS requests to
+   * port 443 of hosts matching {@code domain} (exact or {@code *.} wildcard), which the proxy sees
+   * only under {@link #withInterceptTls TLS interception}. A later rule for the same domain and
    * header name replaces the earlier one. Framing and proxy headers ({@code Host}, {@code
    * Content-Length}, {@code Transfer-Encoding}, {@code Connection}, {@code Proxy-*}, ...) cannot be
    * set.
@@ -195,11 +253,23 @@ public final class EgressPolicy {
    *     {@link Mode#NONE} (no request would ever carry the header)
    */
   public EgressPolicy withHeader(String domain, String name, String value) {
+    return withHeader(domain, name, value, List.of());
+  }
+
+  /**
+   * Like {@link #withHeader(String, String, String)}, for requests to exactly {@code ports}, plain
+   * HTTP or intercepted HTTPS: listing a port opts into sending the value in cleartext to it. An
+   * empty list means the default, intercepted HTTPS to port 443.
+   *
+   * @throws IllegalArgumentException also if a port is outside 1..65535 or more than {@value
+   *     #MAX_HEADER_PORTS} are listed
+   */
+  public EgressPolicy withHeader(String domain, String name, String value, List<Integer> ports) {
     if (mode == Mode.NONE) {
       throw new IllegalArgumentException(
           "egress policy none sends no request, so it cannot inject header " + name);
     }
-    HeaderRule rule = new HeaderRule(domain, name, value);
+    HeaderRule rule = new HeaderRule(domain, name, value, ports);
     List<HeaderRule> next = new ArrayList<>(headers.size() + 1);
     for (HeaderRule old : headers) {
       if (!(old.domain().equals(rule.domain()) && old.name().equalsIgnoreCase(rule.name()))) {
@@ -240,6 +310,22 @@ public final class EgressPolicy {
   /** The allowed CIDRs in canonical form ({@code 198.51.100.0/24}); empty unless ALLOWLIST. */
   public List<String> cidrs() {
     return cidrs.stream().map(Cidr::toString).toList();
+  }
+
+  /**
+   * What this policy's CIDR rules do not open although they cover it, one line per narrowed rule
+   * (for {@code 0.0.0.0/0}: loopback, link-local, the engine's range, ...); empty if no rule is
+   * narrowed. Whatever a rule covers, the host's own addresses are never opened either.
+   */
+  public List<String> narrowings() {
+    List<String> out = new ArrayList<>();
+    for (Cidr cidr : cidrs) {
+      List<String> within = PublicAddresses.neverOpenWithin(cidr);
+      if (!within.isEmpty()) {
+        out.add("egress rule " + cidr + " does not open " + String.join(", ", within));
+      }
+    }
+    return out;
   }
 
   /** The header rules, in the order they were added. */
@@ -284,15 +370,18 @@ public final class EgressPolicy {
     return false;
   }
 
-  /** The headers to set on a request to {@code host}: name → value, later rules winning. */
-  Map<String, String> headersFor(String host) {
+  /**
+   * The headers to set on a request to {@code host:port}, over intercepted TLS if {@code tls}: name
+   * → value, later rules winning.
+   */
+  Map<String, String> headersFor(String host, int port, boolean tls) {
     if (headers.isEmpty()) {
       return Map.of();
     }
     String h = normalizeHost(host);
     Map<String, String> out = new LinkedHashMap<>();
     for (HeaderRule rule : headers) {
-      if (rule.matches(h)) {
+      if (rule.matches(h) && rule.appliesTo(port, tls)) {
         out.keySet().removeIf(k -> k.equalsIgnoreCase(rule.name()));
         out.put(rule.name(), rule.value());
       }
@@ -328,7 +417,11 @@ public final class EgressPolicy {
     cidrs.forEach(c -> allow.add(c.toString()));
     ArrayNode hs = root.putArray("headers");
     for (HeaderRule h : headers) {
-      hs.addObject().put("domain", h.domain()).put("name", h.name()).put("value", h.value());
+      ObjectNode rule =
+          hs.addObject().put("domain", h.domain()).put("name", h.name()).put("value", h.value());
+      if (!h.ports().isEmpty()) {
+        h.ports().forEach(rule.putArray("ports")::add);
+      }
     }
     root.put("interceptTls", interceptTls);
     try {
@@ -379,7 +472,7 @@ public final class EgressPolicy {
         switch (mode) {
           case NONE -> NONE;
           case ALL -> ALL;
-          case ALLOWLIST -> allow(allow);
+          case ALLOWLIST -> allow(allow, false);
         };
     if (mode != Mode.ALLOWLIST && !allow.isEmpty()) {
       throw new IllegalArgumentException(
@@ -394,7 +487,7 @@ public final class EgressPolicy {
         if (!h.isObject()) {
           throw new IllegalArgumentException("egress policy header rule is not an object");
         }
-        policy = policy.withHeader(text(h, "domain"), text(h, "name"), text(h, "value"));
+        policy = policy.withHeader(text(h, "domain"), text(h, "name"), text(h, "value"), ports(h));
       }
     }
     JsonNode intercept = root.path("interceptTls");
@@ -430,6 +523,25 @@ public final class EgressPolicy {
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException(file + ": " + e.getMessage(), e);
     }
+  }
+
+  private static List<Integer> ports(JsonNode header) {
+    JsonNode ports = header.path("ports");
+    if (ports.isMissingNode() || ports.isNull()) {
+      return List.of();
+    }
+    if (!ports.isArray() || ports.size() > MAX_HEADER_PORTS) {
+      throw new IllegalArgumentException(
+          "egress policy header ports must be an array of at most " + MAX_HEADER_PORTS + " ports");
+    }
+    List<Integer> out = new ArrayList<>();
+    for (JsonNode p : ports) {
+      if (!p.isInt()) {
+        throw new IllegalArgumentException("egress policy header port is not a number: " + p);
+      }
+      out.add(p.intValue());
+    }
+    return out;
   }
 
   private static String text(JsonNode node, String field) {
@@ -537,6 +649,25 @@ public final class EgressPolicy {
     return name;
   }
 
+  private static List<Integer> validatePorts(String name, List<Integer> ports) {
+    if (ports == null) {
+      throw new IllegalArgumentException("header " + name + " has a null port list");
+    }
+    if (ports.size() > MAX_HEADER_PORTS) {
+      throw new IllegalArgumentException(
+          "header " + name + " lists more than " + MAX_HEADER_PORTS + " ports");
+    }
+    java.util.TreeSet<Integer> sorted = new java.util.TreeSet<>();
+    for (Integer p : ports) {
+      if (p == null || p < 1 || p > 65535) {
+        throw new IllegalArgumentException(
+            "header " + name + " port " + p + " is outside 1..65535");
+      }
+      sorted.add(p);
+    }
+    return List.copyOf(sorted);
+  }
+
   private static String validateHeaderValue(String name, String value) {
     if (value == null) {
       throw new IllegalArgumentException("header " + name + " has a null value");
@@ -588,9 +719,26 @@ public final class EgressPolicy {
       return new Cidr(masked, prefix);
     }
 
+    /** {@code network} masked to {@code prefix} bits. */
+    static Cidr of(byte[] network, int prefix) {
+      return new Cidr(mask(network, prefix), prefix);
+    }
+
     boolean contains(InetAddress address) {
       byte[] a = address.getAddress();
       return a.length == network.length && java.util.Arrays.equals(mask(a, prefix), network);
+    }
+
+    /** Whether every address of {@code other} is in this network. */
+    boolean contains(Cidr other) {
+      return other.network.length == network.length
+          && other.prefix >= prefix
+          && java.util.Arrays.equals(mask(other.network, prefix), network);
+    }
+
+    /** Whether this network and {@code other} share an address. */
+    boolean overlaps(Cidr other) {
+      return contains(other) || other.contains(this);
     }
 
     private static byte[] mask(byte[] bytes, int prefix) {
@@ -604,7 +752,10 @@ public final class EgressPolicy {
 
     private static String toText(byte[] bytes) {
       try {
-        return InetAddress.getByAddress(bytes).getHostAddress();
+        // Inet6Address's own factory: InetAddress's turns an IPv4-mapped address into IPv4.
+        return bytes.length == 16
+            ? java.net.Inet6Address.getByAddress(null, bytes, -1).getHostAddress()
+            : InetAddress.getByAddress(bytes).getHostAddress();
       } catch (java.net.UnknownHostException e) {
         throw new IllegalStateException(e);
       }

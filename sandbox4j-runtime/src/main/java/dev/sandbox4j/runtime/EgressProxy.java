@@ -65,15 +65,21 @@ import javax.net.ssl.X509TrustManager;
  * </ul>
  *
  * <p>Enforcement: the proxy resolves names itself (hosts file first, then the system resolver), and
- * only connects to an address it checked: a public address (see {@link PublicAddresses}) or one a
+ * only connects to an address it checked: never one of {@link PublicAddresses#neverOpen} (the host,
+ * loopback, link-local, the engine's own range where the sandboxes and both proxies live), whatever
+ * the policy's CIDR rules say; otherwise a public address (see {@link PublicAddresses}) or one a
  * CIDR rule of the policy allows; IP-literal destinations in an allowlist need a CIDR rule. Every
  * port is allowed. A denial is answered at once with {@code 403} and a one-line reason an agent can
  * act on; a name or connection failure with {@code 502}.
  *
  * <p>Limits against hostile clients: message heads of at most {@link HttpWire#MAX_HEAD_BYTES} in
  * {@link HttpWire#MAX_HEADERS} fields, finished within the head timeout however slowly sent;
- * connect and idle timeouts; a cap on concurrent connections in total and per client. One virtual
- * thread per connection (two for a tunnel).
+ * connect and idle timeouts. Connections are capped per client (a sandbox) and in total, so that no
+ * sandbox, nor several together, can starve another: each client gets its first {@code
+ * reservedPerClient} connections whatever the others hold, and at most {@code maxPerClient} at
+ * once; the connections between the two draw on a shared pool of {@code maxConnections}. A
+ * connection over a limit is answered {@code 503} with the reason. One virtual thread per
+ * connection (two for a tunnel).
  *
  * <p>Non-goals: HTTP/2 and WebSocket upgrades through plain HTTP (they work inside CONNECT
  * tunnels), caching, upstream connection reuse, authentication of clients beyond their address (the
@@ -120,12 +126,15 @@ final class EgressProxy implements AutoCloseable {
   private final ProxyCaSource ca;
   private final UpstreamTrust upstreamTrust;
   private final Predicate<InetAddress> isPublic;
+  private final java.util.function.Function<InetAddress, Optional<String>> neverOpen;
   private final int connectTimeout;
   private final int idleTimeout;
   private final long headTimeoutNanos;
   private final int tlsSniffMillis;
   private final Semaphore connections;
+  private final int maxConnections;
   private final int maxPerClient;
+  private final int reservedPerClient;
   private final ConcurrentHashMap<InetAddress, AtomicInteger> perClient = new ConcurrentHashMap<>();
   private final Set<Socket> open = ConcurrentHashMap.newKeySet();
   private final ServerSocket server;
@@ -222,7 +231,8 @@ final class EgressProxy implements AutoCloseable {
     private Duration headTimeout = Duration.ofSeconds(30);
     private Duration tlsSniff = Duration.ofSeconds(2);
     private int maxConnections = 1024;
-    private int maxPerClient = 256;
+    private int maxPerClient = 64;
+    private int reservedPerClient = 8;
 
     private Builder(PolicyLookup lookup) {
       this.lookup = java.util.Objects.requireNonNull(lookup, "lookup");
@@ -303,9 +313,18 @@ final class EgressProxy implements AutoCloseable {
       return this;
     }
 
-    Builder maxConnections(int total, int perClient) {
-      this.maxConnections = total;
+    /**
+     * At most {@code perClient} connections per client at once; each client's first {@code
+     * reserved} are always admitted, the rest draw on a pool of {@code shared} for all clients.
+     */
+    Builder maxConnections(int shared, int perClient, int reserved) {
+      if (shared < 0 || reserved < 0 || perClient < Math.max(1, reserved)) {
+        throw new IllegalArgumentException(
+            "connection limits: need shared >= 0, 0 <= reserved <= perClient, perClient >= 1");
+      }
+      this.maxConnections = shared;
       this.maxPerClient = perClient;
+      this.reservedPerClient = reserved;
       return this;
     }
 
@@ -327,17 +346,28 @@ final class EgressProxy implements AutoCloseable {
     }
     List<EgressPolicy.Cidr> alsoPublic = List.copyOf(b.alsoPublic);
     Predicate<InetAddress> notPublic = b.notPublic;
+    Predicate<InetAddress> testInternet =
+        a -> alsoPublic.stream().anyMatch(c -> c.contains(PublicAddresses.unmapped(a)));
     this.isPublic =
-        a ->
-            !notPublic.test(a)
-                && (PublicAddresses.isPublic(a)
-                    || alsoPublic.stream().anyMatch(c -> c.contains(PublicAddresses.unmapped(a))));
+        a -> !notPublic.test(a) && (PublicAddresses.isPublic(a) || testInternet.test(a));
+    this.neverOpen =
+        a -> {
+          if (testInternet.test(a)) {
+            return Optional.empty();
+          }
+          if (notPublic.test(a)) {
+            return Optional.of("it is the sandboxes' own network");
+          }
+          return PublicAddresses.neverOpen(a);
+        };
     this.connectTimeout = millis(b.connectTimeout);
     this.idleTimeout = millis(b.idleTimeout);
     this.headTimeoutNanos = b.headTimeout.toNanos();
     this.tlsSniffMillis = millis(b.tlsSniff);
     this.connections = new Semaphore(b.maxConnections);
+    this.maxConnections = b.maxConnections;
     this.maxPerClient = b.maxPerClient;
+    this.reservedPerClient = b.reservedPerClient;
     this.server = new ServerSocket();
     server.setReuseAddress(true);
     server.bind(new InetSocketAddress(b.bind, b.port), 512);
@@ -389,11 +419,35 @@ final class EgressProxy implements AutoCloseable {
           perClient
               .compute(source, (k, v) -> v == null ? new AtomicInteger(1) : increment(v))
               .get();
-      boolean admitted = connections.tryAcquire();
+      // A client's first connections need no permit: however many the others hold, it gets in.
+      String refusal = null;
+      boolean permit = false;
+      if (count > maxPerClient) {
+        refusal =
+            "sandbox4j egress proxy: too many open connections from "
+                + source.getHostAddress()
+                + " ("
+                + maxPerClient
+                + " at once per sandbox); close some and retry";
+      } else if (count > reservedPerClient) {
+        permit = connections.tryAcquire();
+        if (!permit) {
+          refusal =
+              "sandbox4j egress proxy: too many open connections from "
+                  + source.getHostAddress()
+                  + " while the proxy is busy (all "
+                  + maxConnections
+                  + " shared connections in use; each sandbox keeps "
+                  + reservedPerClient
+                  + " of its own); close some and retry";
+        }
+      }
       open.add(client);
+      String why = refusal;
+      boolean holdsPermit = permit;
       Thread.ofVirtual()
           .name("egress-proxy-conn")
-          .start(() -> serve(client, source, admitted && count <= maxPerClient, admitted));
+          .start(() -> serve(client, source, why, holdsPermit));
     }
   }
 
@@ -404,15 +458,12 @@ final class EgressProxy implements AutoCloseable {
 
   // ---- one client connection ----
 
-  private void serve(Socket client, InetAddress source, boolean serve, boolean holdsPermit) {
+  private void serve(Socket client, InetAddress source, String refusal, boolean holdsPermit) {
     try {
       client.setTcpNoDelay(true);
-      if (!serve) {
+      if (refusal != null) {
         client.setSoTimeout(1_000);
-        respond(
-            client.getOutputStream(),
-            503,
-            "sandbox4j egress proxy: too many open connections from " + source.getHostAddress());
+        respond(client.getOutputStream(), 503, refusal);
         return;
       }
       new Connection(client, source).run();
@@ -781,7 +832,7 @@ final class EgressProxy implements AutoCloseable {
         HttpWire.Framing body,
         boolean tls)
         throws IOException {
-      Map<String, String> inject = policy.headersFor(target.host());
+      Map<String, String> inject = policy.headersFor(target.host(), target.port(), tls);
       Set<String> drop = new HashSet<>(HOP_BY_HOP);
       for (String v : head.all("Connection")) {
         for (String t : v.split(",")) {
@@ -821,6 +872,10 @@ final class EgressProxy implements AutoCloseable {
       String host = EgressPolicy.normalizeHost(rawHost);
       InetAddress literal = literal(host);
       if (literal != null) {
+        Optional<String> closed = neverOpen.apply(literal);
+        if (closed.isPresent()) {
+          throw neverOpened(host, literal, closed.get());
+        }
         boolean ok =
             policy.mode() != EgressPolicy.Mode.NONE
                 && (policy.cidrAllows(literal)
@@ -850,20 +905,37 @@ final class EgressProxy implements AutoCloseable {
       }
       List<InetAddress> ok = new ArrayList<>();
       InetAddress refused = null;
+      Optional<String> closedWhy = Optional.empty();
+      InetAddress closedAddress = null;
       for (InetAddress a : resolved) {
-        if (policy.cidrAllows(a) || isPublic.test(a)) {
+        Optional<String> closed = neverOpen.apply(a);
+        if (closed.isPresent()) {
+          if (closedAddress == null) {
+            closedAddress = a;
+            closedWhy = closed;
+          }
+        } else if (policy.cidrAllows(a) || isPublic.test(a)) {
           ok.add(a);
         } else if (refused == null) {
           refused = a;
         }
       }
       if (ok.isEmpty()) {
+        if (closedAddress != null) {
+          throw neverOpened(host, closedAddress, closedWhy.get());
+        }
         if (refused == null) {
           throw new Refusal(502, "sandbox4j egress proxy: cannot resolve " + host + ": no address");
         }
         throw denied(policy, host, refused);
       }
       return new Target(host, port, List.copyOf(ok));
+    }
+
+    private Refusal neverOpened(String host, InetAddress address, String why) {
+      String resolved = literal(host) != null ? "" : " (" + address.getHostAddress() + ")";
+      return new Refusal(
+          403, "sandbox4j egress proxy: no egress policy opens " + host + resolved + ": " + why);
     }
 
     private Refusal denied(EgressPolicy policy, String host, InetAddress nonPublic) {

@@ -45,12 +45,16 @@ import java.util.stream.Stream;
  *
  * <p><b>Rules.</b> One nftables table per home, {@code inet s4j_<hash>}: a forward chain sends each
  * sandbox's packets (by input interface) to its own chain {@code sb_<id>}, which accepts replies,
- * then the members of its networks, then its policy's CIDRs, then (mode ALL) everything but the
- * private ranges, and rejects the rest at once (TCP reset, or ICMP administratively prohibited). An
- * input chain rejects every packet a sandbox sends to the host itself (any of its addresses,
- * loopback included: packets for 127/8 arriving on a veth are martians the kernel drops anyway),
- * except TCP to the proxy port on the gateway. A postrouting chain masquerades what leaves. Setting
- * a policy rewrites the sandbox's chain in one transaction; existing connections are kept.
+ * then the members of its networks, then (mode ALL) the host's nameservers, then rejects every
+ * range no policy opens ({@link PublicAddresses#NEVER_OPEN}: loopback, link-local, the engine's own
+ * {@code 10.64.0.0/10} with every home's sandboxes, ...), then accepts its policy's CIDRs, then
+ * (mode ALL) everything but the private ranges, and rejects the rest at once (TCP reset, or ICMP
+ * administratively prohibited); the never-open rejects come before the CIDRs, so no rule, however
+ * wide or however it got into the policy, opens them. An input chain rejects every packet a sandbox
+ * sends to the host itself (any of its addresses, loopback included: packets for 127/8 arriving on
+ * a veth are martians the kernel drops anyway), except TCP to the proxy port on the gateway. A
+ * postrouting chain masquerades what leaves. Setting a policy rewrites the sandbox's chain in one
+ * transaction; existing connections are kept.
  *
  * <p><b>Files.</b> {@code $dir/network.json} (slot and networks) and {@code $dir/egress.json} (the
  * policy; mode 0600, since header values are secrets) in the sandbox's directory. A sandbox on a
@@ -657,6 +661,16 @@ final class Networks {
             + " private { type ipv4_addr; flags interval; elements = { "
             + String.join(", ", PRIVATE_V4)
             + " }; }\n")
+        + ("add set "
+            + t
+            + " never_open { type ipv4_addr; flags interval; elements = { "
+            + String.join(", ", neverOpen(4))
+            + " }; }\n")
+        + ("add set "
+            + t
+            + " never_open6 { type ipv6_addr; flags interval; elements = { "
+            + String.join(", ", neverOpen(16))
+            + " }; }\n")
         + ("add map " + t + " egress { type ifname : verdict; }\n")
         + ("add set " + t + " proxied { type ifname; }\n")
         + ("add chain "
@@ -725,6 +739,18 @@ final class Networks {
     for (String network : saved.networks()) {
       s.append(rule).append("ip daddr @").append(setName(network)).append(" accept\n");
     }
+    if (policy.mode() == EgressPolicy.Mode.ALL) {
+      List<String> dns = publicNameservers();
+      if (!dns.isEmpty()) {
+        s.append(rule).append("ip daddr { ").append(String.join(", ", dns));
+        s.append(" } meta l4proto { tcp, udp } th dport 53 accept\n");
+      }
+    }
+    // Before any CIDR of the policy: what no policy opens stays shut whatever the rules say.
+    s.append(rule).append("ip daddr @never_open meta l4proto tcp reject with tcp reset\n");
+    s.append(rule).append("ip daddr @never_open reject with icmpx admin-prohibited\n");
+    s.append(rule).append("ip6 daddr @never_open6 meta l4proto tcp reject with tcp reset\n");
+    s.append(rule).append("ip6 daddr @never_open6 reject with icmpx admin-prohibited\n");
     List<String> v4 = new ArrayList<>();
     List<String> v6 = new ArrayList<>();
     for (String cidr : policy.cidrs()) {
@@ -737,11 +763,6 @@ final class Networks {
       s.append(rule).append("ip6 daddr { ").append(String.join(", ", v6)).append(" } accept\n");
     }
     if (policy.mode() == EgressPolicy.Mode.ALL) {
-      List<String> dns = publicNameservers();
-      if (!dns.isEmpty()) {
-        s.append(rule).append("ip daddr { ").append(String.join(", ", dns));
-        s.append(" } meta l4proto { tcp, udp } th dport 53 accept\n");
-      }
       s.append(rule).append("meta nfproto ipv4 ip daddr != @private accept\n");
     }
     s.append(rule).append("meta l4proto tcp reject with tcp reset\n");
@@ -756,6 +777,15 @@ final class Networks {
       s.append("\" }\n");
     }
     return s.toString();
+  }
+
+  /** The never-open ranges of one address length (4 or 16 bytes), as nftables elements. */
+  static List<String> neverOpen(int bytes) {
+    return PublicAddresses.NEVER_OPEN_MINIMAL.stream()
+        .map(PublicAddresses.Range::cidr)
+        .filter(c -> c.network().length == bytes)
+        .map(EgressPolicy.Cidr::toString)
+        .toList();
   }
 
   static String setName(String network) {

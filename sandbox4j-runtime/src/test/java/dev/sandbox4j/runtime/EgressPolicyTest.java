@@ -12,11 +12,12 @@ class EgressPolicyTest {
 
   @Test
   void allowSplitsDomainsAndCidrsAndNormalizes() {
-    EgressPolicy p = EgressPolicy.allow("API.Example.com.", "*.pkg.dev", "198.51.100.0/24", "::1");
+    EgressPolicy p =
+        EgressPolicy.allow("API.Example.com.", "*.pkg.dev", "198.51.100.0/24", "2001:db8::1");
 
     assertThat(p.mode()).isEqualTo(EgressPolicy.Mode.ALLOWLIST);
     assertThat(p.domains()).containsExactly("api.example.com", "*.pkg.dev");
-    assertThat(p.cidrs()).containsExactly("198.51.100.0/24", "0:0:0:0:0:0:0:1/128");
+    assertThat(p.cidrs()).containsExactly("198.51.100.0/24", "2001:db8:0:0:0:0:0:1/128");
   }
 
   @Test
@@ -76,9 +77,9 @@ class EgressPolicyTest {
             .withHeader("*.example.com", "X-Key", "k")
             .withHeader("api.example.com", "authorization", "Bearer two");
 
-    assertThat(p.headersFor("API.example.com."))
+    assertThat(p.headersFor("API.example.com.", 443, true))
         .isEqualTo(Map.of("X-Key", "k", "authorization", "Bearer two"));
-    assertThat(p.headersFor("other.example.org")).isEmpty();
+    assertThat(p.headersFor("other.example.org", 443, true)).isEmpty();
     assertThat(p.headerRules()).hasSize(2);
 
     EgressPolicy base = EgressPolicy.all();
@@ -147,5 +148,112 @@ class EgressPolicyTest {
     assertThat(EgressPolicy.allow("api.example.com", "198.51.100.0/24").describeAllowed())
         .isEqualTo("api.example.com, 198.51.100.0/24");
     assertThat(EgressPolicy.none().describeAllowed()).isEqualTo("nothing");
+  }
+
+  // ---- what no policy opens ----
+
+  @Test
+  void aCidrInsideARangeNoPolicyOpensIsRefusedNamingTheRange() {
+    Map<String, String> rules =
+        Map.ofEntries(
+            Map.entry("127.0.0.0/8", "127.0.0.0/8 (loopback"),
+            Map.entry("127.0.0.1", "127.0.0.0/8 (loopback"),
+            Map.entry("10.64.0.0/10", "10.64.0.0/10 (the engine's own range"),
+            Map.entry("10.70.0.0/16", "10.64.0.0/10 (the engine's own range"),
+            Map.entry("10.70.0.1", "10.64.0.0/10"),
+            Map.entry("169.254.0.0/16", "169.254.0.0/16 (link-local"),
+            Map.entry("169.254.169.254", "169.254.0.0/16 (link-local"),
+            Map.entry("0.0.0.0/8", "0.0.0.0/8"),
+            Map.entry("0.0.0.0", "0.0.0.0/8"),
+            Map.entry("::1", "0:0:0:0:0:0:0:1/128 (loopback"),
+            Map.entry("::", "0:0:0:0:0:0:0:0/128"),
+            Map.entry("fe80::/10", "fe80:0:0:0:0:0:0:0/10 (link-local"),
+            Map.entry("fe80::1", "fe80:0:0:0:0:0:0:0/10 (link-local"),
+            Map.entry("::ffff:127.0.0.1", "127.0.0.0/8 (loopback"),
+            Map.entry("::7f00:1", "loopback: the host's own services, in its IPv4-compatible form"),
+            Map.entry("::ffff:0:7f00:1", "in its IPv4-translated form"),
+            Map.entry("64:ff9b::7f00:1", "loopback: the host's own services, in its NAT64 form"),
+            Map.entry("64:ff9b::a9fe:a9fe", "link-local: cloud metadata services, in its NAT64"),
+            Map.entry("64:ff9b:1:7f00:0:100::", "in its local-use NAT64 form"),
+            Map.entry("2002:7f00:1::/48", "loopback: the host's own services, in its 6to4 form"),
+            Map.entry("2002:a40::/32", "the engine's own range"));
+    rules.forEach(
+        (rule, range) -> {
+          assertThatThrownBy(() -> EgressPolicy.allow("api.example.com", rule))
+              .as(rule)
+              .isInstanceOf(IllegalArgumentException.class)
+              .hasMessageContaining("egress rule '" + rule + "' lies inside")
+              .hasMessageContaining(range)
+              .hasMessageContaining("which no egress policy opens");
+          // A record stored before such rules were refused still loads (enforcement refuses them).
+          assertThat(
+                  EgressPolicy.fromJson("{\"mode\":\"allowlist\",\"allow\":[\"" + rule + "\"]}")
+                      .cidrs())
+              .as(rule)
+              .hasSize(1);
+        });
+  }
+
+  @Test
+  void aWideCidrIsNarrowedAndSaysWhatItDoesNotOpen() {
+    EgressPolicy p = EgressPolicy.allow("0.0.0.0/0", "10.0.0.0/8", "::/0", "198.51.100.0/24");
+
+    assertThat(p.cidrs())
+        .containsExactly("0.0.0.0/0", "10.0.0.0/8", "0:0:0:0:0:0:0:0/0", "198.51.100.0/24");
+    assertThat(p.narrowings()).hasSize(3);
+    assertThat(p.narrowings().get(0))
+        .startsWith("egress rule 0.0.0.0/0 does not open ")
+        .contains("0.0.0.0/8", "127.0.0.0/8 (loopback", "169.254.0.0/16", "10.64.0.0/10");
+    assertThat(p.narrowings().get(1))
+        .startsWith("egress rule 10.0.0.0/8 does not open 10.64.0.0/10")
+        .doesNotContain("127.0.0.0/8");
+    assertThat(p.narrowings().get(2))
+        .startsWith("egress rule 0:0:0:0:0:0:0:0/0 does not open ")
+        .contains("0:0:0:0:0:0:0:1/128 (loopback", "fe80:0:0:0:0:0:0:0/10", "IPv6 forms");
+    assertThat(EgressPolicy.allow("198.51.100.0/24", "api.example.com").narrowings()).isEmpty();
+  }
+
+  // ---- where header rules apply ----
+
+  @Test
+  void aHeaderRuleReachesIntercepted443ByDefaultAndOtherwiseOnlyItsListedPorts() {
+    EgressPolicy byDefault =
+        EgressPolicy.allow("api.example.com").withHeader("api.example.com", "X-Key", "k");
+    assertThat(byDefault.headersFor("api.example.com", 443, true)).containsEntry("X-Key", "k");
+    assertThat(byDefault.headersFor("api.example.com", 80, false))
+        .as("cleartext on port 80")
+        .isEmpty();
+    assertThat(byDefault.headersFor("api.example.com", 8080, false)).isEmpty();
+    assertThat(byDefault.headersFor("api.example.com", 443, false))
+        .as("cleartext HTTP sent to port 443")
+        .isEmpty();
+    assertThat(byDefault.headersFor("api.example.com", 8443, true)).isEmpty();
+
+    EgressPolicy listed =
+        EgressPolicy.allow("api.example.com")
+            .withHeader("api.example.com", "X-Key", "k", List.of(8080, 80, 8080));
+    assertThat(listed.headerRules().getFirst().ports()).containsExactly(80, 8080);
+    assertThat(listed.headersFor("api.example.com", 80, false)).containsEntry("X-Key", "k");
+    assertThat(listed.headersFor("api.example.com", 8080, true)).containsEntry("X-Key", "k");
+    assertThat(listed.headersFor("api.example.com", 443, true)).isEmpty();
+    assertThat(listed.headersFor("api.example.com", 81, false)).isEmpty();
+    assertThat(listed.toString()).contains("ports [80, 8080]").doesNotContain(": k");
+    assertThat(EgressPolicy.fromJson(listed.toJson())).isEqualTo(listed);
+
+    for (Integer bad : java.util.Arrays.asList(0, -1, 65536, null)) {
+      assertThatThrownBy(
+              () ->
+                  EgressPolicy.all()
+                      .withHeader("a.example", "X-Key", "v", java.util.Arrays.asList(bad)))
+          .as("port %s", bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("port " + bad + " is outside 1..65535");
+    }
+    assertThatThrownBy(
+            () ->
+                EgressPolicy.fromJson(
+                    "{\"mode\":\"all\",\"headers\":[{\"domain\":\"a.example\",\"name\":\"X\","
+                        + "\"value\":\"v\",\"ports\":[\"80\"]}]}"))
+        .hasMessageContaining("port is not a number");
   }
 }

@@ -207,7 +207,7 @@ class EgressProxyTest {
     assertThat(get(SANDBOX, byIp).status()).isEqualTo(403);
     assertThat(get(SANDBOX, "http://0x7f.1.1:" + port(api) + "/").status()).isEqualTo(403);
 
-    policies.put(SANDBOX, EgressPolicy.allow("127.0.1.0/24"));
+    policies.put(SANDBOX, stored("127.0.1.0/24"));
     assertThat(get(SANDBOX, byIp).status()).isEqualTo(200);
 
     policies.put(SANDBOX, EgressPolicy.all());
@@ -258,7 +258,7 @@ class EgressProxyTest {
     policies.put(
         SANDBOX,
         EgressPolicy.allow("api.test", "other.test")
-            .withHeader("api.test", "Authorization", SECRET));
+            .withHeader("api.test", "Authorization", SECRET, List.of(port(api))));
 
     Response r =
         request(
@@ -273,6 +273,46 @@ class EgressProxyTest {
 
     get(SANDBOX, "http://other.test:" + port(api) + "/");
     assertThat(seen.get(1)).doesNotContainKey("Authorization");
+  }
+
+  @Test
+  void aHeaderSecretReachesOnlyThePortsItsRuleNames() throws Exception {
+    // By default a rule is for intercepted HTTPS on 443: cleartext to any port of the allowed
+    // host, 80 and 8080 style alike, goes without the secret.
+    policies.put(
+        SANDBOX, EgressPolicy.allow("api.test").withHeader("api.test", "Authorization", SECRET));
+    assertThat(get(SANDBOX, "http://api.test:" + port(api) + "/default").status()).isEqualTo(200);
+    assertThat(seen.getLast()).as("cleartext, default rule").doesNotContainKey("Authorization");
+
+    policies.put(
+        SANDBOX,
+        EgressPolicy.allow("api.test")
+            .withHeader("api.test", "Authorization", SECRET, List.of(80, 8080)));
+    assertThat(get(SANDBOX, "http://api.test:" + port(api) + "/other").status()).isEqualTo(200);
+    assertThat(seen.getLast())
+        .as("a port the rule does not list")
+        .doesNotContainKey("Authorization");
+
+    policies.put(
+        SANDBOX,
+        EgressPolicy.allow("api.test")
+            .withHeader("api.test", "Authorization", SECRET, List.of(port(api))));
+    assertThat(get(SANDBOX, "http://api.test:" + port(api) + "/listed").status()).isEqualTo(200);
+    assertThat(seen.getLast().get("Authorization")).as("the listed port").containsExactly(SECRET);
+
+    // Intercepted HTTPS to a port other than 443 is not covered by the default either.
+    policies.put(
+        SANDBOX,
+        EgressPolicy.allow("secure.test")
+            .withHeader("secure.test", "X-Key", SECRET)
+            .withInterceptTls(true));
+    X509Certificate proxyCa = ProxyCa.readCertificate(EgressProxy.caCertificatePem(home));
+    Tunnel t = connect(SANDBOX, "secure.test:" + port(secure));
+    SSLSocket tls = tls(t.socket, "secure.test", proxyCa);
+    Response r =
+        exchange(tls, "GET /not443 HTTP/1.1\r\nHost: secure.test\r\nConnection: close\r\n\r\n");
+    assertThat(r.status()).isEqualTo(200);
+    assertThat(seenTls.getLast()).doesNotContainKey("X-key");
   }
 
   @Test
@@ -368,7 +408,7 @@ class EgressProxyTest {
     policies.put(
         SANDBOX,
         EgressPolicy.allow("secure.test")
-            .withHeader("secure.test", "X-Key", SECRET)
+            .withHeader("secure.test", "X-Key", SECRET, List.of(port(secure)))
             .withInterceptTls(true));
     X509Certificate proxyCa = ProxyCa.readCertificate(EgressProxy.caCertificatePem(home));
 
@@ -414,7 +454,7 @@ class EgressProxyTest {
     policies.put(
         SANDBOX,
         EgressPolicy.allow("api.test", "secure.test")
-            .withHeader("*.test", "X-Key", SECRET)
+            .withHeader("*.test", "X-Key", SECRET, List.of(port(api), port(secure)))
             .withInterceptTls(true));
     X509Certificate proxyCa = ProxyCa.readCertificate(EgressProxy.caCertificatePem(home));
     try (java.net.http.HttpClient http =
@@ -469,19 +509,41 @@ class EgressProxyTest {
   }
 
   @Test
-  void aNameResolvingToANonPublicAddressIsRefusedUnlessACidrAllowsIt() throws Exception {
+  void aNameResolvingToTheHostsLoopbackIsRefusedWhateverThePolicySays() throws Exception {
     String url = "http://rebind.test:" + port(hostLocal) + "/";
     policies.put(SANDBOX, EgressPolicy.allow("rebind.test"));
     Response r = get(SANDBOX, url);
     assertThat(r.status()).isEqualTo(403);
-    assertThat(r.body()).contains("it resolves to 127.0.0.1, which is not public");
+    assertThat(r.body())
+        .contains("no egress policy opens rebind.test (127.0.0.1): it is in 127.0.0.0/8 (loopback");
 
     policies.put(SANDBOX, EgressPolicy.all());
     assertThat(get(SANDBOX, url).status()).isEqualTo(403);
     assertThat(seen).isEmpty();
 
-    policies.put(SANDBOX, EgressPolicy.allow("rebind.test", "127.0.0.1/32"));
-    assertThat(get(SANDBOX, url).status()).isEqualTo(200);
+    // Not even a CIDR rule opens the host's loopback: the API refuses one, and one stored on disk
+    // before that (read back leniently) is refused where the proxy decides.
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () -> EgressPolicy.allow("rebind.test", "127.0.0.1/32"))
+        .hasMessageContaining("127.0.0.0/8 (loopback");
+    for (String rule : List.of("127.0.0.1/32", "127.0.0.0/8", "0.0.0.0/0", "::/0")) {
+      policies.put(SANDBOX, stored("rebind.test", rule));
+      Response loop = get(SANDBOX, url);
+      assertThat(loop.status()).as(rule).isEqualTo(403);
+      assertThat(loop.body())
+          .as(rule)
+          .contains("no egress policy opens rebind.test (127.0.0.1): it is in 127.0.0.0/8");
+    }
+    assertThat(seen).isEmpty();
+  }
+
+  /** An allowlist as stored on disk: read leniently, so it may hold CIDRs the API refuses. */
+  static EgressPolicy stored(String... rules) {
+    StringBuilder json = new StringBuilder("{\"mode\":\"allowlist\",\"allow\":[");
+    for (int i = 0; i < rules.length; i++) {
+      json.append(i == 0 ? "" : ",").append('"').append(rules[i]).append('"');
+    }
+    return EgressPolicy.fromJson(json.append("]}").toString());
   }
 
   @Test
@@ -641,7 +703,7 @@ class EgressProxyTest {
                 .home(home)
                 .bind(addr("127.0.0.1"), 0)
                 .alsoPublic("127.0.1.0/24")
-                .maxConnections(10, 2)
+                .maxConnections(10, 2, 1)
                 .start();
         Socket idle1 = client(SANDBOX, small);
         Socket idle2 = client(SANDBOX, small)) {
@@ -664,6 +726,83 @@ class EgressProxyTest {
 
         assertThat(r.status()).isEqualTo(503);
         assertThat(r.body()).contains("too many open connections from 127.0.0.2");
+      }
+    }
+  }
+
+  /** Opens tunnels from {@code source} to the echo server until the proxy refuses one. */
+  static List<Socket> floodUntilRefused(InetAddress source, EgressProxy to, List<String> refusals)
+      throws IOException {
+    List<Socket> held = new java.util.ArrayList<>();
+    for (int i = 0; i < 2_000; i++) {
+      Tunnel t = connect(source, "127.0.1.1:" + echo.getLocalPort(), to);
+      if (t.status != 200) {
+        refusals.add(t.status + " " + t.head);
+        return held;
+      }
+      held.add(t.socket);
+    }
+    throw new AssertionError(source + " opened 2000 tunnels without a refusal");
+  }
+
+  @Test
+  void fourFloodingSandboxesCannotStarveAFifthAndHearWhy() throws Exception {
+    // The production limits: every flooder holds all the tunnels it can get.
+    List<InetAddress> flooders =
+        List.of(addr("127.0.0.4"), addr("127.0.0.5"), addr("127.0.0.6"), addr("127.0.0.7"));
+    flooders.forEach(f -> policies.put(f, EgressPolicy.all()));
+    policies.put(OTHER_SANDBOX, EgressPolicy.all());
+    List<Socket> held = new java.util.ArrayList<>();
+    List<String> refusals = new java.util.ArrayList<>();
+    try {
+      for (InetAddress f : flooders) {
+        held.addAll(floodUntilRefused(f, proxy, refusals));
+      }
+      assertThat(refusals).hasSize(4);
+      assertThat(refusals.getFirst())
+          .startsWith("503")
+          .contains("too many open connections from 127.0.0.4 (64 at once per sandbox)");
+
+      Response victim = get(OTHER_SANDBOX, "http://api.test:" + port(api) + "/still");
+      assertThat(victim.status()).as(victim.body()).isEqualTo(200);
+      assertThat(victim.body()).isEqualTo("GET /still");
+    } finally {
+      for (Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
+  void whenTheSharedPoolIsGoneEachSandboxStillGetsItsReservedConnections() throws Exception {
+    InetAddress third = addr("127.0.0.8");
+    for (InetAddress s : List.of(SANDBOX, OTHER_SANDBOX, third, STRANGER)) {
+      policies.put(s, EgressPolicy.all());
+    }
+    List<Socket> held = new java.util.ArrayList<>();
+    List<String> refusals = new java.util.ArrayList<>();
+    try (EgressProxy small =
+        EgressProxy.builder(source -> Optional.ofNullable(policies.get(source)))
+            .home(home)
+            .bind(addr("127.0.0.1"), 0)
+            .alsoPublic("127.0.1.0/24")
+            .maxConnections(4, 3, 1)
+            .start()) {
+      held.addAll(floodUntilRefused(SANDBOX, small, refusals)); // 1 reserved + 2 shared
+      held.addAll(floodUntilRefused(OTHER_SANDBOX, small, refusals)); // 1 + the last 2 shared
+      held.addAll(floodUntilRefused(third, small, refusals)); // its reserved one only
+      assertThat(held).hasSize(7);
+      assertThat(refusals.get(0)).contains("(3 at once per sandbox)");
+      assertThat(refusals.get(2))
+          .startsWith("503")
+          .contains("too many open connections from 127.0.0.8 while the proxy is busy")
+          .contains("each sandbox keeps 1 of its own");
+      Tunnel last = connect(STRANGER, "127.0.1.1:" + echo.getLocalPort(), small);
+      held.add(last.socket);
+      assertThat(last.status).as("a fourth sandbox gets its reserved connection").isEqualTo(200);
+    } finally {
+      for (Socket s : held) {
+        s.close();
       }
     }
   }

@@ -398,7 +398,8 @@ class NetworkingTest {
             LocalSandbox.builder()
                 .egress(
                     EgressPolicy.allow("api.allowed.test")
-                        .withHeader("api.allowed.test", "Authorization", "Bearer " + secret)));
+                        .withHeader(
+                            "api.allowed.test", "Authorization", "Bearer " + secret, List.of(80))));
     awaitProxy(ws);
     assertThat(get(ws, "http://api.allowed.test/v1"))
         .startsWith("site=" + SITE_A + " path=/v1")
@@ -444,7 +445,7 @@ class NetworkingTest {
     SANDBOXES.setEgress(
         ws.open(),
         EgressPolicy.allow("api.allowed.test")
-            .withHeader("api.allowed.test", "X-Key", "k")
+            .withHeader("api.allowed.test", "X-Key", "k", List.of(80))
             .withInterceptTls(true));
     assertThat(run(ws, "grep -c '" + body + "' /etc/ssl/certs/ca-certificates.crt"))
         .startsWith("1");
