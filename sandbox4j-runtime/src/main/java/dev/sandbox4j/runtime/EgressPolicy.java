@@ -233,6 +233,13 @@ public final class EgressPolicy {
         }
       } else {
         String domain = normalizeDomainRule(trimmed, "egress rule");
+        if (strict && isLocalhostName(domain.startsWith("*.") ? domain.substring(2) : domain)) {
+          throw new IllegalArgumentException(
+              "egress rule '"
+                  + trimmed
+                  + "' names loopback (localhost and every name below it), which no egress"
+                  + " policy opens");
+        }
         if (!domains.contains(domain)) {
           domains.add(domain);
         }
@@ -593,6 +600,11 @@ public final class EgressPolicy {
   static String normalizeHost(String host) {
     String h = host.toLowerCase(Locale.ROOT);
     return h.endsWith(".") ? h.substring(0, h.length() - 1) : h;
+  }
+
+  /** Whether {@code host} (normalized) is {@code localhost} or a name below it: loopback. */
+  static boolean isLocalhostName(String host) {
+    return host.equals("localhost") || host.endsWith(".localhost");
   }
 
   static boolean domainMatches(String rule, String host) {

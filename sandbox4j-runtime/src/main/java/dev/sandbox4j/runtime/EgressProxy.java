@@ -891,6 +891,11 @@ final class EgressProxy implements AutoCloseable {
             400,
             "sandbox4j egress proxy: '" + HttpWire.printable(rawHost) + "' is not a host name");
       }
+      if (EgressPolicy.isLocalhostName(host)) {
+        // RFC 6761: these names are loopback whatever a resolver says (browsers and curl resolve
+        // them so without asking); the port proxy's URLs are such names.
+        throw neverOpened(host, InetAddress.getLoopbackAddress(), "a localhost name is loopback");
+      }
       if (!policy.allowsName(host)) {
         throw denied(policy, host, null);
       }

@@ -195,6 +195,16 @@ class EgressPolicyTest {
   }
 
   @Test
+  void aDomainRuleForLocalhostIsRefused() {
+    for (String rule : List.of("localhost", "LocalHost.", "*.localhost", "8080-abc.localhost")) {
+      assertThatThrownBy(() -> EgressPolicy.allow(rule))
+          .as(rule)
+          .hasMessageContaining("egress rule '" + rule + "' names loopback");
+    }
+    assertThat(EgressPolicy.allow("localhost.example.com", "*.notlocalhost").domains()).hasSize(2);
+  }
+
+  @Test
   void aWideCidrIsNarrowedAndSaysWhatItDoesNotOpen() {
     EgressPolicy p = EgressPolicy.allow("0.0.0.0/0", "10.0.0.0/8", "::/0", "198.51.100.0/24");
 
