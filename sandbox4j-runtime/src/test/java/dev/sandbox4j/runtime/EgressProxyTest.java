@@ -758,14 +758,14 @@ class EgressProxyTest {
       for (InetAddress f : flooders) {
         held.addAll(floodUntilRefused(f, proxy, refusals));
       }
+      Response victim = get(OTHER_SANDBOX, "http://api.test:" + port(api) + "/still");
+      assertThat(victim.status()).as(victim.body()).isEqualTo(200);
+      assertThat(victim.body()).isEqualTo("GET /still");
+
       assertThat(refusals).hasSize(4);
       assertThat(refusals.getFirst())
           .startsWith("503")
           .contains("too many open connections from 127.0.0.4 (64 at once per sandbox)");
-
-      Response victim = get(OTHER_SANDBOX, "http://api.test:" + port(api) + "/still");
-      assertThat(victim.status()).as(victim.body()).isEqualTo(200);
-      assertThat(victim.body()).isEqualTo("GET /still");
     } finally {
       for (Socket s : held) {
         s.close();
