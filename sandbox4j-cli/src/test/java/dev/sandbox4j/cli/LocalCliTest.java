@@ -272,6 +272,34 @@ class LocalCliTest {
     Run bad = run("egress", ref, "not a domain!");
     assertThat(bad.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(bad.err()).contains("not a domain!");
+
+    // Header rules name their ports; TLS interception is a flag.
+    Run ported =
+        run(
+            "egress",
+            ref,
+            "api.example.com",
+            "--header",
+            "api.example.com/8080,80:X-Port:v",
+            "--header",
+            "api.example.com:X-Tls:w",
+            "--intercept-tls");
+    assertThat(ported.exitCode()).as(ported.err()).isZero();
+    assertThat(run("egress", ref).out())
+        .contains(
+            "api.example.com ports [80, 8080] X-Port", "api.example.com X-Tls", "interceptTls")
+        .doesNotContain(": v", ": w");
+    Run badPorts = run("egress", ref, "api.example.com", "--header", "api.example.com/x:N:v");
+    assertThat(badPorts.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(badPorts.err()).contains("--header ports must be");
+
+    // What no policy opens: refused naming the range, or narrowed with a note.
+    Run loopback = run("egress", ref, "127.0.0.0/8");
+    assertThat(loopback.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(loopback.err()).contains("'127.0.0.0/8' lies inside 127.0.0.0/8 (loopback");
+    Run wide = run("egress", ref, "0.0.0.0/0");
+    assertThat(wide.exitCode()).as(wide.err()).isZero();
+    assertThat(wide.err()).contains("note: egress rule 0.0.0.0/0 does not open", "127.0.0.0/8");
   }
 
   @Test
