@@ -151,7 +151,10 @@ final class Cgroups {
       mkdir(dir);
       if (memory) {
         writeMemoryV1(dir);
-        write(dir.resolve("memory.oom_control"), "0", true);
+        Path oom = dir.resolve("memory.oom_control");
+        if (!readOr(oom, "").startsWith("oom_kill_disable 0")) {
+          write(oom, "0", true); // the OOM killer on: a limit reached kills inside, never hangs
+        }
       }
       if (Files.exists(dir.resolve("pids.max"))) {
         write(dir.resolve("pids.max"), Long.toString(limits.pids()), false);
