@@ -71,7 +71,7 @@ final class LocalTarget implements Target {
 
   @Override
   public java.util.Optional<Target.ExtraScenarios> extraScenarios() {
-    return java.util.Optional.of(
+    LifecycleScenarios lifecycle =
         new LifecycleScenarios(
             sandboxes,
             snapshot ->
@@ -80,7 +80,29 @@ final class LocalTarget implements Target {
                     .snapshot(snapshot)
                     .progress(line -> System.err.println("bench: " + line))
                     .build(),
-            NODE_VERSION));
+            NODE_VERSION);
+    NeighbourScenarios neighbours =
+        new NeighbourScenarios(
+            LocalSandbox.builder()
+                .label(RUN_LABEL, runId)
+                .progress(line -> System.err.println("bench: " + line)));
+    return java.util.Optional.of(
+        new Target.ExtraScenarios() {
+          @Override
+          public java.util.List<WorkspaceBench.Scenario> scenarios(int iterations, int warmup) {
+            java.util.List<WorkspaceBench.Scenario> all =
+                new java.util.ArrayList<>(lifecycle.scenarios(iterations, warmup));
+            all.addAll(neighbours.scenarios(iterations, warmup));
+            return all;
+          }
+
+          @Override
+          public void close() throws Exception {
+            try (neighbours) {
+              lifecycle.close();
+            }
+          }
+        });
   }
 
   @Override

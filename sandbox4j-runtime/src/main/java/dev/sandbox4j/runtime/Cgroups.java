@@ -19,6 +19,14 @@ import java.util.stream.Stream;
  * hybrid host (cgroup v1 controllers plus a v2 hierarchy without controllers) crun puts a
  * sub-cgroup exec only into the v2 hierarchy, so the process that starts {@code crun exec} first
  * joins the sandbox's v1 cgroups itself; its children inherit them, and the limits hold.
+ *
+ * <p>The parent cgroup ({@link #parentFor}) holds every sandbox of one state directory and has
+ * limits of its own ({@link HostLimits.Sandboxes}: memory, processes, CPU weight), so that however
+ * many sandboxes there are, and whatever each one's own limits say, together they leave the host
+ * its memory, its process table and the CPU it wants. {@link #ensureParent} creates it and writes
+ * them before every container start (create, start after stop or reboot, restore for a fork or a
+ * wake), so no sandbox ever runs under a parent without them: crun would create a missing parent as
+ * a plain directory.
  */
 final class Cgroups {
   /** The parent cgroup of the sandboxes of the default state directory. */
@@ -27,14 +35,29 @@ final class Cgroups {
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final long KILL_WAIT_MILLIS = 10_000;
 
+  private static final System.Logger LOG = System.getLogger(Cgroups.class.getName());
+
   private final String parent;
   private final Path unified;
   private final List<Path> v1Hierarchies;
+  private final HostLimits.Sandboxes limits;
 
-  private Cgroups(String parent, Path unified, List<Path> v1Hierarchies) {
+  private Cgroups(
+      String parent, Path unified, List<Path> v1Hierarchies, HostLimits.Sandboxes limits) {
     this.parent = parent;
     this.unified = unified;
     this.v1Hierarchies = v1Hierarchies;
+    this.limits = limits;
+  }
+
+  /** The same hierarchies, whose parent cgroup gets {@code limits} instead. */
+  Cgroups withLimits(HostLimits.Sandboxes limits) {
+    return new Cgroups(parent, unified, v1Hierarchies, limits);
+  }
+
+  /** The limits of the parent cgroup of all sandboxes. */
+  HostLimits.Sandboxes limits() {
+    return limits;
   }
 
   /**
@@ -86,7 +109,10 @@ final class Cgroups {
     List<Path> hostUnified = underCgroupRoot(unified);
     List<Path> hostV1 = underCgroupRoot(v1);
     return new Cgroups(
-        parent, hostUnified.isEmpty() ? null : hostUnified.getFirst(), List.copyOf(hostV1));
+        parent,
+        hostUnified.isEmpty() ? null : hostUnified.getFirst(),
+        List.copyOf(hostV1),
+        HostLimits.sandboxes());
   }
 
   private static final Path CGROUP_ROOT = Path.of("/sys/fs/cgroup");
@@ -95,6 +121,154 @@ final class Cgroups {
   private static List<Path> underCgroupRoot(List<Path> mounts) {
     List<Path> under = mounts.stream().filter(p -> p.startsWith(CGROUP_ROOT)).toList();
     return under.isEmpty() ? mounts : under;
+  }
+
+  /**
+   * Creates the parent cgroup of the sandboxes where it is missing and gives it {@link #limits}, in
+   * every hierarchy that has the controller: cgroup v1 {@code memory} ({@code
+   * memory.limit_in_bytes}, {@code memory.memsw.limit_in_bytes} where swap is accounted, the OOM
+   * killer on), {@code pids} ({@code pids.max}) and {@code cpu} ({@code cpu.shares}); cgroup v2
+   * {@code memory.max}, {@code memory.swap.max} (0: like each sandbox, the parent never swaps),
+   * {@code pids.max} and {@code cpu.weight} where the parent has those controllers. Idempotent and
+   * crash-safe: a file already holding the value is not written again, and a crash midway leaves
+   * what the next call finishes. Limits below what the sandboxes use right now (a memory limit the
+   * kernel cannot reclaim down to) are logged, not fatal: the processes and pids limits still
+   * apply, and the next start tries again.
+   *
+   * @throws WorkspaceException if the parent cannot be created or a limit cannot be written at all
+   */
+  void ensureParent() {
+    for (Path h : v1Hierarchies) {
+      Path dir = h.resolve(parent);
+      boolean memory = Files.exists(h.resolve("memory.limit_in_bytes"));
+      // the root of the pids hierarchy has no pids.max: known by its name (pids, or a combination)
+      boolean pids =
+          java.util.Arrays.asList(h.getFileName().toString().split(",")).contains("pids");
+      boolean cpu = Files.exists(h.resolve("cpu.shares"));
+      if (!memory && !pids && !cpu) {
+        continue; // crun makes the parent in the other hierarchies (cpuset needs its copying)
+      }
+      mkdir(dir);
+      if (memory) {
+        writeMemoryV1(dir);
+        Path oom = dir.resolve("memory.oom_control");
+        if (!readOr(oom, "").startsWith("oom_kill_disable 0")) {
+          write(oom, "0", true); // the OOM killer on: a limit reached kills inside, never hangs
+        }
+      }
+      if (Files.exists(dir.resolve("pids.max"))) {
+        write(dir.resolve("pids.max"), Long.toString(limits.pids()), false);
+      }
+      if (cpu) {
+        write(dir.resolve("cpu.shares"), Integer.toString(limits.cpuShares()), false);
+      }
+    }
+    if (unified != null) {
+      Path dir = unified.resolve(parent);
+      mkdir(dir);
+      String controllers = readOr(dir.resolve("cgroup.controllers"), "");
+      if (controllers.contains("memory")) {
+        write(dir.resolve("memory.max"), Long.toString(limits.memoryBytes()), true);
+        if (Files.exists(dir.resolve("memory.swap.max"))) {
+          write(dir.resolve("memory.swap.max"), "0", true);
+        }
+      }
+      if (controllers.contains("pids")) {
+        write(dir.resolve("pids.max"), Long.toString(limits.pids()), false);
+      }
+      if (controllers.contains("cpu")) {
+        write(dir.resolve("cpu.weight"), Integer.toString(limits.cpuWeight()), false);
+      }
+    }
+  }
+
+  /**
+   * v1 memory and memory+swap: memsw must stay at least the memory limit, so which is written first
+   * depends on whether the limit goes up or down.
+   */
+  private void writeMemoryV1(Path dir) {
+    String limit = Long.toString(limits.memoryBytes());
+    Path memsw = dir.resolve("memory.memsw.limit_in_bytes");
+    if (!Files.exists(memsw)) {
+      write(dir.resolve("memory.limit_in_bytes"), limit, true);
+      return;
+    }
+    long current = parseOr(readOr(dir.resolve("memory.limit_in_bytes"), ""), Long.MAX_VALUE);
+    if (limits.memoryBytes() > current) {
+      write(memsw, limit, true);
+      write(dir.resolve("memory.limit_in_bytes"), limit, true);
+    } else {
+      write(dir.resolve("memory.limit_in_bytes"), limit, true);
+      write(memsw, limit, true);
+    }
+  }
+
+  private static void mkdir(Path dir) {
+    try {
+      Files.createDirectories(dir);
+    } catch (IOException e) {
+      throw new WorkspaceException(
+          "cannot create the sandboxes' parent cgroup " + dir + ": " + e, e);
+    }
+  }
+
+  /**
+   * Writes {@code value} unless the file holds it already. A refused write fails, unless {@code
+   * mayBeBusy}: a memory limit below current use (EBUSY) is logged and left for the next start.
+   */
+  private static void write(Path file, String value, boolean mayBeBusy) {
+    if (readOr(file, "").strip().equals(value)) {
+      return;
+    }
+    try {
+      Files.writeString(file, value);
+    } catch (IOException e) {
+      if (!mayBeBusy) {
+        throw new WorkspaceException(
+            "cannot limit the sandboxes' parent cgroup: writing "
+                + value
+                + " to "
+                + file
+                + ": "
+                + e,
+            e);
+      }
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "cannot write " + value + " to " + file + " (the sandboxes use more right now?): " + e);
+    }
+  }
+
+  private static String readOr(Path file, String fallback) {
+    try {
+      return Files.readString(file);
+    } catch (IOException e) {
+      return fallback;
+    }
+  }
+
+  private static long parseOr(String text, long fallback) {
+    try {
+      return Long.parseLong(text.strip());
+    } catch (NumberFormatException e) {
+      return fallback;
+    }
+  }
+
+  /**
+   * The parent cgroup's directory in the v1 hierarchy of {@code controller} (its mount point's name
+   * contains it), else in the v2 hierarchy: for reading its limits and use.
+   */
+  Path parentDir(String controller) {
+    for (Path h : v1Hierarchies) {
+      if (java.util.Arrays.asList(h.getFileName().toString().split(",")).contains(controller)) {
+        return h.resolve(parent);
+      }
+    }
+    if (unified == null) {
+      throw new WorkspaceException("no cgroup hierarchy is mounted for " + controller);
+    }
+    return unified.resolve(parent);
   }
 
   /** The cgroupsPath crun gets for sandbox {@code id}. */
@@ -158,6 +332,11 @@ final class Cgroups {
       throw new WorkspaceException("cannot create a cgroup for the command: " + e, e);
     }
     return name;
+  }
+
+  /** The {@code cgroup.procs} file of command cgroup {@code group} of the sandbox (cgroup v2). */
+  String commandProcsFile(String id, String group) {
+    return unified.resolve(parent).resolve(id).resolve(group).resolve("cgroup.procs").toString();
   }
 
   /** Kills every process in the command's cgroup and waits until they are gone. */

@@ -344,6 +344,9 @@ final class Engine {
         Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
       }
       RootfsPaths.requireShell(rootfs, image.name());
+      // Every container start (create, start, restore) comes through here: no sandbox ever runs
+      // under a parent without the limits of all sandboxes together.
+      cgroups.ensureParent();
       if (hosts.isPresent() && !Files.exists(hosts.get())) {
         networks.writeHosts(dir, id);
       }

@@ -105,7 +105,8 @@ final class Exec {
                 hostProcess(engine, id, group, user, cwd, env, inside, false),
                 options,
                 clockStart,
-                process -> () -> killStarting(engine, id, group, process));
+                process -> () -> killStarting(engine, id, group, process),
+                drainer -> inCommandCgroups(engine, id, group, drainer));
       } catch (WorkspaceException e) {
         if (watchdog != null) {
           watchdog.close();
@@ -275,6 +276,25 @@ final class Exec {
     builder.environment().clear();
     builder.environment().put("PATH", Engine.BASE_ENV.get("PATH"));
     return builder;
+  }
+
+  /**
+   * {@code argv} as a host process that first joins the sandbox's v1 cgroups and the command's own
+   * v2 cgroup: where output that a background child writes after the command returned is drained
+   * ({@link ProcessCommands.LeftoverOutput}). The drainer's process, memory and CPU then count
+   * against the sandbox's limits (and those of all sandboxes), it is frozen with the sandbox, and
+   * the command's or the sandbox's end kills it; it reads and drops bytes, nothing else. If the
+   * command's cgroup is gone already (its last process exited), it does not start: nothing writes.
+   */
+  private static List<String> inCommandCgroups(
+      Engine engine, String id, String group, List<String> argv) {
+    List<String> procs = new ArrayList<>(engine.cgroups().v1ProcsFiles(id));
+    procs.add(engine.cgroups().commandProcsFile(id, group));
+    List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));
+    host.add(Integer.toString(procs.size()));
+    host.addAll(procs);
+    host.addAll(argv);
+    return host;
   }
 
   /** Runs a setup command as root inside the sandbox and fails unless it exits 0. */

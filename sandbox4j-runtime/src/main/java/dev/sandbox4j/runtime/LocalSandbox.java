@@ -85,6 +85,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final EgressPolicy egress;
   private final List<String> networks;
   private final ImageStore images;
+  private final HostLimits.Sandboxes sandboxesLimits;
   private volatile Engine engine;
 
   /** Sandboxes with every default: see {@link Builder}. */
@@ -111,6 +112,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.egress = b.egress;
     this.networks = List.copyOf(new java.util.TreeSet<>(b.networks));
     this.images = new ImageStore(home.resolve("images"));
+    this.sandboxesLimits = b.sandboxesLimits;
   }
 
   /** A builder starting from the defaults. */
@@ -653,7 +655,9 @@ public final class LocalSandbox implements WorkspaceProvider {
         home,
         images,
         new OciRuntime(binary, home.resolve("run").resolve(binary.getFileName().toString())),
-        Cgroups.detect(Cgroups.parentFor(home)));
+        sandboxesLimits == null
+            ? Cgroups.detect(Cgroups.parentFor(home))
+            : Cgroups.detect(Cgroups.parentFor(home)).withLimits(sandboxesLimits));
   }
 
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */
@@ -665,8 +669,9 @@ public final class LocalSandbox implements WorkspaceProvider {
     private final Map<String, String> env = new LinkedHashMap<>();
     private int cpus = 1;
     private long memoryBytes;
-    private int pids = 4096;
+    private int pids = HostLimits.defaultSandboxPids();
     private final List<String> sizeSettings = new java.util.ArrayList<>();
+    private HostLimits.Sandboxes sandboxesLimits; // null: derived from the host
     private boolean imageSet;
     private String snapshot;
     private Duration noOutputTimeout = Duration.ofMinutes(30);
@@ -686,6 +691,16 @@ public final class LocalSandbox implements WorkspaceProvider {
     /** The state directory (default {@code $SANDBOX4J_HOME}, else {@code /var/lib/sandbox4j}). */
     public Builder home(Path home) {
       this.home = Objects.requireNonNull(home, "home").toAbsolutePath().normalize();
+      return this;
+    }
+
+    /**
+     * The limits of all sandboxes together instead of those derived from the host ({@link
+     * HostLimits#sandboxes()}): for tests, with a private {@link #home}, whose parent cgroup is its
+     * own.
+     */
+    Builder sandboxesLimits(HostLimits.Sandboxes limits) {
+      this.sandboxesLimits = Objects.requireNonNull(limits, "limits");
       return this;
     }
 
@@ -775,7 +790,12 @@ public final class LocalSandbox implements WorkspaceProvider {
       return this;
     }
 
-    /** Limit on processes of a new sandbox (default 4096; at least 16, at most 4194304). */
+    /**
+     * Limit on processes (threads included) of a new sandbox: at least 16, at most 4194304; by
+     * default an eighth of what all sandboxes of the host may use together (half of the host's
+     * {@code pid_max}), from 256 to 4096: 2048 where {@code pid_max} is 32768. Whatever each
+     * sandbox's limit, all of them together never exceed that half.
+     */
     public Builder pids(int pids) {
       if (pids < 16 || pids > MAX_PIDS) {
         throw new IllegalArgumentException("pids must be from 16 to 4194304, was " + pids);

@@ -26,6 +26,8 @@ final class OutputCollector {
   private final CompletableFuture<Void> trouble = new CompletableFuture<>();
   private final CompletableFuture<Void> drained = new CompletableFuture<>();
   private final AtomicInteger openStreams = new AtomicInteger(2);
+  private final InputStream[] streams = new InputStream[2];
+  private final boolean[] ended = new boolean[2];
   private long total;
   private boolean detached;
   private WorkspaceException failure;
@@ -44,6 +46,9 @@ final class OutputCollector {
    * them starve every other virtual thread.
    */
   void pump(InputStream stream, boolean isStderr) {
+    synchronized (this) {
+      streams[isStderr ? 1 : 0] = stream;
+    }
     Thread.ofPlatform()
         .daemon()
         .name(isStderr ? "sandbox4j-stderr" : "sandbox4j-stdout")
@@ -63,6 +68,9 @@ final class OutputCollector {
     } catch (IOException e) {
       // The pipe was closed under us (the process was destroyed): the output ends here.
     } finally {
+      synchronized (this) {
+        ended[isStderr ? 1 : 0] = true;
+      }
       if (openStreams.decrementAndGet() == 0) {
         drained.complete(null);
       }
@@ -122,6 +130,32 @@ final class OutputCollector {
   /** Stops keeping and delivering output; readers go on draining the pipes until EOF. */
   synchronized void detach() {
     detached = true;
+  }
+
+  /** Whether stdout ({@code false}) or stderr ({@code true}) has not reached its end yet. */
+  synchronized boolean isOpen(boolean isStderr) {
+    return !ended[isStderr ? 1 : 0];
+  }
+
+  /**
+   * Closes both streams, which ends their readers (those of {@link OutputPipes} wake a blocked
+   * read): the output was handed over to someone else, or is dropped.
+   */
+  void stopReading() {
+    InputStream[] toClose;
+    synchronized (this) {
+      detached = true;
+      toClose = streams.clone();
+    }
+    for (InputStream stream : toClose) {
+      if (stream != null) {
+        try {
+          stream.close();
+        } catch (IOException e) {
+          // closed already
+        }
+      }
+    }
   }
 
   synchronized byte[] stdout() {

@@ -10,8 +10,11 @@ import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 
 /**
  * stdout and stderr pipes that the JDK does not manage.
@@ -23,6 +26,11 @@ import java.nio.file.Path;
  * closed them: output within the drain grace is kept, and a background child never loses its
  * reader. On systems without {@code /proc/self/fd} or without native access, {@link #open()}
  * returns null and the JDK's pipes are used.
+ *
+ * <p>The read ends are read through {@link FileChannel}s, whose close wakes a thread blocked in a
+ * read (a {@link FileInputStream}'s does not): once output has been handed over ({@link #readEnd}),
+ * the reading threads end at once. This object keeps its own descriptor of each read end until
+ * {@link #close}, so that the read end can be handed to another process.
  */
 final class OutputPipes implements AutoCloseable {
   private static final int O_CLOEXEC = 02000000;
@@ -95,24 +103,37 @@ final class OutputPipes implements AutoCloseable {
     }
   }
 
-  /** The read end of stdout, as a stream that reaches EOF when every writer has closed. */
+  /**
+   * The read end of stdout, as a stream that reaches EOF when every writer has closed, and whose
+   * close ends a read blocked in another thread.
+   */
   InputStream stdout() throws IOException {
     return reopen(stdout);
   }
 
-  /** The read end of stderr. */
+  /** The read end of stderr, as {@link #stdout()}. */
   InputStream stderr() throws IOException {
     return reopen(stderr);
   }
 
+  /**
+   * The read end of stdout or stderr as a file that a child process's stdin can be redirected from
+   * (until {@link #close}).
+   */
+  File readEnd(boolean isStderr) {
+    int fd = (isStderr ? stderr : stdout)[0];
+    if (fd < 0) {
+      throw new IllegalStateException("the pipes are closed");
+    }
+    return procFd(fd);
+  }
+
   private static InputStream reopen(int[] pipe) throws IOException {
     if (pipe[0] < 0) {
-      throw new IllegalStateException("read end already taken");
+      throw new IllegalStateException("the pipes are closed");
     }
-    InputStream in = new FileInputStream(procFd(pipe[0]));
-    closeFd(pipe[0]);
-    pipe[0] = -1;
-    return in;
+    return Channels.newInputStream(
+        FileChannel.open(procFd(pipe[0]).toPath(), StandardOpenOption.READ));
   }
 
   @Override

@@ -9,6 +9,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -26,7 +27,9 @@ import java.util.concurrent.TimeoutException;
  *       backend's {@link TreeKiller} runs and the matching exception is thrown;
  *   <li>after the process exits, output is collected for at most {@link #DRAIN_GRACE} more, so a
  *       background child that keeps the pipe open does not block the return. Its later output is
- *       read and dropped, so it never blocks on a full pipe.
+ *       handed to a process outside this JVM that reads and drops it ({@link LeftoverOutput}), so
+ *       the child never blocks on a full pipe nor gets SIGPIPE, and once the run has returned this
+ *       JVM spends no thread and no CPU on it, however long the child writes.
  * </ul>
  */
 public final class ProcessCommands {
@@ -45,6 +48,36 @@ public final class ProcessCommands {
   }
 
   private ProcessCommands() {}
+
+  /**
+   * Where output goes that a background child still writes once the command has returned and the
+   * drain grace has passed: into a small process that reads it to its end and drops it (one per
+   * pipe still open; it ends by itself once the last writer has closed the pipe: the child exited
+   * or was killed). The backend says where that process runs, and so who pays for it: a sandbox's
+   * backend puts it into the sandbox's cgroups, so that its process, memory and CPU count against
+   * the sandbox's limits, not the host's.
+   */
+  @FunctionalInterface
+  public interface LeftoverOutput {
+    /**
+     * The argv that runs {@code drainer} where its cost is the command's, for example a wrapper
+     * that joins the command's cgroups and then execs {@code drainer}. The wrapper must leave stdin
+     * (the pipe) to {@code drainer}, and should end soon: {@code drainer} puts the reading process
+     * in the background and exits.
+     */
+    List<String> wrap(List<String> drainer);
+
+    /** The drainer runs as it is, on the host: for host commands, which isolate nothing. */
+    LeftoverOutput HOST = drainer -> drainer;
+  }
+
+  /**
+   * Reads stdin to its end and drops it, in a background process of its own, so that the process
+   * this JVM started exits at once (the JDK spends a thread per child until it exits). A background
+   * list's stdin is {@code /dev/null} unless redirected, hence fd 3.
+   */
+  static final List<String> DRAINER =
+      List.of("/bin/sh", "-c", "exec 3<&0 </dev/null; cat <&3 >/dev/null 2>&1 3<&- &", "drain");
 
   /** Makes the {@link TreeKiller} of a started process. */
   @FunctionalInterface
@@ -74,6 +107,20 @@ public final class ProcessCommands {
   public static CommandResult run(
       ProcessBuilder builder, RunOptions options, long clockStartNanos, KillerFactory killer)
       throws IOException {
+    return run(builder, options, clockStartNanos, killer, LeftoverOutput.HOST);
+  }
+
+  /**
+   * {@link #run(ProcessBuilder, RunOptions, long, KillerFactory)}, where output still arriving
+   * after the drain grace goes to a drainer that {@code leftover} places.
+   */
+  public static CommandResult run(
+      ProcessBuilder builder,
+      RunOptions options,
+      long clockStartNanos,
+      KillerFactory killer,
+      LeftoverOutput leftover)
+      throws IOException {
     OutputPipes pipes = OutputPipes.open();
     Process process;
     try {
@@ -91,25 +138,66 @@ public final class ProcessCommands {
     InputStream stderr;
     if (pipes != null) {
       pipes.closeWriteEnds();
-      stdout = pipes.stdout();
-      stderr = pipes.stderr();
+      try {
+        stdout = pipes.stdout();
+        stderr = pipes.stderr();
+      } catch (IOException | RuntimeException e) {
+        killer.forProcess(process).killAll();
+        pipes.close();
+        throw e;
+      }
     } else {
       stdout = process.getInputStream();
       stderr = process.getErrorStream();
     }
-    return await(process, stdout, stderr, options, clockStartNanos, killer.forProcess(process));
+    OutputCollector output =
+        new OutputCollector(
+            options.outputLimit(), options.retainOutput(), options.onStdout(), options.onStderr());
+    try {
+      return await(
+          process, stdout, stderr, output, options, clockStartNanos, killer.forProcess(process));
+    } finally {
+      if (pipes != null) {
+        handOver(pipes, output, leftover);
+      }
+    }
+  }
+
+  /**
+   * Once the run is over: gives each pipe a background child still holds to a drainer, then ends
+   * this JVM's readers and closes its descriptors. If the drainer cannot start, the pipe simply
+   * loses its reader (the child's next write fails with EPIPE): never an unbounded cost here.
+   */
+  private static void handOver(OutputPipes pipes, OutputCollector output, LeftoverOutput leftover) {
+    output.detach();
+    for (boolean isStderr : new boolean[] {false, true}) {
+      if (!output.isOpen(isStderr)) {
+        continue;
+      }
+      ProcessBuilder drainer = new ProcessBuilder(leftover.wrap(DRAINER));
+      drainer.environment().clear();
+      drainer.environment().put("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+      drainer.redirectInput(pipes.readEnd(isStderr));
+      drainer.redirectOutput(ProcessBuilder.Redirect.DISCARD);
+      drainer.redirectError(ProcessBuilder.Redirect.DISCARD);
+      try {
+        drainer.start(); // it exits at once, its reader left in the background; the JDK reaps it
+      } catch (IOException | RuntimeException e) {
+        // no drainer: the pipe loses its reader below
+      }
+    }
+    output.stopReading();
+    pipes.close();
   }
 
   private static CommandResult await(
       Process process,
       InputStream stdout,
       InputStream stderr,
+      OutputCollector output,
       RunOptions options,
       long clockStartNanos,
       TreeKiller killer) {
-    OutputCollector output =
-        new OutputCollector(
-            options.outputLimit(), options.retainOutput(), options.onStdout(), options.onStderr());
     output.pump(stdout, false);
     output.pump(stderr, true);
     feedStdin(process, options, output);
