@@ -306,6 +306,7 @@ class LifecycleTest {
                 "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
                     + " | grep -c '^sleep 4242 $' || true"))
         .isEqualTo("1\n");
+    Prerequisites.requireCheckpointRestore(sandboxes.engine().runtime(), "the live fork");
   }
 
   @Test
@@ -378,6 +379,7 @@ class LifecycleTest {
       assertThat(Workspace.of(sandboxes.backend(f.ref()).orElseThrow()).readText("f.txt"))
           .isEqualTo("one");
     }
+    Prerequisites.requireCheckpointRestore(sandboxes.engine().runtime(), "the live fork");
   }
 
   // ---- snapshots ------------------------------------------------------------------------------
