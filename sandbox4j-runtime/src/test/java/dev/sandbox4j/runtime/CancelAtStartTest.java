@@ -5,6 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,7 +35,8 @@ class CancelAtStartTest {
   void aCommandInterruptedWhileStartingNeverRuns() throws Exception {
     LocalSandbox sandboxes = new LocalSandbox();
     Workspace ws = Workspace.of(sandboxes.newBackend());
-    ws.open();
+    WorkspaceRef ref = ws.open();
+    Path home = sandboxes.engine().dir(ref.id()).resolve("upper/home/sandbox");
     String tag = "cas" + Long.toString(System.nanoTime(), 36);
     try {
       List<Throwable> outcomes = new ArrayList<>();
@@ -62,7 +66,7 @@ class CancelAtStartTest {
         caller.join(PATIENCE);
         assertThat(caller.isAlive()).as("the interrupted run returns").isFalse();
         outcomes.add(thrown.get());
-        if (ws.run(Command.argv("test", "-e", marker)).exitCode() == 0) {
+        if (Files.exists(home.resolve(marker))) { // its writable layer, seen from the host
           started++;
         }
       }
