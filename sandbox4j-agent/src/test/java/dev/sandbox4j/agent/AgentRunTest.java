@@ -7,7 +7,6 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CancellationException;
@@ -335,22 +334,48 @@ class AgentRunTest {
 
   @Test
   void cancellingARunKillsItsRunningCommand() throws Exception {
-    Path marker = root.resolve("cancel-marker");
-    List<AgentEvent> events = new CopyOnWriteArrayList<>();
+    Path shellPid = root.resolve("cancel-shell.pid");
+    Path sleepPid = root.resolve("cancel-sleep.pid");
     Agent agent =
-        agent(TestTools.scripted("sh", "{\"command\":\"sleep 3; touch " + marker + "\"}")).build();
-    CompletableFuture<RunResult> run =
-        agent.run("go", RunConfig.builder().onEvent(events::add).build());
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (events.stream().noneMatch(AgentEvent.ToolCallStarted.class::isInstance)) {
-      assertThat(System.nanoTime()).isLessThan(deadline);
+        agent(
+                TestTools.scripted(
+                    "sh",
+                    "{\"command\":\"echo $$ > "
+                        + shellPid
+                        + ".tmp && mv "
+                        + shellPid
+                        + ".tmp "
+                        + shellPid
+                        + "; sleep 600 & echo $! > "
+                        + sleepPid
+                        + ".tmp && mv "
+                        + sleepPid
+                        + ".tmp "
+                        + sleepPid
+                        + "; wait\"}"))
+            .build();
+    CompletableFuture<RunResult> run = agent.run("go");
+    // Cancel once the command runs (both of its processes exist), not at some guessed moment.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (!Files.exists(shellPid) || !Files.exists(sleepPid)) {
+      assertThat(System.nanoTime()).as("the command started").isLessThan(deadline);
+      assertThat(run).as("the run is still going").isNotDone();
       Thread.sleep(10);
     }
-    Thread.sleep(300);
+    List<ProcessHandle> processes = new ArrayList<>();
+    for (Path pid : List.of(shellPid, sleepPid)) {
+      ProcessHandle.of(Long.parseLong(Files.readString(pid).strip())).ifPresent(processes::add);
+    }
+    assertThat(processes).as("the command's shell and its sleep 600 run").hasSize(2);
+
     assertThat(run.cancel(true)).isTrue();
     assertThatThrownBy(run::get).isInstanceOf(CancellationException.class);
-    Thread.sleep(Duration.ofSeconds(4));
-    assertThat(marker).doesNotExist();
+    // Killed: each exits long before its 600 s (a generous bound for a loaded machine).
+    for (ProcessHandle p : processes) {
+      assertThat(p.onExit().completeOnTimeout(null, 60, TimeUnit.SECONDS).get())
+          .as("process " + p.pid() + " of the cancelled command was killed")
+          .isNotNull();
+    }
   }
 
   @Test

@@ -74,6 +74,9 @@ final class RemoteBackend
     }
     synchronized (this) {
       if (created == null) {
+        if (attachTo == null) {
+          provider.beforeCreate.run();
+        }
         SandboxInfo info =
             attachTo != null
                 ? RemoteSandbox.info(

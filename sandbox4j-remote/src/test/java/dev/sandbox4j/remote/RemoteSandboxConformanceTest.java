@@ -2,7 +2,9 @@ package dev.sandbox4j.remote;
 
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
+import dev.sandbox4j.workspace.conformance.SlowCreation;
 import dev.sandbox4j.workspace.conformance.WorkspaceConformanceSuite;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -27,6 +29,11 @@ class RemoteSandboxConformanceTest extends WorkspaceConformanceSuite {
   @Override
   protected WorkspaceProvider provider() {
     return server.client().build();
+  }
+
+  @Override
+  protected WorkspaceBackend newBackendSlowToCreate(Duration delay) {
+    return server.client().beforeCreate(() -> SlowCreation.sleep(delay)).build().newBackend();
   }
 
   @Override

@@ -56,7 +56,19 @@ final class FileLock implements AutoCloseable {
 
   /** The lock on {@code file} if nobody holds it now; empty otherwise. */
   static Optional<FileLock> tryAcquire(Path file) throws IOException {
-    Opened o = Opened.of(file);
+    return tryAcquire(Opened.of(file, true));
+  }
+
+  /**
+   * {@link #tryAcquire}, but never creates {@code file}: {@link java.nio.file.NoSuchFileException}
+   * if it does not exist (for a process that must not recreate anything in a directory someone is
+   * deleting).
+   */
+  static Optional<FileLock> tryAcquireExisting(Path file) throws IOException {
+    return tryAcquire(Opened.of(file, false));
+  }
+
+  private static Optional<FileLock> tryAcquire(Opened o) throws IOException {
     if (!o.shared.lock.tryLock()) {
       o.close();
       return Optional.empty();
@@ -79,7 +91,14 @@ final class FileLock implements AutoCloseable {
   /** The open lock file and this JVM's lock for it, not yet locked. */
   private record Opened(Object key, Shared shared, FileChannel channel) {
     static Opened of(Path file) throws IOException {
-      FileChannel channel = open(file);
+      return of(file, true);
+    }
+
+    static Opened of(Path file, boolean create) throws IOException {
+      FileChannel channel =
+          create
+              ? FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE)
+              : FileChannel.open(file, StandardOpenOption.WRITE);
       try {
         Object key = identity(file);
         return new Opened(key, use(key), channel);
@@ -94,10 +113,6 @@ final class FileLock implements AutoCloseable {
       release(key);
       channel.close();
     }
-  }
-
-  private static FileChannel open(Path file) throws IOException {
-    return FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
   }
 
   private static Object identity(Path file) throws IOException {
@@ -117,6 +132,11 @@ final class FileLock implements AutoCloseable {
 
   private static void release(Object key) {
     JVM_LOCKS.computeIfPresent(key, (k, s) -> --s.users == 0 ? null : s);
+  }
+
+  /** The locked file's identity (device and inode), as {@link BasicFileAttributes#fileKey}. */
+  Object identity() {
+    return key;
   }
 
   @Override

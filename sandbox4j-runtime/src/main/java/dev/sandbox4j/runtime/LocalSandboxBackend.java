@@ -60,6 +60,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
   private synchronized String open() {
     Engine engine = settings.engine();
     if (id == null) {
+      settings.beforeCreate().run();
       id =
           engine.create(
               settings.spec(),

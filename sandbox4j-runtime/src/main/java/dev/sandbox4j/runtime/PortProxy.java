@@ -115,13 +115,25 @@ final class PortProxy implements AutoCloseable {
    * first writer wins, so every JVM agrees).
    */
   static int port(Path home) {
+    return port(home, true);
+  }
+
+  /**
+   * {@link #port(Path)}; unless {@code mayCreateHome}, never creates {@code home} itself (the
+   * supervisor's case: a home that is gone must stay gone).
+   */
+  static int port(Path home, boolean mayCreateHome) {
     Path file = home.resolve("network").resolve("proxy-port");
     try {
       Optional<Integer> known = readPort(file);
       if (known.isPresent()) {
         return known.get();
       }
-      Files.createDirectories(file.getParent());
+      if (mayCreateHome) {
+        Files.createDirectories(file.getParent());
+      } else if (!Files.isDirectory(file.getParent())) {
+        Files.createDirectory(file.getParent()); // fails if the home is gone: never brought back
+      }
       int chosen =
           home.equals(LocalSandbox.DEFAULT_HOME) ? DEFAULT_PORT : freePort().orElse(DEFAULT_PORT);
       Path temp = file.resolveSibling(".proxy-port.tmp-" + UUID.randomUUID());
@@ -282,7 +294,7 @@ final class PortProxy implements AutoCloseable {
     }
     if (server == null) {
       try {
-        int wanted = port(engine.home());
+        int wanted = port(engine.home(), false);
         ServerSocket s = new ServerSocket();
         s.setReuseAddress(true);
         s.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), wanted), 128);

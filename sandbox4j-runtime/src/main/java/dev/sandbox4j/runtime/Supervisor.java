@@ -9,6 +9,7 @@ import java.io.PrintStream;
 import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.security.CodeSource;
@@ -61,6 +62,13 @@ import java.util.stream.Stream;
  * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
  * there is one, in which case it takes the lock again and goes on. (It runs while any sandbox
  * exists, with timers or not, because it also hosts the home's egress proxy.)
+ *
+ * <p><b>Its home.</b> It never creates the home or its lock file (the engine that starts it made
+ * both), and it pins both by inode ({@link SupervisedHome}). Before every step that may write into
+ * the home (a scan, the port proxy, the egress proxy, a handover) it checks that the path still
+ * names that directory and that lock file, and exits at once if not: a deleted or replaced home, or
+ * a deleted lock file (which no longer keeps a second supervisor out), ends it. So deleting a home
+ * ends its supervisor within a scan, and nothing reappears in it.
  */
 final class Supervisor {
   /** CPU use (in CPUs, averaged since the previous scan) above which a sandbox counts as busy. */
@@ -80,35 +88,53 @@ final class Supervisor {
   private final PortProxy ports;
   private final Map<String, CpuSample> cpu = new HashMap<>();
   private final CodeWatch code = new CodeWatch(classPath());
-  private boolean handedOver; // a new supervisor, started from rebuilt jars, took over
+  private final SupervisedHome home;
+  private String exitReason = "the home has no sandboxes";
 
   /** The home's egress proxy on the sandboxes' gateway; null until that address exists. */
   private EgressProxy proxy;
 
   private record CpuSample(long usageMicros, long atNanos) {}
 
-  private Supervisor(Engine engine, PortProxy ports) {
+  private Supervisor(Engine engine, PortProxy ports, SupervisedHome home) {
     this.engine = engine;
     this.ports = ports;
+    this.home = home;
   }
 
-  /** {@code Supervisor HOME [RUNTIME]}: supervises HOME until it has no sandboxes. */
+  /** {@code Supervisor HOME [RUNTIME]}: supervises HOME until it has no sandboxes or is gone. */
   public static void main(String[] args) throws Exception {
     Path home = Path.of(args[0]);
-    Optional<FileLock> lock = FileLock.tryAcquire(home.resolve(LOCK));
+    Optional<FileLock> lock;
+    try {
+      // Never created here: the engine that started this made it, and a missing one means that
+      // the home is gone or being deleted (creating it would put an entry back into it).
+      lock = FileLock.tryAcquireExisting(home.resolve(LOCK));
+    } catch (NoSuchFileException gone) {
+      say("supervisor " + ProcessHandle.current().pid() + " exits at once: " + home + " is gone");
+      return;
+    }
     if (lock.isEmpty()) {
       return; // another one supervises this home
+    }
+    FileLock held = lock.get();
+    SupervisedHome pinned;
+    try {
+      pinned = SupervisedHome.pin(home, held);
+    } catch (NoSuchFileException gone) {
+      held.close();
+      return;
     }
     say("supervisor " + ProcessHandle.current().pid() + " started for " + home);
     LocalSandbox.Builder settings = LocalSandbox.builder().home(home).progress(line -> {});
     if (args.length > 1) {
       settings.runtime(args[1]);
     }
-    FileLock held = lock.get();
     Engine engine = settings.build().engine();
     Supervisor supervisor = null;
-    try (PortProxy ports = new PortProxy(engine, Supervisor::say)) {
-      supervisor = new Supervisor(engine, ports);
+    try (pinned;
+        PortProxy ports = new PortProxy(engine, Supervisor::say)) {
+      supervisor = new Supervisor(engine, ports, pinned);
       held = supervisor.run(held);
     } finally {
       if (supervisor != null && supervisor.proxy != null) {
@@ -121,9 +147,8 @@ final class Supervisor {
     say(
         "supervisor "
             + ProcessHandle.current().pid()
-            + (supervisor != null && supervisor.handedOver
-                ? " exits: a supervisor started from the new jars took over"
-                : " exits: the home has no sandboxes"));
+            + " exits: "
+            + (supervisor == null ? "it failed to start" : supervisor.exitReason));
   }
 
   /** Scans until there is nothing to supervise; returns the lock if it still holds it. */
@@ -131,6 +156,9 @@ final class Supervisor {
     Path sandboxes = engine.home().resolve("sandboxes");
     long emptySince = -1;
     while (true) {
+      if (homeGone()) {
+        return lock;
+      }
       if (code.replacedAndSettled()) {
         // the rest of this process's classes are gone with the old jar: a fresh JVM takes over
         say(
@@ -139,11 +167,17 @@ final class Supervisor {
                 + ": its jars were rebuilt or replaced; starting a supervisor from the new ones");
         lock.close();
         spawn(engine.home(), engine.runtime().binary());
-        handedOver = true;
+        exitReason = "a supervisor started from the new jars took over";
         return null;
       }
       ports.start();
+      if (homeGone()) {
+        return lock;
+      }
       ensureProxy();
+      if (homeGone()) {
+        return lock;
+      }
       int supervised = scan();
       if (supervised > 0 || anySandboxes(sandboxes)) {
         emptySince = -1;
@@ -154,15 +188,29 @@ final class Supervisor {
         if (!anySandboxes(sandboxes)) {
           return null;
         }
-        Optional<FileLock> again = FileLock.tryAcquire(engine.home().resolve(LOCK));
+        Optional<FileLock> again;
+        try {
+          again = FileLock.tryAcquireExisting(engine.home().resolve(LOCK));
+        } catch (NoSuchFileException gone) {
+          exitReason = "its lock file was deleted (the home is going)";
+          return null;
+        }
         if (again.isEmpty()) {
-          return null; // a new supervisor took over
+          exitReason = "a new supervisor took over";
+          return null;
         }
         lock = again.get();
         emptySince = -1;
       }
       Thread.sleep(SCAN.toMillis());
     }
+  }
+
+  /** Whether its home was deleted or replaced; if so, says so and sets the exit reason. */
+  private boolean homeGone() {
+    Optional<String> why = home.gone();
+    why.ifPresent(w -> exitReason = w);
+    return why.isPresent();
   }
 
   /**
@@ -176,6 +224,9 @@ final class Supervisor {
     }
     Networks networks = engine.networks();
     try {
+      if (!Files.isRegularFile(engine.home().resolve("network").resolve("subnet"))) {
+        return; // no sandbox has had a network; asking for the gateway would claim a subnet
+      }
       if (!networks.hasGateway()) {
         return; // no sandbox has a network yet
       }

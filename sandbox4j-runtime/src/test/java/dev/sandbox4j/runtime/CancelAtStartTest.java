@@ -5,6 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -20,6 +23,9 @@ import org.junit.jupiter.api.Test;
  */
 class CancelAtStartTest {
 
+  /** A bound for waits that end at an event; only there to turn a hang into a failure. */
+  private static final Duration PATIENCE = Duration.ofSeconds(60);
+
   @BeforeAll
   static void requireEngine() {
     Prerequisites.requireLocalEngine();
@@ -29,38 +35,77 @@ class CancelAtStartTest {
   void aCommandInterruptedWhileStartingNeverRuns() throws Exception {
     LocalSandbox sandboxes = new LocalSandbox();
     Workspace ws = Workspace.of(sandboxes.newBackend());
-    ws.open();
+    WorkspaceRef ref = ws.open();
+    Path home = sandboxes.engine().dir(ref.id()).resolve("upper/home/sandbox");
+    String tag = "cas" + Long.toString(System.nanoTime(), 36);
     try {
       List<Throwable> outcomes = new ArrayList<>();
-      // interrupts spread over the first milliseconds of the run, when crun exec is starting
-      for (int i = 0; i < 12; i++) {
-        String marker = "ran-" + i;
+      List<String> markers = new ArrayList<>();
+      int started = 0;
+      // Interrupts spread over the first milliseconds of the run, when crun exec is starting,
+      // then later and later, until some came before the command started and some after.
+      for (int i = 0; i < 60 && (i < 12 || started == 0); i++) {
+        String marker = tag + "-" + i;
+        markers.add(marker);
         AtomicReference<Throwable> thrown = new AtomicReference<>();
         Thread caller =
             Thread.ofPlatform()
                 .start(
                     () -> {
                       try {
+                        // the shell stays (not exec'd away), so its command line names the marker
                         ws.run(
-                            Command.shell("sleep 1; touch " + marker),
+                            Command.shell("touch " + marker + "; sleep 600; true"),
                             RunOptions.withTimeout(Duration.ofSeconds(30)));
                       } catch (Throwable t) {
                         thrown.set(t);
                       }
                     });
-        Thread.sleep(i * 2L);
+        Thread.sleep(i < 12 ? i * 2L : (long) i * i);
         caller.interrupt();
-        caller.join(Duration.ofSeconds(30));
+        caller.join(PATIENCE);
         assertThat(caller.isAlive()).as("the interrupted run returns").isFalse();
         outcomes.add(thrown.get());
+        if (Files.exists(home.resolve(marker))) { // its writable layer, seen from the host
+          started++;
+        }
       }
       assertThat(outcomes).allSatisfy(t -> assertThat(t).isInstanceOf(CancellationException.class));
-      Thread.sleep(2000); // longer than the commands' sleep: one that survived has run by now
-      assertThat(ws.run(Command.shell("ls ran-* 2>/dev/null; true")).stdoutText())
-          .as("no cancelled command ran on")
+      assertThat(started)
+          .as(
+              "the interrupts spanned the command's start: some came before it (%d of %d ran)",
+              started, markers.size())
+          .isLessThan(markers.size());
+      assertThat(started)
+          .as("and some after it started, so that a kill was needed (%d of %d)", started, markers)
+          .isPositive();
+
+      // The event that ends the wait: no process on the host (a crun exec still in flight, or a
+      // command's shell in the sandbox) carries a marker. A survivor keeps its for 600 s.
+      long end = System.nanoTime() + PATIENCE.toNanos();
+      List<String> carrying = carrying(tag);
+      while (!carrying.isEmpty() && System.nanoTime() < end) {
+        Thread.sleep(50);
+        carrying = carrying(tag);
+      }
+      assertThat(carrying).as("no cancelled command runs on").isEmpty();
+      // "[c]as..." matches the tag but not this command's own shell, whose line holds the pattern
+      String pattern = "[" + tag.charAt(0) + "]" + tag.substring(1);
+      assertThat(ws.run(Command.shell("pgrep -f '" + pattern + "' || true")).stdoutText())
+          .as("nothing of theirs inside the sandbox")
           .isEmpty();
     } finally {
       ws.ref().ifPresent(sandboxes::destroy);
     }
+  }
+
+  /** The command lines of host processes that mention {@code tag}. */
+  private static List<String> carrying(String tag) {
+    long self = ProcessHandle.current().pid();
+    return ProcessHandle.allProcesses()
+        .filter(p -> p.pid() != self)
+        .map(p -> p.info().commandLine().orElse(""))
+        .filter(c -> c.contains(tag) && !c.contains("pgrep"))
+        .toList();
   }
 }

@@ -238,6 +238,8 @@ class CrashSafetyTest {
         provider.removeSnapshot(name);
       }
     }
+    Prerequisites.requireCheckpointRestore(
+        provider.engine().runtime(), "the hibernate and live-fork kills");
   }
 
   private static long median(long[] samples) {

@@ -306,6 +306,7 @@ class LifecycleTest {
                 "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
                     + " | grep -c '^sleep 4242 $' || true"))
         .isEqualTo("1\n");
+    Prerequisites.requireCheckpointRestore(sandboxes.engine().runtime(), "the live fork");
   }
 
   @Test
@@ -378,6 +379,7 @@ class LifecycleTest {
       assertThat(Workspace.of(sandboxes.backend(f.ref()).orElseThrow()).readText("f.txt"))
           .isEqualTo("one");
     }
+    Prerequisites.requireCheckpointRestore(sandboxes.engine().runtime(), "the live fork");
   }
 
   // ---- snapshots ------------------------------------------------------------------------------
@@ -519,12 +521,27 @@ class LifecycleTest {
     LocalSandbox provider = builder().noOutputTimeout(Duration.ofSeconds(3)).build();
     Workspace ws = create(provider);
     WorkspaceRef ref = ws.open();
-    // never silent for 3 s while it runs; but frozen for 4 s in the middle of its first sleep
+    // never silent for 3 s while it runs; but frozen for 4 s in the middle of a silent stretch
+    Path tmp = dir(ref).resolve("upper/tmp");
     var run =
         java.util.concurrent.CompletableFuture.supplyAsync(
-            () -> ws.run(Command.shell("sleep 2; echo a; sleep 2; echo b")).stdoutText());
-    Thread.sleep(500);
+            () ->
+                ws.run(
+                        Command.shell(
+                            "touch /tmp/started; sleep 2; echo a; sleep 2; touch /tmp/ending;"
+                                + " echo b"))
+                    .stdoutText());
+    long end = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (!Files.exists(tmp.resolve("started")) && !run.isDone() && System.nanoTime() < end) {
+      Thread.sleep(20);
+    }
+    assertThat(tmp.resolve("started")).as("the command started").exists();
     provider.suspend(ref);
+    // Frozen now: the command is in one of its silent stretches, so 4 s frozen there would be
+    // 4 s of silence on the wall clock, more than the 3 s limit: the rule is exercised.
+    assertThat(tmp.resolve("ending"))
+        .as("the command had not finished its silent stretches when suspended")
+        .doesNotExist();
     Thread.sleep(4000);
     provider.resume(ref);
     assertThat(run.get(30, java.util.concurrent.TimeUnit.SECONDS)).isEqualTo("a\nb\n");

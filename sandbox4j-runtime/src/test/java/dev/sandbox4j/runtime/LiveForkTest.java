@@ -4,6 +4,7 @@ import static dev.sandbox4j.runtime.SandboxProcesses.awaitAbove;
 import static dev.sandbox4j.runtime.SandboxProcesses.awaitProcess;
 import static dev.sandbox4j.runtime.SandboxProcesses.check;
 import static dev.sandbox4j.runtime.SandboxProcesses.counter;
+import static dev.sandbox4j.runtime.SandboxProcesses.killAndAwaitGone;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -15,7 +16,6 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
 import java.util.UUID;
@@ -113,7 +113,7 @@ class LiveForkTest {
     assertThat(awaitAbove(parent, counter(parent))).isPositive();
 
     // Independent: the fork's counter ends, the parent's goes on.
-    check(child, "pkill -f 'while [:]'; sleep 0.3");
+    killAndAwaitGone(child, "while [:]");
     long stopped = counter(child);
     long p1 = counter(parent);
     Thread.sleep(500);
@@ -156,7 +156,9 @@ class LiveForkTest {
     Path saved = sandboxes.home().resolve("sandboxes").resolve(ref.id()).resolve("upper/tmp/m");
     long atHibernate = Long.parseLong(Files.readString(saved).strip());
     Thread.sleep(1000);
-    assertThat(Long.parseLong(Files.readString(saved).strip())).isEqualTo(atHibernate);
+    assertThat(Long.parseLong(Files.readString(saved).strip()))
+        .as("stopped while hibernated: its counter file did not move in 1 s (10 of its periods)")
+        .isEqualTo(atHibernate);
 
     // An exec wakes it: the same process, counting on from its memory, not from 0.
     long start = System.nanoTime();
@@ -166,7 +168,7 @@ class LiveForkTest {
         "wake from hibernate (restore + exec): %d ms%n",
         (System.nanoTime() - start) / 1_000_000);
     assertThat(state(ref)).isEqualTo("running");
-    assertThat(resumed).isGreaterThanOrEqualTo(atHibernate).isLessThan(atHibernate + 8);
+    assertThat(resumed).as("from its memory, not from 0").isGreaterThanOrEqualTo(atHibernate);
     assertThat(check(ws, "pgrep -f 'mem[.]py'")).as("the same process").isEqualTo(pid);
     assertThat(awaitMemoryAbove(ws, resumed + 3)).isGreaterThan(resumed + 3);
 
@@ -243,7 +245,7 @@ class LiveForkTest {
   }
 
   private static long awaitMemoryAbove(Workspace ws, long value) throws InterruptedException {
-    long end = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    long end = System.nanoTime() + SandboxProcesses.PATIENCE.toNanos();
     long now = -1;
     while (System.nanoTime() < end) {
       String text = check(ws, "cat /tmp/m 2>/dev/null || echo -1");

@@ -2,7 +2,9 @@ package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
+import dev.sandbox4j.workspace.conformance.SlowCreation;
 import dev.sandbox4j.workspace.conformance.WorkspaceConformanceSuite;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.BeforeAll;
 
@@ -19,6 +21,14 @@ class LocalSandboxConformanceTest extends WorkspaceConformanceSuite {
   @Override
   protected WorkspaceProvider provider() {
     return SANDBOXES;
+  }
+
+  @Override
+  protected WorkspaceBackend newBackendSlowToCreate(Duration delay) {
+    return LocalSandbox.builder()
+        .beforeCreate(() -> SlowCreation.sleep(delay))
+        .build()
+        .newBackend();
   }
 
   @Override

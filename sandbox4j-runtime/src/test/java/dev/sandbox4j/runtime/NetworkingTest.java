@@ -310,6 +310,7 @@ class NetworkingTest {
       assertThat(run(ws, "pgrep -c sleep").strip()).isEqualTo("1");
     }
     assertThat(namespaces()).filteredOn(n -> n.endsWith(ref.id())).hasSize(1);
+    Prerequisites.requireCheckpointRestore(SANDBOXES.engine().runtime(), "the hibernate half");
   }
 
   @Test
@@ -533,6 +534,7 @@ class NetworkingTest {
       own.clear();
       SANDBOXES.removeSnapshot(snapshot);
     }
+    Prerequisites.requireCheckpointRestore(SANDBOXES.engine().runtime(), "the live-fork half");
   }
 
   // ---- cleanup ----------------------------------------------------------------------------

@@ -24,13 +24,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -73,15 +71,7 @@ class PortProxyTest {
 
   @AfterAll
   static void tearDown() throws IOException {
-    if (sandboxes != null) {
-      for (SandboxInfo s : sandboxes.list()) {
-        sandboxes.destroy(s.ref());
-      }
-    }
-    supervisors().forEach(ProcessHandle::destroyForcibly); // started for this home: ours
-    if (home != null) {
-      Trees.delete(home);
-    }
+    TestImages.destroyAllAndDelete(sandboxes, home);
   }
 
   @Test
@@ -460,25 +450,6 @@ class PortProxyTest {
   }
 
   private static List<ProcessHandle> supervisors() {
-    List<ProcessHandle> found = new ArrayList<>();
-    try (Stream<Path> procs = Files.list(Path.of("/proc"))) {
-      for (Path p : procs.toList()) {
-        String name = p.getFileName().toString();
-        if (!name.chars().allMatch(Character::isDigit)) {
-          continue;
-        }
-        try {
-          String cmdline = Files.readString(p.resolve("cmdline")).replace('\0', ' ');
-          if (cmdline.contains(Supervisor.class.getName() + " " + home + " ")) {
-            ProcessHandle.of(Long.parseLong(name)).ifPresent(found::add);
-          }
-        } catch (IOException | RuntimeException e) {
-          // exited meanwhile
-        }
-      }
-    } catch (IOException e) {
-      // no /proc
-    }
-    return found;
+    return TestImages.supervisors(home);
   }
 }

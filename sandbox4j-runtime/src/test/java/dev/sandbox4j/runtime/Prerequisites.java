@@ -9,6 +9,16 @@ final class Prerequisites {
     dev.sandbox4j.workspace.conformance.Prerequisites.require(ok, what);
   }
 
+  /**
+   * Reports a part of a test that needs checkpoint/restore and was left out because {@code runtime}
+   * cannot do it: a skip on a laptop, a failure under CI. Call it at the end of the test, after the
+   * checks that do not need checkpoint/restore ran.
+   */
+  static void requireCheckpointRestore(OciRuntime runtime, String part) {
+    java.util.Optional<String> why = Checkpoints.unavailable(runtime);
+    require(why.isEmpty(), "checkpoint/restore for " + part + " (" + why.orElse("") + ")");
+  }
+
   /** Root on Linux with crun: what the local engine needs (the host setup itself is doctor's). */
   static void requireLocalEngine() {
     require(System.getProperty("os.name").equals("Linux"), "Linux");

@@ -24,9 +24,15 @@ final class SandboxProcesses {
     return Long.parseLong(check(ws, "cat /tmp/c"));
   }
 
-  /** Waits up to 5 s for the counter to pass {@code value}; returns it. */
+  /**
+   * How long a wait for something that takes milliseconds may last before it counts as a hang: a
+   * generous bound for a loaded machine, never a speed goal (a wait returns once its event comes).
+   */
+  static final Duration PATIENCE = Duration.ofSeconds(60);
+
+  /** Waits (up to {@link #PATIENCE}) for the counter to pass {@code value}; returns it. */
   static long awaitAbove(Workspace ws, long value) throws InterruptedException {
-    long end = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+    long end = System.nanoTime() + PATIENCE.toNanos();
     long now = counter(ws);
     while (now <= value && System.nanoTime() < end) {
       Thread.sleep(100);
@@ -35,13 +41,30 @@ final class SandboxProcesses {
     return now;
   }
 
-  /** Waits up to 5 s for a process whose command line matches {@code pattern}. */
+  /** Waits for a process whose command line matches {@code pattern}; fails after PATIENCE. */
   static void awaitProcess(Workspace ws, String pattern) throws InterruptedException {
-    for (int i = 0; i < 100; i++) {
-      if (!check(ws, "pgrep -f '" + pattern + "' || true").isEmpty()) {
-        return;
-      }
+    long end = System.nanoTime() + PATIENCE.toNanos();
+    while (check(ws, "pgrep -f '" + pattern + "' || true").isEmpty()) {
+      assertThat(System.nanoTime() < end)
+          .as("a process matching '" + pattern + "' within " + PATIENCE)
+          .isTrue();
       Thread.sleep(50);
     }
+  }
+
+  /**
+   * Kills the processes matching {@code pattern} and waits until none is left (fails after
+   * PATIENCE): after that, nothing of theirs can change anything.
+   */
+  static void killAndAwaitGone(Workspace ws, String pattern) {
+    check(
+        ws,
+        "pkill -f '"
+            + pattern
+            + "'; end=$(( $(date +%s) + "
+            + PATIENCE.toSeconds()
+            + " )); while pgrep -f '"
+            + pattern
+            + "' >/dev/null; do [ $(date +%s) -lt $end ] || exit 1; sleep 0.05; done");
   }
 }

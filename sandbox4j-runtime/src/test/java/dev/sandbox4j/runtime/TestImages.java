@@ -8,10 +8,15 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.Stream;
 
 /** Small images for tests: a busybox root filesystem, archives made of it, a seeded default. */
 final class TestImages {
@@ -34,15 +39,80 @@ final class TestImages {
     return Files.createDirectories(temp.resolve("home"));
   }
 
-  /** Destroys what a test left in {@code sandboxes} and deletes its state directory. */
+  /**
+   * Destroys what a test left in {@code sandboxes}, stops the home's supervisor and waits for it to
+   * exit ({@link #stopSupervisors}), then deletes the state directory: a supervisor still starting
+   * or lingering must not race the deletion.
+   */
   static void destroyAllAndDelete(LocalSandbox sandboxes, Path home) throws IOException {
-    if (sandboxes == null) {
-      return;
+    if (sandboxes != null) {
+      for (SandboxInfo s : sandboxes.list()) {
+        sandboxes.destroy(s.ref());
+      }
     }
-    for (SandboxInfo s : sandboxes.list()) {
-      sandboxes.destroy(s.ref());
+    if (home != null && Files.exists(home)) {
+      stopSupervisors(home);
+      Trees.delete(home);
     }
-    Trees.delete(home);
+  }
+
+  /** How long a supervisor may take to notice its lock file is gone and exit; hangs fail. */
+  static final Duration SUPERVISOR_EXIT = Duration.ofSeconds(60);
+
+  /**
+   * Stops every supervisor of {@code home} (running, or a JVM still starting) and waits until each
+   * has exited. It deletes the home's {@code supervisor.lock}, which a supervisor takes for its
+   * home being deleted: it exits at its next check and creates nothing on the way out. Fails if one
+   * outlives {@link #SUPERVISOR_EXIT} (and kills it, so that it does not outlive the test).
+   */
+  static void stopSupervisors(Path home) throws IOException {
+    Files.deleteIfExists(home.resolve(Supervisor.LOCK));
+    long end = System.nanoTime() + SUPERVISOR_EXIT.toNanos();
+    for (ProcessHandle p : supervisors(home)) {
+      try {
+        p.onExit().get(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (TimeoutException e) {
+        p.destroyForcibly();
+        throw new AssertionError(
+            "the supervisor "
+                + p.pid()
+                + " of "
+                + home
+                + " did not exit within "
+                + SUPERVISOR_EXIT
+                + " of its lock file being deleted");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new java.io.InterruptedIOException("interrupted waiting for a supervisor");
+      } catch (ExecutionException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+  }
+
+  /** The supervisor processes of {@code home}: their command line names it. */
+  static List<ProcessHandle> supervisors(Path home) {
+    List<ProcessHandle> found = new ArrayList<>();
+    String wanted = Supervisor.class.getName() + " " + home + " ";
+    try (Stream<Path> procs = Files.list(Path.of("/proc"))) {
+      for (Path p : procs.toList()) {
+        String name = p.getFileName().toString();
+        if (!name.chars().allMatch(Character::isDigit)) {
+          continue;
+        }
+        try {
+          String cmdline = Files.readString(p.resolve("cmdline")).replace('\0', ' ');
+          if (cmdline.contains(wanted)) {
+            ProcessHandle.of(Long.parseLong(name)).ifPresent(found::add);
+          }
+        } catch (IOException | RuntimeException e) {
+          // exited meanwhile
+        }
+      }
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+    return found;
   }
 
   static void requireBusybox() {

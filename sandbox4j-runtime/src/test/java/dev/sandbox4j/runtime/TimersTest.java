@@ -17,13 +17,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.BooleanSupplier;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -51,15 +49,7 @@ class TimersTest {
 
   @AfterAll
   static void tearDown() throws IOException {
-    if (sandboxes != null) {
-      for (SandboxInfo s : sandboxes.list()) {
-        sandboxes.destroy(s.ref());
-      }
-    }
-    supervisors().forEach(ProcessHandle::destroyForcibly); // started for this home: ours
-    if (home != null) {
-      Trees.delete(home);
-    }
+    TestImages.destroyAllAndDelete(sandboxes, home);
   }
 
   private static LocalSandbox.Builder builder() {
@@ -91,28 +81,8 @@ class TimersTest {
     return r.stdoutText();
   }
 
-  /** The supervisor processes of this home. */
   private static List<ProcessHandle> supervisors() {
-    List<ProcessHandle> found = new ArrayList<>();
-    try (Stream<Path> procs = Files.list(Path.of("/proc"))) {
-      for (Path p : procs.toList()) {
-        String name = p.getFileName().toString();
-        if (!name.chars().allMatch(Character::isDigit)) {
-          continue;
-        }
-        try {
-          String cmdline = Files.readString(p.resolve("cmdline")).replace('\0', ' ');
-          if (cmdline.contains(Supervisor.class.getName() + " " + home + " ")) {
-            ProcessHandle.of(Long.parseLong(name)).ifPresent(found::add);
-          }
-        } catch (IOException e) {
-          // exited
-        }
-      }
-    } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
-    }
-    return found;
+    return TestImages.supervisors(home);
   }
 
   // ---- each timer -------------------------------------------------------------------------

@@ -220,10 +220,16 @@ class ServerApiTest {
     String path = "/v1/sandboxes/" + sandbox + "/commands/" + cid;
     StringBuilder out = new StringBuilder();
     JsonNode state;
-    do {
+    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (true) {
       state = s.call(key, "GET", path, null).json();
       out.append(new String(Base64.getDecoder().decode(state.get("stdout").asText())));
-    } while (state.get("running").asBoolean());
+      if (!state.get("running").asBoolean()) {
+        break;
+      }
+      assertThat(System.nanoTime()).as("`echo bg` ended within 60 s").isLessThan(deadline);
+      Thread.sleep(20);
+    }
     assertThat(out).hasToString("bg\n");
     assertThat(state.get("exitCode").asInt()).isZero();
 

@@ -47,8 +47,10 @@ public final class HostWorkspaceProvider implements WorkspaceProvider {
   private final Path root;
   private final String rootTag;
   private final Map<String, String> env;
+  private final Runnable beforeCreate;
 
   private HostWorkspaceProvider(Builder b) {
+    this.beforeCreate = b.beforeCreate;
     this.root = b.root.toAbsolutePath().normalize();
     this.rootTag = Integer.toHexString(root.toString().hashCode());
     this.env = Map.copyOf(b.env);
@@ -155,6 +157,7 @@ public final class HostWorkspaceProvider implements WorkspaceProvider {
 
   /** Creates a fresh workspace directory and returns its id. */
   String createWorkspaceDirectory() {
+    beforeCreate.run();
     try {
       Files.createDirectories(root);
       for (int attempt = 0; ; attempt++) {
@@ -209,8 +212,19 @@ public final class HostWorkspaceProvider implements WorkspaceProvider {
   public static final class Builder {
     private Path root;
     private final Map<String, String> env = new LinkedHashMap<>();
+    private Runnable beforeCreate = () -> {};
 
     private Builder() {}
+
+    /**
+     * Runs {@code hook} before each workspace directory is created, inside the first operation that
+     * creates it (tests make creation slow with it: the conformance suite checks that a timeout's
+     * clock starts after acquisition). Package-private: not an API.
+     */
+    Builder beforeCreate(Runnable hook) {
+      this.beforeCreate = Objects.requireNonNull(hook, "hook");
+      return this;
+    }
 
     /** The directory under which workspaces are created. */
     public Builder root(Path root) {

@@ -92,6 +92,15 @@ public abstract class WorkspaceConformanceSuite {
   protected abstract WorkspaceBackend newBackendWithEnv(Map<String, String> env);
 
   /**
+   * A backend for a fresh workspace whose creation, on first use, takes {@code delay} longer than
+   * usual (the backend waits that long inside the operation that creates it, before creating). The
+   * suite destroys it through {@link #provider()}. Does no I/O. It lets the suite check that a
+   * timeout's clock starts after acquisition: with creation faster than any timeout, a clock
+   * started before acquisition would go unnoticed.
+   */
+  protected abstract WorkspaceBackend newBackendSlowToCreate(Duration delay);
+
+  /**
    * Whether the backend isolates the workspace from the host. Only the host-directory backend,
    * which isolates nothing, returns false; that skips the isolation rules for it alone.
    */
@@ -360,8 +369,27 @@ public abstract class WorkspaceConformanceSuite {
     @Test
     @DisplayName("a timeout's clock starts after the workspace is acquired")
     void timeoutStartsAfterAcquisition() {
-      Workspace ws = newWorkspace(); // not created yet: creation happens inside run
-      CommandResult r = ws.run(Command.argv("true"), RunOptions.withTimeout(Duration.ofSeconds(5)));
+      Duration timeout = Duration.ofSeconds(5);
+      Duration creation = timeout.plusSeconds(1); // a clock started before it would run out
+      // not created yet: creation happens inside run, and takes longer than the timeout
+      Workspace ws = track(workspaceOf(newBackendSlowToCreate(creation)));
+      long start = System.nanoTime();
+      CommandResult r;
+      try {
+        r = ws.run(Command.argv("true"), RunOptions.withTimeout(timeout));
+      } catch (WorkspaceTimeoutException e) {
+        throw new AssertionError(
+            "rule: a timeout's clock starts after the workspace is acquired; creating it took "
+                + creation
+                + " and the "
+                + timeout
+                + " timeout of `true` ran out",
+            e);
+      }
+      Duration took = Duration.ofNanos(System.nanoTime() - start);
+      assertThat(took)
+          .as("the workspace was created (slowly) inside run, so the rule was exercised")
+          .isGreaterThanOrEqualTo(creation);
       assertThat(r.exitCode()).isZero();
     }
   }
