@@ -206,7 +206,13 @@ final class Trees {
           copy.links.values().forEach(NativeFs::close);
         }
       } catch (NativeFs.Errno e) {
-        throw new IOException("cannot copy " + from + " to " + to + ": " + e.getMessage(), e);
+        // The copy is new and private: a name it already has was listed twice, renamed while its
+        // directory was read.
+        String why =
+            e.errno == NativeFs.EEXIST
+                ? "the tree changed while it was copied: refused"
+                : e.getMessage();
+        throw new IOException("cannot copy " + from + " to " + to + ": " + why, e);
       }
     }
   }
@@ -244,7 +250,15 @@ final class Trees {
           throw e;
         }
         if (st.isDirectory()) {
-          int s = open(src, name, NativeFs.O_RDONLY | NativeFs.O_DIRECTORY, path);
+          int s;
+          try {
+            s = open(src, name, NativeFs.O_RDONLY | NativeFs.O_DIRECTORY, path);
+          } catch (NativeFs.Errno e) {
+            if (e.errno == NativeFs.ENOENT) {
+              continue; // removed (or renamed away) meanwhile
+            }
+            throw e;
+          }
           try {
             NativeFs.Stat again = NativeFs.fstat(s);
             NativeFs.mkdirat(dst, name, 0700);
