@@ -4,7 +4,6 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -210,10 +209,14 @@ final class Checkpoints {
             images,
             () -> {
               frozen[0] = System.nanoTime();
-              copyTree(engine.dir(parent).resolve("upper"), childDir.resolve("upper"));
+              Lifecycle.copyTree(engine.dir(parent).resolve("upper"), childDir.resolve("upper"));
               frozen[1] = System.nanoTime();
             });
-    renameHost(childDir.resolve("upper"), parent, child);
+    try {
+      Lifecycle.renameHost(childDir.resolve("upper"), parent, child);
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot name the fork local:" + child + ": " + e, e);
+    }
     long restoreStart = System.nanoTime();
     restore(engine, child, images);
     long end = System.nanoTime();
@@ -424,33 +427,6 @@ final class Checkpoints {
         new ArrayList<>(List.of("nsenter", "--target", Long.toString(pid), ns, "--"));
     cmd.addAll(argv);
     HostCommand.check(cmd);
-  }
-
-  /** {@code cp -a}: ownership, modes, xattrs (overlay's) and whiteouts kept; reflinks if it can. */
-  private static void copyTree(Path from, Path to) {
-    HostCommand.check(List.of("cp", "-a", "--reflink=auto", "--", from.toString(), to.toString()));
-  }
-
-  /**
-   * A fork's own name in its {@code /etc/hostname} and {@code /etc/hosts}, where the copy has them.
-   */
-  private static void renameHost(Path upper, String from, String to) {
-    for (String name : List.of("etc/hostname", "etc/hosts")) {
-      Path file = upper.resolve(name);
-      if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS)) {
-        continue;
-      }
-      try {
-        Object uid = Files.getAttribute(file, "unix:uid", LinkOption.NOFOLLOW_LINKS);
-        Object gid = Files.getAttribute(file, "unix:gid", LinkOption.NOFOLLOW_LINKS);
-        String text = Files.readString(file);
-        Files.writeString(file, text.replace(from, to));
-        Files.setAttribute(file, "unix:uid", uid, LinkOption.NOFOLLOW_LINKS);
-        Files.setAttribute(file, "unix:gid", gid, LinkOption.NOFOLLOW_LINKS);
-      } catch (IOException | RuntimeException e) {
-        // a file the sandbox made unreadable: it keeps the parent's name there
-      }
-    }
   }
 
   private static long size(Path dir) {

@@ -5,7 +5,6 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -64,7 +63,6 @@ final class Lifecycle {
 
   private static final System.Logger LOG = System.getLogger(Lifecycle.class.getName());
   private static final SecureRandom RANDOM = new SecureRandom();
-  private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
 
   private final Engine engine;
 
@@ -498,16 +496,44 @@ final class Lifecycle {
     }
   }
 
-  /** The fork is called {@code child}: its {@code /etc/hostname} and {@code /etc/hosts} say so. */
-  private static void renameHost(Path upper, String parent, String child) throws IOException {
+  /** The most of a fork's {@code /etc/hostname} or {@code /etc/hosts} that is renamed. */
+  private static final int MAX_HOST_FILE = 1 << 20;
+
+  /**
+   * The fork is called {@code child}: its {@code /etc/hostname} and {@code /etc/hosts} say so. Each
+   * is replaced atomically, with its owner and mode, in the fork's writable layer {@code upper}
+   * (which nothing runs on yet), through a {@link Beneath} handle. They are the sandbox's own
+   * files: if it made {@code /etc} or one of them a symlink (to anywhere), a FIFO, a device or a
+   * file of over 1 MiB, that one is left as the copy has it (the log says so), never followed or
+   * opened. The fork's hostname is set by the engine either way.
+   */
+  static void renameHost(Path upper, String parent, String child) throws IOException {
     Pattern word = Pattern.compile("\\b" + Pattern.quote(parent) + "\\b");
-    for (String name : List.of("hostname", "hosts")) {
-      Path file = upper.resolve("etc").resolve(name);
-      if (Files.isRegularFile(file, NOFOLLOW)) {
-        String text = Files.readString(file, StandardCharsets.UTF_8);
-        String renamed = word.matcher(text).replaceAll(Matcher.quoteReplacement(child));
-        if (!renamed.equals(text)) {
-          Files.writeString(file, renamed, StandardCharsets.UTF_8); // keeps owner and mode
+    try (Beneath layer = Beneath.open(upper)) {
+      for (String name : List.of("etc/hostname", "etc/hosts")) {
+        try {
+          Optional<NativeFs.Stat> st = layer.lstat(name);
+          Optional<byte[]> content = layer.read(name, MAX_HOST_FILE);
+          if (st.isEmpty() || content.isEmpty()) {
+            continue;
+          }
+          String text = new String(content.get(), StandardCharsets.UTF_8);
+          String renamed = word.matcher(text).replaceAll(Matcher.quoteReplacement(child));
+          if (!renamed.equals(text)) {
+            layer.replace(
+                name,
+                renamed.getBytes(StandardCharsets.UTF_8),
+                st.get().mode(),
+                st.get().uid(),
+                st.get().gid());
+          }
+        } catch (Beneath.Refused e) {
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "fork local:{0} keeps /{1} as its parent had it: {2}",
+              child,
+              name,
+              e.getMessage());
         }
       }
     }
@@ -644,16 +670,15 @@ final class Lifecycle {
   }
 
   /**
-   * Copies the tree {@code from} to {@code to} (which must not exist, or be empty) with owners,
-   * modes, xattrs (overlay's opaque markers) and device nodes (its whiteouts); copy-on-write where
-   * the file system supports it.
+   * Copies the tree {@code from} (a writable layer the sandbox controls) to {@code to}, which must
+   * not exist: see {@link Trees#copy}.
    */
   static void copyTree(Path from, Path to) {
-    if (!Files.isDirectory(from, NOFOLLOW)) {
-      throw new WorkspaceException("cannot copy " + from + ": it is not a directory");
+    try {
+      Trees.copy(from, to);
+    } catch (IOException e) {
+      throw new WorkspaceException(e.getMessage(), e);
     }
-    HostCommand.check(
-        List.of("cp", "-a", "--reflink=auto", "-T", "--", from.toString(), to.toString()));
   }
 
   private static String describe(SandboxRecord.Status status) {

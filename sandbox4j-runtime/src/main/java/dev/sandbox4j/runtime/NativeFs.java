@@ -69,6 +69,7 @@ final class NativeFs {
   static final int O_WRONLY = 1;
   static final int O_CREAT = 0100;
   static final int O_EXCL = 0200;
+  static final int O_NOCTTY = 0400;
   static final int O_NONBLOCK = 04000;
   static final int O_DIRECTORY = AARCH64 ? 040000 : 0200000;
   static final int O_NOFOLLOW = AARCH64 ? 0100000 : 0400000;
@@ -83,6 +84,8 @@ final class NativeFs {
 
   static final long RESOLVE_NO_XDEV = 0x01;
   static final long RESOLVE_NO_MAGICLINKS = 0x02;
+  static final long RESOLVE_NO_SYMLINKS = 0x04;
+  static final long RESOLVE_BENEATH = 0x08;
   static final long RESOLVE_IN_ROOT = 0x10;
 
   static final int W_OK = 2;
@@ -102,8 +105,8 @@ final class NativeFs {
   private static final long SYS_GETDENTS64 = AARCH64 ? 61 : 217;
   private static final long SYS_GETGROUPS = AARCH64 ? 158 : 115;
 
-  /** statx mask: type, mode, uid, gid, ino, size, mtime. */
-  private static final int STATX_BASIC = 0x1 | 0x2 | 0x8 | 0x10 | 0x40 | 0x100 | 0x200;
+  /** statx mask: type, mode, nlink, uid, gid, atime, ino, size, mtime. */
+  private static final int STATX_BASIC = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x100 | 0x200;
 
   private static final int STATX_SIZE_BYTES = 256;
   private static final int PATH_BUFFER = 4096;
@@ -281,7 +284,11 @@ final class NativeFs {
       int devMajor,
       int devMinor,
       long size,
-      Instant modified) {
+      Instant modified,
+      int nlink,
+      Instant accessed,
+      int rdevMajor,
+      int rdevMinor) {
     int type() {
       return mode & S_IFMT;
     }
@@ -312,7 +319,15 @@ final class NativeFs {
    * Retries while the kernel reports a concurrent rename (EAGAIN).
    */
   static int openInRoot(int root, byte[] path, int flags, int mode) throws Errno {
-    long resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    return openat2(
+        root, path, flags, mode, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+  }
+
+  /**
+   * {@code openat2(dir, path, flags | O_CLOEXEC, mode, resolve)}. Retries while the kernel reports
+   * a concurrent rename (EAGAIN).
+   */
+  static int openat2(int dir, byte[] path, int flags, int mode, long resolve) throws Errno {
     try (Arena arena = Arena.ofConfined()) {
       MemorySegment state = arena.allocate(CAPTURE);
       MemorySegment how = arena.allocate(24, 8);
@@ -321,7 +336,7 @@ final class NativeFs {
       how.set(ValueLayout.JAVA_LONG, 16, resolve);
       MemorySegment p = cString(arena, path);
       for (int attempt = 0; ; attempt++) {
-        long r = (long) SYSCALL_4.invokeExact(state, SYS_OPENAT2, (long) root, p, how, 24L);
+        long r = (long) SYSCALL_4.invokeExact(state, SYS_OPENAT2, (long) dir, p, how, 24L);
         if (r >= 0) {
           return (int) r;
         }
@@ -394,6 +409,11 @@ final class NativeFs {
       int mtimeNsec = buf.get(ValueLayout.JAVA_INT, 120);
       int devMajor = buf.get(ValueLayout.JAVA_INT, 136);
       int devMinor = buf.get(ValueLayout.JAVA_INT, 140);
+      int nlink = buf.get(ValueLayout.JAVA_INT, 16);
+      long atimeSec = buf.get(ValueLayout.JAVA_LONG, 64);
+      int atimeNsec = buf.get(ValueLayout.JAVA_INT, 72);
+      int rdevMajor = buf.get(ValueLayout.JAVA_INT, 128);
+      int rdevMinor = buf.get(ValueLayout.JAVA_INT, 132);
       return new Stat(
           mode,
           uid,
@@ -402,7 +422,11 @@ final class NativeFs {
           devMajor,
           devMinor,
           size,
-          Instant.ofEpochSecond(mtimeSec, Integer.toUnsignedLong(mtimeNsec)));
+          Instant.ofEpochSecond(mtimeSec, Integer.toUnsignedLong(mtimeNsec)),
+          nlink,
+          Instant.ofEpochSecond(atimeSec, Integer.toUnsignedLong(atimeNsec)),
+          rdevMajor,
+          rdevMinor);
     } catch (Errno | RuntimeException | Error e) {
       throw e;
     } catch (Throwable t) {
@@ -824,6 +848,387 @@ final class NativeFs {
 
   private static IOException layerFailure(String call, Path path, int errno) {
     return new IOException(call + " " + path + ": " + strerror(errno));
+  }
+
+  // ---- content and metadata by descriptor (Beneath, Trees.copy) ------------------------------
+  // What acting on a tree from descriptors only needs beyond the calls above: reading and writing
+  // an open file, ownership, times, links, special files, xattrs and copy-on-write clones. Linked
+  // lazily (a holder class), so that a host without one of them still has the calls above.
+
+  static final int EOPNOTSUPP = 95;
+  static final int ENXIO = 6;
+  static final int ENOTTY = 25;
+  private static final int SEEK_DATA = 3;
+  private static final int SEEK_HOLE = 4;
+  private static final long FICLONE = 0x40049409L;
+
+  private static final class More {
+    static final MethodHandle READ;
+    static final MethodHandle WRITE;
+    static final MethodHandle FCHOWN;
+    static final MethodHandle FCHOWNAT;
+    static final MethodHandle FCHMODAT;
+    static final MethodHandle UTIMENSAT;
+    static final MethodHandle FUTIMENS;
+    static final MethodHandle SYMLINKAT;
+    static final MethodHandle LINKAT;
+    static final MethodHandle MKNODAT;
+    static final MethodHandle IOCTL;
+    static final MethodHandle COPY_FILE_RANGE;
+    static final MethodHandle LSEEK;
+    static final MethodHandle FTRUNCATE;
+    static final MethodHandle FLISTXATTR;
+    static final MethodHandle FGETXATTR;
+    static final MethodHandle FSETXATTR;
+
+    static {
+      Linker linker = Linker.nativeLinker();
+      SymbolLookup libc = linker.defaultLookup();
+      Linker.Option errno = Linker.Option.captureCallState("errno");
+      ValueLayout i = ValueLayout.JAVA_INT;
+      ValueLayout l = ValueLayout.JAVA_LONG;
+      ValueLayout a = ValueLayout.ADDRESS;
+      READ = handle(linker, libc, "read", FunctionDescriptor.of(l, i, a, l), errno);
+      WRITE = handle(linker, libc, "write", FunctionDescriptor.of(l, i, a, l), errno);
+      FCHOWN = handle(linker, libc, "fchown", FunctionDescriptor.of(i, i, i, i), errno);
+      FCHOWNAT = handle(linker, libc, "fchownat", FunctionDescriptor.of(i, i, a, i, i, i), errno);
+      FCHMODAT = handle(linker, libc, "fchmodat", FunctionDescriptor.of(i, i, a, i, i), errno);
+      UTIMENSAT = handle(linker, libc, "utimensat", FunctionDescriptor.of(i, i, a, a, i), errno);
+      FUTIMENS = handle(linker, libc, "futimens", FunctionDescriptor.of(i, i, a), errno);
+      SYMLINKAT = handle(linker, libc, "symlinkat", FunctionDescriptor.of(i, a, i, a), errno);
+      LINKAT = handle(linker, libc, "linkat", FunctionDescriptor.of(i, i, a, i, a, i), errno);
+      MKNODAT = handle(linker, libc, "mknodat", FunctionDescriptor.of(i, i, a, i, l), errno);
+      IOCTL =
+          linker.downcallHandle(
+              libc.find("ioctl").orElseThrow(),
+              FunctionDescriptor.of(i, i, l, i),
+              errno,
+              Linker.Option.firstVariadicArg(2));
+      COPY_FILE_RANGE =
+          handle(
+              linker, libc, "copy_file_range", FunctionDescriptor.of(l, i, a, i, a, l, i), errno);
+      LSEEK = handle(linker, libc, "lseek", FunctionDescriptor.of(l, i, l, i), errno);
+      FTRUNCATE = handle(linker, libc, "ftruncate", FunctionDescriptor.of(i, i, l), errno);
+      FLISTXATTR = handle(linker, libc, "flistxattr", FunctionDescriptor.of(l, i, a, l), errno);
+      FGETXATTR = handle(linker, libc, "fgetxattr", FunctionDescriptor.of(l, i, a, a, l), errno);
+      FSETXATTR = handle(linker, libc, "fsetxattr", FunctionDescriptor.of(i, i, a, a, l, i), errno);
+    }
+
+    private static MethodHandle handle(
+        Linker linker, SymbolLookup libc, String name, FunctionDescriptor d, Linker.Option o) {
+      return linker.downcallHandle(libc.find(name).orElseThrow(), d, o);
+    }
+  }
+
+  /**
+   * Reads up to {@code max} bytes from the open file {@code fd} (from its offset); fewer at EOF.
+   */
+  static byte[] read(int fd, int max) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment buf = arena.allocate(Math.max(1, max));
+      long done = 0;
+      while (done < max) {
+        long n = (long) More.READ.invokeExact(state, fd, buf.asSlice(done), (long) max - done);
+        if (n < 0) {
+          if (errno(state) == EINTR) {
+            continue;
+          }
+          throw new Errno("read", errno(state));
+        }
+        if (n == 0) {
+          break;
+        }
+        done += n;
+      }
+      return buf.asSlice(0, done).toArray(ValueLayout.JAVA_BYTE);
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Writes all of {@code data} to the open file {@code fd}. */
+  static void write(int fd, byte[] data) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment buf = arena.allocate(Math.max(1, data.length));
+      MemorySegment.copy(data, 0, buf, ValueLayout.JAVA_BYTE, 0, data.length);
+      long done = 0;
+      while (done < data.length) {
+        long n =
+            (long) More.WRITE.invokeExact(state, fd, buf.asSlice(done), (long) data.length - done);
+        if (n < 0) {
+          if (errno(state) == EINTR) {
+            continue;
+          }
+          throw new Errno("write", errno(state));
+        }
+        done += n;
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  static void fchown(int fd, int uid, int gid) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if ((int) More.FCHOWN.invokeExact(state, fd, uid, gid) != 0) {
+        throw new Errno("fchown", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Owner of {@code name} in {@code dir} itself (a symlink is not followed). */
+  static void lchownAt(int dir, byte[] name, int uid, int gid) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r =
+          (int)
+              More.FCHOWNAT.invokeExact(
+                  state, dir, cString(arena, name), uid, gid, AT_SYMLINK_NOFOLLOW);
+      if (r != 0) {
+        throw new Errno("fchownat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * Mode of {@code name} in {@code dir}: only for a name the caller just made, that is not a
+   * symlink (fchmodat follows one).
+   */
+  static void chmodAt(int dir, byte[] name, int mode) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if ((int) More.FCHMODAT.invokeExact(state, dir, cString(arena, name), mode, 0) != 0) {
+        throw new Errno("fchmodat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * Access and modification times of {@code name} in {@code dir} itself (never a link's target).
+   */
+  static void setTimesAt(int dir, byte[] name, Instant accessed, Instant modified) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment times = timespecs(arena, accessed, modified);
+      int r =
+          (int)
+              More.UTIMENSAT.invokeExact(
+                  state, dir, cString(arena, name), times, AT_SYMLINK_NOFOLLOW);
+      if (r != 0) {
+        throw new Errno("utimensat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** Access and modification times of the open file {@code fd}. */
+  static void setTimes(int fd, Instant accessed, Instant modified) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r = (int) More.FUTIMENS.invokeExact(state, fd, timespecs(arena, accessed, modified));
+      if (r != 0) {
+        throw new Errno("futimens", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  private static MemorySegment timespecs(Arena arena, Instant accessed, Instant modified) {
+    MemorySegment times = arena.allocate(32, 8);
+    times.set(ValueLayout.JAVA_LONG, 0, accessed.getEpochSecond());
+    times.set(ValueLayout.JAVA_LONG, 8, accessed.getNano());
+    times.set(ValueLayout.JAVA_LONG, 16, modified.getEpochSecond());
+    times.set(ValueLayout.JAVA_LONG, 24, modified.getNano());
+    return times;
+  }
+
+  /** Creates symlink {@code name} in {@code dir} with text {@code target}. */
+  static void symlinkat(byte[] target, int dir, byte[] name) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r =
+          (int)
+              More.SYMLINKAT.invokeExact(state, cString(arena, target), dir, cString(arena, name));
+      if (r != 0) {
+        throw new Errno("symlinkat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** A new name {@code name} in {@code dir} for the open file {@code fd} (a hard link). */
+  static void linkFd(int fd, int dir, byte[] name) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      int r =
+          (int)
+              More.LINKAT.invokeExact(
+                  state, fd, cString(arena, new byte[0]), dir, cString(arena, name), AT_EMPTY_PATH);
+      if (r != 0) {
+        throw new Errno("linkat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /** {@code mknodat(dir, name, mode, makedev(major, minor))}: a FIFO, socket or device node. */
+  static void mknodat(int dir, byte[] name, int mode, int major, int minor) throws Errno {
+    long dev =
+        ((long) (major & 0xfffff000) << 32)
+            | ((long) (major & 0xfff) << 8)
+            | ((long) (minor & 0xffffff00) << 12)
+            | (minor & 0xff);
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if ((int) More.MKNODAT.invokeExact(state, dir, cString(arena, name), mode, dev) != 0) {
+        throw new Errno("mknodat", errno(state));
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * Copies the data of regular file {@code from} into the empty regular file {@code to}, both open:
+   * a copy-on-write clone if {@code clone} and the file system can ({@code FICLONE}), else {@code
+   * copy_file_range} of each data extent, holes left as holes (a sparse file stays sparse), then
+   * the size. Returns whether to try a clone next time (false once the file system refused one).
+   */
+  static boolean copyData(int from, int to, long size, boolean clone) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      if (clone) {
+        if ((int) More.IOCTL.invokeExact(state, to, FICLONE, from) == 0) {
+          return true;
+        }
+        int e = errno(state);
+        clone = e != EOPNOTSUPP && e != EXDEV && e != EINVAL && e != ENOTTY;
+      }
+      MemorySegment inOff = arena.allocate(ValueLayout.JAVA_LONG);
+      MemorySegment outOff = arena.allocate(ValueLayout.JAVA_LONG);
+      long pos = 0;
+      while (pos < size) {
+        long data = (long) More.LSEEK.invokeExact(state, from, pos, SEEK_DATA);
+        if (data < 0) {
+          if (errno(state) == ENXIO) {
+            break; // only a hole is left
+          }
+          throw new Errno("lseek", errno(state));
+        }
+        long hole = (long) More.LSEEK.invokeExact(state, from, data, SEEK_HOLE);
+        if (hole < 0) {
+          throw new Errno("lseek", errno(state));
+        }
+        hole = Math.min(hole, size);
+        inOff.set(ValueLayout.JAVA_LONG, 0, data);
+        outOff.set(ValueLayout.JAVA_LONG, 0, data);
+        while (inOff.get(ValueLayout.JAVA_LONG, 0) < hole) {
+          long left = hole - inOff.get(ValueLayout.JAVA_LONG, 0);
+          long n = (long) More.COPY_FILE_RANGE.invokeExact(state, from, inOff, to, outOff, left, 0);
+          if (n < 0) {
+            if (errno(state) == EINTR) {
+              continue;
+            }
+            throw new Errno("copy_file_range", errno(state));
+          }
+          if (n == 0) {
+            break; // the file shrank meanwhile
+          }
+        }
+        pos = Math.max(hole, inOff.get(ValueLayout.JAVA_LONG, 0));
+      }
+      if ((int) More.FTRUNCATE.invokeExact(state, to, size) != 0) {
+        throw new Errno("ftruncate", errno(state));
+      }
+      return clone;
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  /**
+   * Copies every extended attribute of the open file {@code from} to the open file {@code to}
+   * (overlay's {@code trusted.overlay.*} markers, file capabilities, user attributes).
+   */
+  static void copyXattrs(int from, int to) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      long size = (long) More.FLISTXATTR.invokeExact(state, from, MemorySegment.NULL, 0L);
+      if (size < 0) {
+        int e = errno(state);
+        if (e == EOPNOTSUPP) {
+          return;
+        }
+        throw new Errno("flistxattr", e);
+      }
+      if (size == 0) {
+        return;
+      }
+      MemorySegment names = arena.allocate(size);
+      size = (long) More.FLISTXATTR.invokeExact(state, from, names, size);
+      if (size < 0) {
+        throw new Errno("flistxattr", errno(state));
+      }
+      long start = 0;
+      for (long k = 0; k < size; k++) {
+        if (names.get(ValueLayout.JAVA_BYTE, k) != 0) {
+          continue;
+        }
+        MemorySegment name = names.asSlice(start, k - start + 1);
+        start = k + 1;
+        long len = (long) More.FGETXATTR.invokeExact(state, from, name, MemorySegment.NULL, 0L);
+        if (len < 0) {
+          throw new Errno("fgetxattr", errno(state));
+        }
+        MemorySegment value = arena.allocate(Math.max(1, len));
+        len = (long) More.FGETXATTR.invokeExact(state, from, name, value, len);
+        if (len < 0) {
+          throw new Errno("fgetxattr", errno(state));
+        }
+        if ((int) More.FSETXATTR.invokeExact(state, to, name, value, len, 0) != 0) {
+          throw new Errno("fsetxattr", errno(state));
+        }
+      }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
   }
 
   // ---- helpers ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
 
@@ -365,18 +366,19 @@ final class RecipeBuild {
   /**
    * Removes what the engine wrote into every sandbox's writable layer ({@code /etc/hostname},
    * {@code /etc/hosts}: the sandbox's own name), and {@code /etc} with them if nothing else is left
-   * in it.
+   * in it. Through a {@link Beneath} handle: if the sandbox made {@code /etc} a symlink, nothing is
+   * removed (a symlink at one of the names is removed itself).
    */
   static void dropSandboxOwnFiles(Path layer) throws IOException {
-    Path etc = layer.resolve("etc");
-    if (!Files.isDirectory(etc, NOFOLLOW)) {
-      return;
-    }
-    Files.deleteIfExists(etc.resolve("hostname"));
-    Files.deleteIfExists(etc.resolve("hosts"));
-    try (Stream<Path> left = Files.list(etc)) {
-      if (left.findAny().isEmpty() && !NativeFs.isOpaque(etc)) {
-        Files.delete(etc);
+    try (Beneath files = Beneath.open(layer)) {
+      Optional<NativeFs.Stat> etc = files.lstat("etc");
+      if (etc.isEmpty() || !etc.get().isDirectory()) {
+        return;
+      }
+      files.remove("etc/hostname");
+      files.remove("etc/hosts");
+      if (files.isEmptyDirectory("etc") && !NativeFs.isOpaque(layer.resolve("etc"))) {
+        files.remove("etc");
       }
     }
   }
@@ -386,8 +388,7 @@ final class RecipeBuild {
     try {
       Files.move(from, to, StandardCopyOption.ATOMIC_MOVE);
     } catch (AtomicMoveNotSupportedException e) {
-      HostCommand.check(
-          List.of("cp", "-a", "--reflink=auto", "--", from.toString(), to.toString()));
+      Trees.copy(from, to);
       Trees.delete(from);
     }
   }
