@@ -196,9 +196,9 @@ final class Checkpoints {
     engine.cgroups().removeSandbox(child);
     Overlay.unmount(childDir.resolve("rootfs"));
     try {
-      Trees.delete(childDir.resolve("upper"));
-      Trees.delete(childDir.resolve("work"));
-      Files.createDirectories(childDir.resolve("work"));
+      Trees.delete(SandboxDisk.upper(childDir));
+      Trees.delete(SandboxDisk.work(childDir));
+      Files.createDirectories(SandboxDisk.work(childDir));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the fork local:" + child + ": " + e, e);
     }
@@ -210,10 +210,10 @@ final class Checkpoints {
             images,
             () -> {
               frozen[0] = System.nanoTime();
-              copyTree(engine.dir(parent).resolve("upper"), childDir.resolve("upper"));
+              copyTree(SandboxDisk.upper(engine.dir(parent)), SandboxDisk.upper(childDir));
               frozen[1] = System.nanoTime();
             });
-    renameHost(childDir.resolve("upper"), parent, child);
+    renameHost(SandboxDisk.upper(childDir), parent, child);
     long restoreStart = System.nanoTime();
     restore(engine, child, images);
     long end = System.nanoTime();
