@@ -213,6 +213,83 @@ final class SandboxDisk {
     }
   }
 
+  /**
+   * What {@code doctor} says about disks in {@code home}: the tools a disk needs ({@code mkfs.ext4}
+   * from e2fsprogs, loop devices, ext4), the free space against the reserve, and how many sandboxes
+   * have no disk (made before disks existed: no quota until forked onto one).
+   */
+  static HostCheck check(Path home, long reserve) {
+    String name = "disk quotas";
+    if (!HostCommand.onPath("mkfs.ext4")) {
+      return HostCheck.missing(name, "mkfs.ext4 is not installed", "apt-get install -y e2fsprogs");
+    }
+    if (!Files.exists(Path.of("/dev/loop-control"))) {
+      return HostCheck.missing(
+          name, "/dev/loop-control is missing: no loop devices", "modprobe loop");
+    }
+    try {
+      checkReserve(home, reserve);
+    } catch (InsufficientDiskException e) {
+      return HostCheck.missing(name, e.getMessage(), "free space under " + home);
+    }
+    long without = 0;
+    long mounted = 0;
+    Path sandboxes = home.resolve("sandboxes");
+    if (Files.isDirectory(sandboxes)) {
+      try (var dirs = Files.list(sandboxes)) {
+        for (Path dir : dirs.filter(d -> Engine.isId(d.getFileName().toString())).toList()) {
+          if (has(dir)) {
+            mounted += Overlay.isMounted(dir.resolve(MOUNT)) ? 1 : 0;
+          } else if (Files.isDirectory(dir.resolve("upper"))) {
+            without++;
+          }
+        }
+      } catch (IOException e) {
+        return HostCheck.missing(name, "cannot read " + sandboxes + ": " + e, "check " + sandboxes);
+      }
+    }
+    return HostCheck.ok(
+        name,
+        "each sandbox's writable layer is an ext4 image of its own (default "
+            + DEFAULT_BYTES / GIB
+            + " GiB, "
+            + DEFAULT_INODES
+            + " inodes); creates are refused below "
+            + reserve / MIB
+            + " MiB free; "
+            + mounted
+            + " disks mounted"
+            + (without == 0
+                ? ""
+                : "; "
+                    + without
+                    + " sandboxes made before disks have no quota (a fork of one gets a disk)"));
+  }
+
+  /**
+   * Mounts the disk of every sandbox of {@code home} that has one and lost its mount (a host
+   * reboot): what {@code setup} does, so that nothing waits for a sandbox's next use. Returns how
+   * many it mounted.
+   */
+  static int mountAll(Path home) {
+    Path sandboxes = home.resolve("sandboxes");
+    int n = 0;
+    if (!Files.isDirectory(sandboxes)) {
+      return 0;
+    }
+    try (var dirs = Files.list(sandboxes)) {
+      for (Path dir : dirs.filter(d -> Engine.isId(d.getFileName().toString())).toList()) {
+        if (has(dir) && !Overlay.isMounted(dir.resolve(MOUNT))) {
+          ensureMounted(dir);
+          n++;
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot read " + sandboxes + ": " + e, e);
+    }
+    return n;
+  }
+
   /** The reserve by default: 5% of the home's file system, at least 1 GiB, at most 20 GiB. */
   static long defaultReserve(Path home) {
     try {
