@@ -192,9 +192,10 @@ class LocalCliTest {
             "--",
             "sh",
             "-c",
-            "mkdir /tmp/m && cd /tmp/m && i=0; while [ $i -lt 3000 ]; do touch f$i || break;"
+            "rm /tmp/big && mkdir /tmp/m && cd /tmp/m && i=0; while [ $i -lt 3000 ]; do touch f$i || break;"
                 + " i=$((i+1)); done; echo $i");
-    assertThat(Integer.parseInt(many.out().strip())).isLessThan(2100);
+    assertThat(Integer.parseInt(many.out().strip())).as(many.err()).isLessThan(2100);
+    assertThat(many.err()).contains("No space left on device");
 
     Run bad = run("create", "--disk", "1M");
     assertThat(bad.exitCode()).isNotZero();
