@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.List;
@@ -119,14 +120,38 @@ final class SandboxDisk {
     Files.createDirectories(dir.resolve(MOUNT).resolve("work"));
   }
 
-  /** Mounts the sandbox's disk unless mounted. */
+  /**
+   * Mounts the sandbox's disk unless mounted. Callers hold the sandbox's lock (every path to its
+   * layer does), so two JVMs never mount one image twice, which would corrupt it; the JVM-wide lock
+   * covers threads of this one.
+   */
   static void ensureMounted(Path dir) {
-    if (!Overlay.isMounted(dir.resolve(MOUNT))) {
+    if (isMounted(dir)) {
+      return;
+    }
+    synchronized (SandboxDisk.class) {
+      if (isMounted(dir)) {
+        return;
+      }
       try {
         mount(dir);
       } catch (IOException e) {
         throw new WorkspaceException("cannot mount the disk of " + dir + ": " + e.getMessage(), e);
       }
+    }
+  }
+
+  /**
+   * Whether {@code dir/disk} is a mount: it is on another device than {@code dir}. Two stat calls,
+   * where reading {@code /proc/self/mountinfo} would cost a scan of every mount on every use.
+   */
+  static boolean isMounted(Path dir) {
+    try {
+      Object inner = Files.getAttribute(dir.resolve(MOUNT), "unix:dev", LinkOption.NOFOLLOW_LINKS);
+      Object outer = Files.getAttribute(dir, "unix:dev", LinkOption.NOFOLLOW_LINKS);
+      return !inner.equals(outer);
+    } catch (IOException e) {
+      return false; // no mount point yet
     }
   }
 
@@ -147,7 +172,9 @@ final class SandboxDisk {
 
   /** Unmounts the sandbox's disk (after its overlay); its loop device frees itself. */
   static void unmount(Path dir) {
-    Overlay.unmount(dir.resolve(MOUNT));
+    if (isMounted(dir)) {
+      Overlay.unmount(dir.resolve(MOUNT));
+    }
   }
 
   /**
@@ -239,7 +266,7 @@ final class SandboxDisk {
       try (var dirs = Files.list(sandboxes)) {
         for (Path dir : dirs.filter(d -> Engine.isId(d.getFileName().toString())).toList()) {
           if (has(dir)) {
-            mounted += Overlay.isMounted(dir.resolve(MOUNT)) ? 1 : 0;
+            mounted += isMounted(dir) ? 1 : 0;
           } else if (Files.isDirectory(dir.resolve("upper"))) {
             without++;
           }
@@ -279,9 +306,15 @@ final class SandboxDisk {
     }
     try (var dirs = Files.list(sandboxes)) {
       for (Path dir : dirs.filter(d -> Engine.isId(d.getFileName().toString())).toList()) {
-        if (has(dir) && !Overlay.isMounted(dir.resolve(MOUNT))) {
-          ensureMounted(dir);
-          n++;
+        if (has(dir) && !isMounted(dir)) {
+          try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+            if (has(dir) && !isMounted(dir)) { // under its lock, as every other mount
+              ensureMounted(dir);
+              n++;
+            }
+          } catch (java.nio.file.NoSuchFileException destroyedMeanwhile) {
+            // nothing to mount
+          }
         }
       }
     } catch (IOException e) {
