@@ -675,9 +675,9 @@ class HostileSandboxTest {
 
   /**
    * What a host reboot does to this home: every process gone (sandboxes and supervisor), and with
-   * them the overlay mounts and the sandboxes' disk mounts, the cgroups, the runtime's state (a tmpfs on most hosts), the nftables
-   * table, the network namespace names, the gateway address and the subnet claim under {@code
-   * /run}. The files in the home stay.
+   * them the overlay mounts and the sandboxes' disk mounts, the cgroups, the runtime's state (a
+   * tmpfs on most hosts), the nftables table, the network namespace names, the gateway address and
+   * the subnet claim under {@code /run}. The files in the home stay.
    */
   private void simulateReboot() throws Exception {
     Engine engine = sandboxes.engine();
