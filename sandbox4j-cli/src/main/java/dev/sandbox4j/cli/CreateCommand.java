@@ -59,6 +59,22 @@ final class CreateCommand implements Callable<Integer> {
   Long memory;
 
   @Option(
+      names = "--disk",
+      paramLabel = "SIZE",
+      converter = ByteSizeConverter.class,
+      description =
+          "Quota of the sandbox's writable layer, e.g. 2G (default: 10G; at least 64M): past it,"
+              + " writes inside fail with 'No space left on device'.")
+  Long disk;
+
+  @Option(
+      names = "--disk-inodes",
+      paramLabel = "N",
+      description =
+          "How many files, directories and links the sandbox can create (default: 1000000).")
+  Long diskInodes;
+
+  @Option(
       names = "--snapshot",
       paramLabel = "NAME",
       description =
@@ -243,8 +259,19 @@ final class CreateCommand implements Callable<Integer> {
             spec,
             provider,
             new Providers.Settings(
-                env, workdir, image, cpus, memory, labels, snapshot, timers(), policy, networks,
-                portToken));
+                env,
+                workdir,
+                image,
+                cpus,
+                memory,
+                labels,
+                snapshot,
+                timers(),
+                policy,
+                networks,
+                portToken,
+                disk,
+                diskInodes));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref = workspace.open();

@@ -67,6 +67,8 @@ final class Providers {
    * @param egress the egress policy of a new sandbox, or null for the default (all)
    * @param networks the named networks of a new sandbox (and that sandboxes attached to may be on)
    * @param portToken whether a new sandbox's port URLs need a token
+   * @param diskBytes the byte quota of a new sandbox's writable layer, or null for the default
+   * @param diskInodes the inode quota of a new sandbox's writable layer, or null for the default
    */
   record Settings(
       Map<String, String> env,
@@ -79,11 +81,14 @@ final class Providers {
       Timers timers,
       EgressPolicy egress,
       List<String> networks,
-      boolean portToken) {
+      boolean portToken,
+      Long diskBytes,
+      Long diskInodes) {
 
     static final Settings DEFAULTS =
         new Settings(
-            Map.of(), null, null, null, null, Map.of(), null, null, null, List.of(), false);
+            Map.of(), null, null, null, null, Map.of(), null, null, null, List.of(), false, null,
+            null);
 
     Settings {
       env = env == null ? Map.of() : Map.copyOf(env);
@@ -103,7 +108,9 @@ final class Providers {
           timers,
           egress,
           networks,
-          portToken);
+          portToken,
+          diskBytes,
+          diskInodes);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
@@ -118,7 +125,9 @@ final class Providers {
           timers,
           egress,
           networks,
-          portToken);
+          portToken,
+          diskBytes,
+          diskInodes);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -128,6 +137,8 @@ final class Providers {
       set.put("--image", image != null);
       set.put("--cpus", cpus != null);
       set.put("--memory", memoryBytes != null);
+      set.put("--disk", diskBytes != null);
+      set.put("--disk-inodes", diskInodes != null);
       set.put("--label", !labels.isEmpty());
       set.put("--snapshot", snapshot != null);
       set.put("--port-token", portToken);
@@ -254,6 +265,12 @@ final class Providers {
     if (settings.memoryBytes() != null) {
       b.memory(settings.memoryBytes());
     }
+    if (settings.diskBytes() != null) {
+      b.disk(settings.diskBytes());
+    }
+    if (settings.diskInodes() != null) {
+      b.diskInodes(settings.diskInodes());
+    }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
     }
@@ -349,6 +366,12 @@ final class Providers {
     }
     if (settings.memoryBytes() != null) {
       b.memory(settings.memoryBytes());
+    }
+    if (settings.diskBytes() != null) {
+      b.disk(settings.diskBytes());
+    }
+    if (settings.diskInodes() != null) {
+      b.diskInodes(settings.diskInodes());
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());

@@ -179,6 +179,30 @@ class LocalCliTest {
   }
 
   @Test
+  void createWithDiskBoundsWhatTheSandboxCanWrite() {
+    String ref = create("--disk", "64M", "--disk-inodes", "2048");
+
+    Run big = run("exec", ref, "--", "sh", "-c", "head -c 200M /dev/zero > /tmp/big");
+    assertThat(big.exitCode()).as("a 200 MiB write into a 64 MiB disk").isNotZero();
+    assertThat(big.err()).contains("No space left on device");
+    Run many =
+        run(
+            "exec",
+            ref,
+            "--",
+            "sh",
+            "-c",
+            "rm /tmp/big && mkdir /tmp/m && cd /tmp/m && i=0; while [ $i -lt 3000 ]; do touch f$i || break;"
+                + " i=$((i+1)); done; echo $i");
+    assertThat(Integer.parseInt(many.out().strip())).as(many.err()).isLessThan(2100);
+    assertThat(many.err()).contains("No space left on device");
+
+    Run bad = run("create", "--disk", "1M");
+    assertThat(bad.exitCode()).isNotZero();
+    assertThat(bad.err()).contains("disk must be from 64 MiB");
+  }
+
+  @Test
   void createWithLabelsAndLimitsShowsThemInLs() throws Exception {
     String ref = create("--label", "purpose=cli-test", "--label", "team=x", "--cpus", "2");
     String id = ref.substring("local:".length());

@@ -71,7 +71,9 @@ public final class RemoteSandbox implements WorkspaceProvider {
       Duration autoSuspendTimeout,
       Duration sandboxTimeout,
       Duration idleTimeout,
-      Instant deleteAfter) {}
+      Instant deleteAfter,
+      Long diskBytes,
+      Long diskInodes) {}
 
   /** Runs before each creation (a test seam, see {@link Builder#beforeCreate}). */
   final Runnable beforeCreate;
@@ -92,7 +94,9 @@ public final class RemoteSandbox implements WorkspaceProvider {
             b.autoSuspendTimeout,
             b.sandboxTimeout,
             b.idleTimeout,
-            b.deleteAfter);
+            b.deleteAfter,
+            b.diskBytes,
+            b.diskInodes);
   }
 
   /** A builder; URL and key default to this process's environment variables. */
@@ -318,6 +322,12 @@ public final class RemoteSandbox implements WorkspaceProvider {
     if (options.pids() != null) {
       body.put("pids", options.pids());
     }
+    if (options.diskBytes() != null) {
+      body.put("diskBytes", options.diskBytes());
+    }
+    if (options.diskInodes() != null) {
+      body.put("diskInodes", options.diskInodes());
+    }
     if (!env.isEmpty()) {
       ObjectNode vars = body.putObject("env");
       env.forEach(vars::put);
@@ -451,6 +461,8 @@ public final class RemoteSandbox implements WorkspaceProvider {
     private Integer cpus;
     private Long memoryBytes;
     private Integer pids;
+    private Long diskBytes;
+    private Long diskInodes;
     private String workingDirectory;
     private Duration autoSuspendTimeout;
     private Duration sandboxTimeout;
@@ -507,6 +519,27 @@ public final class RemoteSandbox implements WorkspaceProvider {
         throw new IllegalArgumentException("memory must be positive, was " + bytes);
       }
       this.memoryBytes = bytes;
+      return this;
+    }
+
+    /**
+     * The byte quota of new sandboxes' writable layer (the server checks the range; its default: 10
+     * GiB).
+     */
+    public Builder disk(long bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("disk must be positive, was " + bytes);
+      }
+      this.diskBytes = bytes;
+      return this;
+    }
+
+    /** The inode quota of new sandboxes' writable layer (the server's default: 1,000,000). */
+    public Builder diskInodes(long inodes) {
+      if (inodes <= 0) {
+        throw new IllegalArgumentException("diskInodes must be positive, was " + inodes);
+      }
+      this.diskInodes = inodes;
       return this;
     }
 

@@ -195,9 +195,9 @@ final class Checkpoints {
     engine.cgroups().removeSandbox(child);
     Overlay.unmount(childDir.resolve("rootfs"));
     try {
-      Trees.delete(childDir.resolve("upper"));
-      Trees.delete(childDir.resolve("work"));
-      Files.createDirectories(childDir.resolve("work"));
+      Trees.delete(SandboxDisk.upper(childDir));
+      Trees.delete(SandboxDisk.work(childDir));
+      Files.createDirectories(SandboxDisk.work(childDir));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the fork local:" + child + ": " + e, e);
     }
@@ -209,11 +209,12 @@ final class Checkpoints {
             images,
             () -> {
               frozen[0] = System.nanoTime();
-              Lifecycle.copyTree(engine.dir(parent).resolve("upper"), childDir.resolve("upper"));
+              Lifecycle.copyTree(
+                  SandboxDisk.upper(engine.dir(parent)), SandboxDisk.upper(childDir));
               frozen[1] = System.nanoTime();
             });
     try {
-      Lifecycle.renameHost(childDir.resolve("upper"), parent, child);
+      Lifecycle.renameHost(SandboxDisk.upper(childDir), parent, child);
     } catch (IOException e) {
       throw new WorkspaceException("cannot name the fork local:" + child + ": " + e, e);
     }

@@ -24,8 +24,11 @@ import java.util.stream.Stream;
  * sandbox's life hold its lock ({@code sandboxes/<id>/lock}).
  *
  * <p>Layout of {@code sandboxes/<id>/}: {@code state.json}, {@code lock}, {@code
- * bundle/config.json} (the OCI spec), {@code upper/} and {@code work/} (the private overlay layer),
- * {@code rootfs/} (the overlay mount, the container's root).
+ * bundle/config.json} (the OCI spec), {@code disk.img} mounted at {@code disk/} with {@code
+ * disk/upper/} and {@code disk/work/} (the private overlay layer on a file system of its own, see
+ * {@link SandboxDisk}; {@code upper/} and {@code work/} in the directory itself for a sandbox made
+ * before disks existed or an image build's step), {@code rootfs/} (the overlay mount, the
+ * container's root).
  */
 final class Engine {
   static final String USER = "1000:1000";
@@ -47,6 +50,7 @@ final class Engine {
   private final OciRuntime runtime;
   private final Cgroups cgroups;
   private final Networks networks;
+  private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
 
   Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
     this.home = home;
@@ -59,6 +63,20 @@ final class Engine {
 
   Networks networks() {
     return networks;
+  }
+
+  /** The free space a create leaves the home's file system at least ({@link SandboxDisk}). */
+  void diskReserve(long bytes) {
+    this.diskReserve = bytes;
+  }
+
+  long diskReserve() {
+    long r = diskReserve;
+    if (r < 0) {
+      r = SandboxDisk.defaultReserve(home);
+      diskReserve = r;
+    }
+    return r;
   }
 
   Path home() {
@@ -91,6 +109,9 @@ final class Engine {
    * first) to run on instead of {@code image}'s: a recipe step's sandbox, named after the image
    * being built. {@code network}, if not null, gives the sandbox a network namespace of its own
    * with a way out ({@link Networks}); without, it has loopback only (an image build's step).
+   * {@code disk}, if not null, puts its writable layer on a disk of its own with that quota ({@link
+   * SandboxDisk}); without, the layer is a directory of the host's file system (an image build's
+   * step, whose layer is moved into the image store).
    */
   record Spec(
       String image,
@@ -98,7 +119,18 @@ final class Engine {
       OciConfig.Limits limits,
       Map<String, String> labels,
       List<String> layers,
-      Networks.Settings network) {
+      Networks.Settings network,
+      SandboxDisk.Limit disk) {
+    Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels,
+        List<String> layers,
+        Networks.Settings network) {
+      this(image, workingDirectory, limits, labels, layers, network, null);
+    }
+
     Spec(
         String image,
         String workingDirectory,
@@ -137,6 +169,7 @@ final class Engine {
 
   /** {@link #create(Spec, Consumer)} with the writable layer {@code upper} makes (for a fork). */
   String create(Spec spec, Consumer<String> progress, UpperLayer upper) {
+    SandboxDisk.checkReserve(home, diskReserve());
     Image image = image(spec, progress);
     Reserved reserved = reserve(image, spec);
     String id = reserved.id();
@@ -149,6 +182,9 @@ final class Engine {
       if (spec.network() != null) {
         networks.assign(dir, id, spec.network());
         networks.writeHosts(dir, id);
+      }
+      if (spec.disk() != null) {
+        SandboxDisk.create(home, dir, spec.disk());
       }
       upper.prepare(dir, id);
       upper.start(this, dir, id, image, spec.limits());
@@ -242,7 +278,9 @@ final class Engine {
                   spec.limits().cpus(),
                   spec.limits().memoryBytes(),
                   spec.limits().pids(),
-                  image.layerIds());
+                  image.layerIds(),
+                  spec.disk() == null ? 0 : spec.disk().bytes(),
+                  spec.disk() == null ? 0 : spec.disk().inodes());
           // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
           // (a .new- directory, or this record torn or CREATING), and no container survives one.
           record.writeNew(staging.resolve("state.json"));
@@ -273,8 +311,8 @@ final class Engine {
 
   /** The upper layer starts with what makes this sandbox itself: its hostname, resolvable. */
   static void prepareUpperLayer(Path dir, String id) throws IOException {
-    Path upper = Files.createDirectories(dir.resolve("upper"));
-    Files.createDirectories(dir.resolve("work"));
+    Path upper = Files.createDirectories(SandboxDisk.upper(dir));
+    Files.createDirectories(SandboxDisk.work(dir));
     Files.createDirectories(dir.resolve("rootfs"));
     Path etc = Files.createDirectories(upper.resolve("etc"));
     Files.writeString(etc.resolve("hostname"), id + "\n");
@@ -341,7 +379,7 @@ final class Engine {
         Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
     try {
       if (!Overlay.isMounted(rootfs)) {
-        Overlay.mount(image.layers(), dir.resolve("upper"), dir.resolve("work"), rootfs);
+        Overlay.mount(image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs);
       }
       RootfsPaths.requireShell(rootfs, image.name());
       // Every container start (create, start, restore) comes through here: no sandbox ever runs
@@ -543,6 +581,7 @@ final class Engine {
     }
     networks.release(dir, id); // its address only once its container is gone
     Overlay.unmount(dir.resolve("rootfs"));
+    SandboxDisk.unmount(dir); // before the rename: its loop device holds the image open
     // Renamed away first: from here on no one can read a record, so the id is simply gone.
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
     Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
@@ -598,6 +637,7 @@ final class Engine {
             } else if (name.startsWith(".destroyed-")) {
               String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
               Overlay.unmount(dir.resolve("rootfs"));
+              SandboxDisk.unmount(dir);
               Trees.delete(dir);
               removed.add("leftover files of destroyed sandbox " + id);
             } else if (ID.matcher(name).matches() && removeIfInterrupted(name, dir)) {

@@ -67,6 +67,7 @@ public final class HostSetup {
     checks.add(openFiles());
     checks.add(Networks.check());
     checks.add(stateDirectory(home));
+    checks.add(SandboxDisk.check(home, SandboxDisk.defaultReserve(home)));
     checks.add(defaultImage(home));
     return List.copyOf(checks);
   }
@@ -79,8 +80,9 @@ public final class HostSetup {
    * the installed crun is older than 1.9 or lacks CRIU (about a minute each, with build
    * dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup v2
    * hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, remounts the cgroup
-   * v2 hierarchy with {@code favordynmods}, and creates {@code home}. Idempotent: on a prepared
-   * host it changes nothing. Mounts do not survive a reboot; run it again after one.
+   * v2 hierarchy with {@code favordynmods}, creates {@code home}, makes the ext4 template of the
+   * default sandbox disk and mounts again the sandbox disks a reboot unmounted. Idempotent: on a
+   * prepared host it changes nothing. Mounts do not survive a reboot; run it again after one.
    *
    * @return the checks after the fixes, as {@link #check} reports them
    * @throws WorkspaceException if this is not Linux or not root, before changing anything
@@ -146,6 +148,17 @@ public final class HostSetup {
       } catch (IOException e) {
         progress.accept("  failed: " + e);
       }
+    }
+    try {
+      // The default disk's template, so that the first create does not run mkfs.ext4; and the
+      // disks a reboot unmounted (the engine would mount each on its sandbox's next use).
+      SandboxDisk.template(dir, SandboxDisk.Limit.DEFAULT);
+      int remounted = SandboxDisk.mountAll(dir);
+      if (remounted > 0) {
+        progress.accept("mounted the disks of " + remounted + " sandboxes again");
+      }
+    } catch (IOException | WorkspaceException e) {
+      progress.accept("  sandbox disks: failed: " + e.getMessage());
     }
     return check(home);
   }

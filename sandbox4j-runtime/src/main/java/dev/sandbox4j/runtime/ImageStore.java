@@ -122,9 +122,23 @@ final class ImageStore {
    * on, which every sandbox made from the snapshot joins (null in snapshots saved before networks).
    */
   record Snapshot(
-      String sandbox, String image, int cpus, long memoryBytes, int pids, List<String> networks) {
+      String sandbox,
+      String image,
+      int cpus,
+      long memoryBytes,
+      int pids,
+      List<String> networks,
+      long diskBytes,
+      long diskInodes) {
     Snapshot {
       networks = networks == null ? List.of() : List.copyOf(networks);
+    }
+
+    /** The disk quota of sandboxes made from it: its source's, or the default (older snapshots). */
+    SandboxDisk.Limit disk() {
+      return diskBytes == 0
+          ? SandboxDisk.Limit.DEFAULT
+          : new SandboxDisk.Limit(diskBytes, diskInodes);
     }
   }
 

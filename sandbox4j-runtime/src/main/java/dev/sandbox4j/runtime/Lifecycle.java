@@ -367,8 +367,9 @@ final class Lifecycle {
             // The parent's policy and networks; one made before networks keeps loopback only.
             Networks.saved(parentDir).isEmpty()
                 ? null
-                : new Networks.Settings(
-                    Networks.policy(parentDir), Networks.networksOf(parentDir)));
+                : new Networks.Settings(Networks.policy(parentDir), Networks.networksOf(parentDir)),
+            // The parent's quota; a parent made before disks gets the default.
+            parent.diskLimit() == null ? SandboxDisk.Limit.DEFAULT : parent.diskLimit());
     Fork fork = new Fork(parentId, unavailable);
     String child = engine.create(spec, progress, fork);
     LOG.log(
@@ -406,7 +407,7 @@ final class Lifecycle {
 
     @Override
     public void prepare(Path dir, String id) throws IOException {
-      Path upper = dir.resolve("upper");
+      Path upper = SandboxDisk.upper(dir); // on the fork's own disk: the copy counts against it
       Path forkImages = dir.resolve(FORK_IMAGES);
       locked(
           parentId,
@@ -424,7 +425,7 @@ final class Lifecycle {
                             engine,
                             parentId,
                             forkImages,
-                            () -> copyTree(parentDir.resolve("upper"), upper))
+                            () -> copyTree(SandboxDisk.upper(parentDir), upper))
                         .notCarried();
                 images = forkImages;
                 return null;
@@ -437,7 +438,7 @@ final class Lifecycle {
               }
             } else if (p.status() == SandboxRecord.Status.HIBERNATED
                 && Files.isDirectory(parentDir.resolve(CHECKPOINT))) {
-              copyTree(parentDir.resolve("upper"), upper);
+              copyTree(SandboxDisk.upper(parentDir), upper);
               copyTree(parentDir.resolve(CHECKPOINT), forkImages);
               images = forkImages;
               return null;
@@ -452,7 +453,7 @@ final class Lifecycle {
             copyFrozen(parentDir, p, upper);
             return null;
           });
-      Files.createDirectories(dir.resolve("work"));
+      Files.createDirectories(SandboxDisk.work(dir));
       Files.createDirectories(dir.resolve("rootfs"));
       renameHost(upper, parentId, id);
       Timers.inherit(engine.dir(parentId), dir);
@@ -467,7 +468,7 @@ final class Lifecycle {
         Freezer.freeze(engine.cgroups(), parentId);
       }
       try {
-        copyTree(parentDir.resolve("upper"), upper);
+        copyTree(SandboxDisk.upper(parentDir), upper);
       } finally {
         if (freeze) {
           Freezer.thaw(engine.cgroups(), parentId);
@@ -564,7 +565,7 @@ final class Lifecycle {
                 saved[0] = record;
                 // Pinned while the sandbox's record still keeps them: it may be destroyed after.
                 images.pin(build, images.ofLayers(record.image(), ImageStore.layersOf(record)));
-                copyTree(dir.resolve("upper"), layer);
+                copyTree(SandboxDisk.upper(dir), layer);
                 return null;
               });
           SandboxRecord record = saved[0];
@@ -590,7 +591,9 @@ final class Lifecycle {
                       record.cpus(),
                       record.memoryBytes(),
                       record.pids(),
-                      Networks.networksOf(engine.dir(id))));
+                      Networks.networksOf(engine.dir(id)),
+                      record.diskBytes(),
+                      record.diskInodes()));
           LOG.log(System.Logger.Level.INFO, "Saved local sandbox {0} as snapshot {1}", id, name);
           return image;
         });

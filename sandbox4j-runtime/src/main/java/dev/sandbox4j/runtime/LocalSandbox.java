@@ -76,6 +76,8 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final int cpus;
   private final long memoryBytes;
   private final int pids;
+  private final SandboxDisk.Limit disk; // null: the default, or a snapshot's
+  private final long diskReserve; // -1: the engine's default
   private final Map<String, String> labels;
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
@@ -103,6 +105,13 @@ public final class LocalSandbox implements WorkspaceProvider {
     this.cpus = b.cpus;
     this.memoryBytes = b.memoryBytes != 0 ? b.memoryBytes : 4 * GIB * b.cpus;
     this.pids = b.pids;
+    this.disk =
+        b.diskBytes == 0 && b.diskInodes == 0
+            ? null
+            : new SandboxDisk.Limit(
+                b.diskBytes != 0 ? b.diskBytes : SandboxDisk.DEFAULT_BYTES,
+                b.diskInodes != 0 ? b.diskInodes : SandboxDisk.DEFAULT_INODES);
+    this.diskReserve = b.diskReserve;
     this.labels = Map.copyOf(b.labels);
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
@@ -135,6 +144,14 @@ public final class LocalSandbox implements WorkspaceProvider {
   /** The state directory. */
   public Path home() {
     return home;
+  }
+
+  /**
+   * The free space, in bytes, below which a create or fork is refused with {@link
+   * InsufficientDiskException} (see {@link Builder#diskReserve}).
+   */
+  public long diskReserve() {
+    return diskReserve >= 0 ? diskReserve : SandboxDisk.defaultReserve(home);
   }
 
   @Override
@@ -597,7 +614,8 @@ public final class LocalSandbox implements WorkspaceProvider {
           new OciConfig.Limits(memoryBytes, cpus, pids),
           labels,
           null,
-          new Networks.Settings(egress, networks));
+          new Networks.Settings(egress, networks),
+          disk != null ? disk : SandboxDisk.Limit.DEFAULT);
     }
     Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
     Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
@@ -616,7 +634,8 @@ public final class LocalSandbox implements WorkspaceProvider {
         new OciConfig.Limits(s.memoryBytes(), s.cpus(), s.pids()),
         labels,
         found.get().layerIds(),
-        new Networks.Settings(egress, joined));
+        new Networks.Settings(egress, joined),
+        disk != null ? disk : s.disk());
   }
 
   /** The engine, checked and built on first use. */
@@ -658,13 +677,18 @@ public final class LocalSandbox implements WorkspaceProvider {
                             + "' is not installed: run `sandbox4j setup` (or apt-get install "
                             + name
                             + ")"));
-    return new Engine(
-        home,
-        images,
-        new OciRuntime(binary, home.resolve("run").resolve(binary.getFileName().toString())),
-        sandboxesLimits == null
-            ? Cgroups.detect(Cgroups.parentFor(home))
-            : Cgroups.detect(Cgroups.parentFor(home)).withLimits(sandboxesLimits));
+    Engine e =
+        new Engine(
+            home,
+            images,
+            new OciRuntime(binary, home.resolve("run").resolve(binary.getFileName().toString())),
+            sandboxesLimits == null
+                ? Cgroups.detect(Cgroups.parentFor(home))
+                : Cgroups.detect(Cgroups.parentFor(home)).withLimits(sandboxesLimits));
+    if (diskReserve >= 0) {
+      e.diskReserve(diskReserve);
+    }
+    return e;
   }
 
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */
@@ -677,6 +701,9 @@ public final class LocalSandbox implements WorkspaceProvider {
     private int cpus = 1;
     private long memoryBytes;
     private int pids = HostLimits.defaultSandboxPids();
+    private long diskBytes;
+    private long diskInodes;
+    private long diskReserve = -1;
     private final List<String> sizeSettings = new java.util.ArrayList<>();
     private HostLimits.Sandboxes sandboxesLimits; // null: derived from the host
     private boolean imageSet;
@@ -820,6 +847,44 @@ public final class LocalSandbox implements WorkspaceProvider {
       }
       this.pids = pids;
       sizeSettings.add("pids");
+      return this;
+    }
+
+    /**
+     * Byte quota of a new sandbox's writable layer (default 10 GiB; at least 64 MiB, at most 16
+     * TiB): the files it writes over its image live on a file system of their own this large, and a
+     * write past it fails inside with ENOSPC ("No space left on device"), leaving the host and
+     * other sandboxes unaffected. A fork gets its parent's quota; a sandbox from a snapshot gets
+     * the snapshot's unless this is set.
+     */
+    public Builder disk(long bytes) {
+      new SandboxDisk.Limit(bytes, SandboxDisk.DEFAULT_INODES); // validates, naming the setting
+      this.diskBytes = bytes;
+      return this;
+    }
+
+    /**
+     * Inode quota of a new sandbox's writable layer: how many files, directories and links it can
+     * create (default 1,000,000; at least 1024, at most 2^31). Past it, creating one fails with
+     * ENOSPC.
+     */
+    public Builder diskInodes(long inodes) {
+      new SandboxDisk.Limit(SandboxDisk.DEFAULT_BYTES, inodes); // validates, naming the setting
+      this.diskInodes = inodes;
+      return this;
+    }
+
+    /**
+     * Free space the host keeps: a create (or fork) is refused with {@link
+     * InsufficientDiskException} when the state directory's file system has less free (default 5%
+     * of that file system, at least 1 GiB, at most 20 GiB). Sandboxes' disks are sparse: they take
+     * host space as they are written, up to their quota.
+     */
+    public Builder diskReserve(long bytes) {
+      if (bytes < 0) {
+        throw new IllegalArgumentException("diskReserve must be 0 or more bytes, was " + bytes);
+      }
+      this.diskReserve = bytes;
       return this;
     }
 

@@ -20,6 +20,9 @@ import java.util.Objects;
  * keeps them however its image is rebuilt or removed (the image store deletes no layer a record
  * names). Null in records written before layers existed: their sandbox runs on the one layer that
  * the image's old root filesystem became ({@link ImageStore#legacyLayerId}).
+ *
+ * <p>{@code diskBytes} and {@code diskInodes} are the quota of its writable layer ({@link
+ * SandboxDisk}); 0 in records of sandboxes made before disks existed, which have none.
  */
 record SandboxRecord(
     int formatVersion,
@@ -31,7 +34,9 @@ record SandboxRecord(
     int cpus,
     long memoryBytes,
     int pids,
-    List<String> layers) {
+    List<String> layers,
+    long diskBytes,
+    long diskInodes) {
 
   static final int FORMAT_VERSION = 1;
 
@@ -73,9 +78,40 @@ record SandboxRecord(
     layers = layers == null ? null : List.copyOf(layers);
   }
 
+  /** A record without a disk of its own (as written before disks existed). */
+  SandboxRecord(
+      int formatVersion,
+      String id,
+      Status status,
+      String image,
+      String created,
+      Map<String, String> labels,
+      int cpus,
+      long memoryBytes,
+      int pids,
+      List<String> layers) {
+    this(formatVersion, id, status, image, created, labels, cpus, memoryBytes, pids, layers, 0, 0);
+  }
+
   SandboxRecord withStatus(Status next) {
     return new SandboxRecord(
-        formatVersion, id, next, image, created, labels, cpus, memoryBytes, pids, layers);
+        formatVersion,
+        id,
+        next,
+        image,
+        created,
+        labels,
+        cpus,
+        memoryBytes,
+        pids,
+        layers,
+        diskBytes,
+        diskInodes);
+  }
+
+  /** The quota of its writable layer, or null if it has no disk of its own. */
+  SandboxDisk.Limit diskLimit() {
+    return diskBytes == 0 ? null : new SandboxDisk.Limit(diskBytes, diskInodes);
   }
 
   /** Replaces {@code file} atomically and durably (temp file, fsync, rename, fsync). */

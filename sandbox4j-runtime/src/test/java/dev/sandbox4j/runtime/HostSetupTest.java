@@ -40,6 +40,7 @@ class HostSetupTest {
             "cgroup favordynmods",
             "open files limit",
             "state directory",
+            "disk quotas",
             "default image");
     for (HostCheck check : checks) {
       assertThat(check.detail()).as(check.name()).isNotBlank();

@@ -675,9 +675,9 @@ class HostileSandboxTest {
 
   /**
    * What a host reboot does to this home: every process gone (sandboxes and supervisor), and with
-   * them the overlay mounts, the cgroups, the runtime's state (a tmpfs on most hosts), the nftables
-   * table, the network namespace names, the gateway address and the subnet claim under {@code
-   * /run}. The files in the home stay.
+   * them the overlay mounts and the sandboxes' disk mounts, the cgroups, the runtime's state (a
+   * tmpfs on most hosts), the nftables table, the network namespace names, the gateway address and
+   * the subnet claim under {@code /run}. The files in the home stay.
    */
   private void simulateReboot() throws Exception {
     Engine engine = sandboxes.engine();
@@ -705,6 +705,7 @@ class HostileSandboxTest {
     try (Stream<Path> dirs = Files.list(home.resolve("sandboxes"))) {
       for (Path dir : dirs.toList()) {
         Overlay.unmount(dir.resolve("rootfs"));
+        SandboxDisk.unmount(dir); // its disk's loop mount too; the image file stays
       }
     }
     Trees.delete(engine.runtime().stateRoot());

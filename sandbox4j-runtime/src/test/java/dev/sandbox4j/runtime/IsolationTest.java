@@ -509,7 +509,7 @@ class IsolationTest {
     ok(shared, "sudo touch /" + name + " && touch /home/sandbox/" + name);
     try {
       Path upper =
-          SANDBOXES.home().resolve("sandboxes").resolve(shared.open().id()).resolve("upper");
+          SandboxDisk.upper(SANDBOXES.home().resolve("sandboxes").resolve(shared.open().id()));
       Path rootFile = upper.resolve(name);
       Path userFile = upper.resolve("home/sandbox").resolve(name);
       assertThat(Files.getAttribute(rootFile, "unix:uid", LinkOption.NOFOLLOW_LINKS))
@@ -805,7 +805,7 @@ class IsolationTest {
     assertThatThrownBy(() -> b.readText(file))
         .as("files API: B cannot read A's file by its path")
         .isInstanceOf(WorkspaceException.class);
-    Path upperA = SANDBOXES.home().resolve("sandboxes").resolve(idA).resolve("upper");
+    Path upperA = SandboxDisk.upper(SANDBOXES.home().resolve("sandboxes").resolve(idA));
     for (String path :
         List.of(
             file,

@@ -419,7 +419,7 @@ class NetworkingTest {
                 + secret
                 + "' / ; echo GREP-DONE");
     assertThat(grep).as("no file in the sandbox holds the secret").isEqualTo("GREP-DONE\n");
-    Path upper = SANDBOXES.home().resolve("sandboxes").resolve(ws.open().id()).resolve("upper");
+    Path upper = SandboxDisk.upper(SANDBOXES.home().resolve("sandboxes").resolve(ws.open().id()));
     try (var files = Files.walk(upper)) {
       for (Path f : files.filter(Files::isRegularFile).toList()) {
         assertThat(Files.readString(f, java.nio.charset.StandardCharsets.ISO_8859_1))

@@ -253,6 +253,8 @@ final class ApiServlet extends HttpServlet {
       case WorkspaceAccessDeniedException f -> file(403, "access_denied", f);
       case WorkspaceFileException f -> file(409, "file_error", f);
       case WorkspaceUnavailableException u -> ApiException.unavailable(u.getMessage());
+      case dev.sandbox4j.runtime.InsufficientDiskException d ->
+          new ApiException(503, "insufficient_disk", d.getMessage(), null, null, null);
       case WorkspaceTimeoutException t ->
           new ApiException(408, "timeout", t.getMessage(), null, null, null);
       case WorkspaceException w ->

@@ -71,7 +71,9 @@ final class Sandboxes {
       Long autoSuspendTimeoutMs,
       Long sandboxTimeoutMs,
       Long idleTimeoutMs,
-      String deleteAfter) {}
+      String deleteAfter,
+      Long diskBytes,
+      Long diskInodes) {}
 
   /** A sandbox as the API shows it. */
   record View(Database.SandboxRow row, SandboxInfo info) {}
@@ -203,7 +205,8 @@ final class Sandboxes {
   }
 
   private LocalSandbox.Builder configure(CreateSpec s) {
-    LocalSandbox.Builder b = LocalSandbox.builder().home(engine.home());
+    LocalSandbox.Builder b =
+        LocalSandbox.builder().home(engine.home()).diskReserve(engine.diskReserve());
     field(
         "image",
         () -> {
@@ -223,6 +226,16 @@ final class Sandboxes {
         "pids",
         () -> {
           if (s.pids() != null) b.pids(s.pids());
+        });
+    field(
+        "diskBytes",
+        () -> {
+          if (s.diskBytes() != null) b.disk(s.diskBytes());
+        });
+    field(
+        "diskInodes",
+        () -> {
+          if (s.diskInodes() != null) b.diskInodes(s.diskInodes());
         });
     field(
         "env",

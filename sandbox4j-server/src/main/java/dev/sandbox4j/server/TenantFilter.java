@@ -103,7 +103,8 @@ final class TenantFilter extends HttpFilter {
               sandboxes.create(
                   org,
                   new Sandboxes.CreateSpec(
-                      null, null, null, null, null, null, null, labels, null, null, null, null));
+                      null, null, null, null, null, null, null, labels, null, null, null, null,
+                      null, null));
           return sandboxes.workspace(org, v.row().id());
         } catch (ApiException e) {
           throw new WorkspaceException(e.code + ": " + e.getMessage());

@@ -32,8 +32,15 @@ final class TestServer implements AutoCloseable {
   private final List<String> created = new ArrayList<>();
 
   TestServer(Path data, java.util.function.UnaryOperator<SandboxServer.Builder> options) {
+    this(data, LocalSandbox.builder().build(), options);
+  }
+
+  TestServer(
+      Path data,
+      LocalSandbox engine,
+      java.util.function.UnaryOperator<SandboxServer.Builder> options) {
     this.data = data;
-    this.engine = LocalSandbox.builder().build();
+    this.engine = engine;
     this.server =
         options
             .apply(
