@@ -68,8 +68,17 @@ public final class SandboxServer implements AutoCloseable {
   private SandboxServer(Builder b) {
     this.host = b.host;
     this.db = Database.open(b.dataDirectory);
+    SandboxCeilings host = SandboxCeilings.ofHost();
     ServerLimits limits =
-        new ServerLimits(b.maxSandboxes, b.createBurst, b.createRefill, b.maxJsonBytes);
+        new ServerLimits(
+            b.maxSandboxes,
+            b.createBurst,
+            b.createRefill,
+            b.maxJsonBytes,
+            new SandboxCeilings(
+                b.maxCpus != 0 ? b.maxCpus : host.cpus(),
+                b.maxMemory != 0 ? b.maxMemory : host.memoryBytes(),
+                b.maxPids != 0 ? b.maxPids : host.pids()));
     Sandboxes sandboxes = new Sandboxes(b.engine, db, limits);
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
@@ -201,6 +210,9 @@ public final class SandboxServer implements AutoCloseable {
     private int createBurst = ServerLimits.DEFAULTS.createBurst();
     private Duration createRefill = ServerLimits.DEFAULTS.createRefill();
     private long maxJsonBytes = ServerLimits.DEFAULTS.maxJsonBytes();
+    private int maxCpus; // 0: from the host
+    private long maxMemory; // 0: from the host
+    private int maxPids; // 0: from the host
     private Consumer<String> requestLog = System.err::println;
     private Duration keepAlive = Duration.ofSeconds(15);
     private Duration execSocketIdle = Duration.ofMinutes(1);
@@ -259,6 +271,48 @@ public final class SandboxServer implements AutoCloseable {
       }
       this.createBurst = burst;
       this.createRefill = refill;
+      return this;
+    }
+
+    /**
+     * The most CPUs one sandbox may ask for (default: the host's CPUs). A create, or a fork or
+     * create from a snapshot of a bigger sandbox, over it is a 400 naming {@code cpus} and the
+     * ceiling. The per-sandbox ceilings are admission control for one request; the engine's parent
+     * cgroup bounds all sandboxes together.
+     */
+    public Builder maxCpusPerSandbox(int max) {
+      if (max < 1) {
+        throw new IllegalArgumentException("maxCpusPerSandbox must be positive: " + max);
+      }
+      this.maxCpus = max;
+      return this;
+    }
+
+    /**
+     * The most memory one sandbox may ask for, in bytes (default: the host's memory less an eighth
+     * of it, at least 1 GiB, for the host). A request that omits {@code memoryBytes} gets the
+     * engine's default (4 GiB per CPU) capped at this; one that asks for more is a 400 naming
+     * {@code memoryBytes} and the ceiling.
+     */
+    public Builder maxMemoryPerSandbox(long bytes) {
+      if (bytes < SandboxCeilings.MIN_MEMORY) {
+        throw new IllegalArgumentException(
+            "maxMemoryPerSandbox must be at least 64 MiB: " + bytes + " bytes");
+      }
+      this.maxMemory = bytes;
+      return this;
+    }
+
+    /**
+     * The most processes one sandbox may ask for (default: a quarter of the host's {@code
+     * kernel.pid_max}, at most 32768). A request that omits {@code pids} gets the engine's default
+     * capped at this; one that asks for more is a 400 naming {@code pids} and the ceiling.
+     */
+    public Builder maxPidsPerSandbox(int max) {
+      if (max < SandboxCeilings.MIN_PIDS) {
+        throw new IllegalArgumentException("maxPidsPerSandbox must be at least 16: " + max);
+      }
+      this.maxPids = max;
       return this;
     }
 
