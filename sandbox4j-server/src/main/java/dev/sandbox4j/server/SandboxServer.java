@@ -63,6 +63,7 @@ public final class SandboxServer implements AutoCloseable {
   private final ActiveExecs active;
   private final String host;
   private final ApiServlet api;
+  private final List<String> mountPaths;
   private boolean closed; // guarded by this
 
   private SandboxServer(Builder b) {
@@ -123,6 +124,7 @@ public final class SandboxServer implements AutoCloseable {
     if (mounts.stream().noneMatch(m -> m.pathSpec().equals(McpEndpoint.PATH))) {
       mounts.add(new Mount(McpEndpoint.PATH, new McpEndpoint()));
     }
+    this.mountPaths = mounts.stream().map(Mount::pathSpec).toList();
     for (Mount m : mounts) {
       // async: the MCP transport answers with event streams from other threads
       FilterHolder filter =
@@ -175,6 +177,13 @@ public final class SandboxServer implements AutoCloseable {
   /** The method and path template of every route the API serves: what the OpenAPI lists. */
   List<String> routes() {
     return api.routes().stream().map(r -> r.method() + " " + r.template()).toList();
+  }
+
+  /**
+   * The path specs of the servlets mounted beside the API behind its key check ({@code /mcp/*}).
+   */
+  List<String> mounts() {
+    return mountPaths;
   }
 
   /**

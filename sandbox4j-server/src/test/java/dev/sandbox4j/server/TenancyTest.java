@@ -88,6 +88,7 @@ class TenancyTest {
       String unpublished = "private-" + Long.toHexString(System.nanoTime());
       s.engine.snapshot(ref, unpublished);
       try {
+        String own = s.create(b, "{}"); // b's own sandbox, to pair with a's command id
         Set<String> sandboxesBefore = ids(s.engine);
         Set<String> imagesBefore = images(s.engine);
 
@@ -108,7 +109,9 @@ class TenancyTest {
         attacks.put(
             "GET /v1/sandboxes",
             () -> {
-              assertThat(s.call(b, "GET", "/v1/sandboxes", null).json().get("items")).isEmpty();
+              assertThat(s.call(b, "GET", "/v1/sandboxes", null).json().get("items"))
+                  .extracting(n -> n.get("id").asText())
+                  .containsExactly(own);
               assertThat(s.call(b, "GET", "/v1/sandboxes?label=owner=a", null).json().get("items"))
                   .isEmpty();
             });
@@ -154,15 +157,41 @@ class TenancyTest {
                 assertNotFound(s.call(b, "DELETE", "/v1/snapshots/" + name, null), name);
               }
             });
-        // a's sandbox and command ids, on every route that takes them
+        // a's sandbox and command ids, on every route that takes them; a's command id on b's own
+        // sandbox too
         for (String route : s.server.routes()) {
           if (route.contains("{id}")) {
-            attacks.put(route, () -> attackById(s, b, route, id, cid));
+            attacks.put(
+                route,
+                () -> {
+                  attackById(s, b, route, id, cid);
+                  if (route.contains("{cid}")) {
+                    attackById(s, b, route, own, cid);
+                  }
+                });
           }
         }
+        // servlets mounted behind the key check: /mcp acts in ?sandbox=ID of the caller's only
+        attacks.put(
+            "MOUNT /mcp/*",
+            () -> {
+              for (String method : List.of("GET", "POST")) {
+                assertNotFound(
+                    s.call(
+                        b,
+                        method,
+                        "/mcp?sandbox=" + id,
+                        method.equals("POST")
+                            ? "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"
+                            : null),
+                    "/mcp " + method);
+              }
+            });
+        Set<String> surface = new TreeSet<>(s.server.routes());
+        s.server.mounts().forEach(m -> surface.add("MOUNT " + m));
         assertThat(attacks.keySet())
-            .as("every route of the server, and only those, is attacked")
-            .isEqualTo(new TreeSet<>(s.server.routes()));
+            .as("every route and mounted servlet of the server, and only those, is attacked")
+            .isEqualTo(surface);
         for (Map.Entry<String, Attack> attack : attacks.entrySet()) {
           try {
             attack.getValue().run();
@@ -193,7 +222,7 @@ class TenancyTest {
         assertThat(s.call(a, "GET", "/v1/sandboxes", null).json().get("items")).hasSize(1);
 
         // snapshot names are per organization: b may have its own "base", apart from a's
-        String bs = s.create(b, "{}");
+        String bs = own;
         assertThat(
                 s.call(b, "POST", "/v1/sandboxes/" + bs + "/snapshots", "{\"name\": \"base\"}")
                     .status())
