@@ -40,17 +40,21 @@ import org.eclipse.jetty.util.thread.Scheduler;
  * }
  * }</pre>
  *
- * <p>Its own state (organizations, key hashes, which organization owns which sandbox and snapshot)
- * is in SQLite at {@code <dataDirectory>/server.db}; the sandboxes are the engine's, in its home. A
- * new server on the same data directory and engine home sees the same sandboxes, still owned.
- * Stopping the server kills the commands it is streaming (their streams end without an exit event);
- * sandboxes keep running.
+ * <p>Its own state (organizations, key hashes, which organization owns which sandbox and snapshot,
+ * which images are published to all: {@link ServerImages}) is in SQLite at {@code
+ * <dataDirectory>/server.db}; the sandboxes are the engine's, in its home. A new server on the same
+ * data directory and engine home sees the same sandboxes, still owned. Stopping the server kills
+ * the commands it is streaming (their streams end without an exit event); sandboxes keep running.
  *
  * <p>{@code /mcp} serves the Coder tools over MCP (streamable HTTP) behind the same key check, each
  * MCP session in one sandbox of the key's organization: {@code ?sandbox=ID}, or one created on the
  * session's first tool call (labelled {@code created-by=mcp}, counted in the quota, left running
  * when the session ends). A servlet mounted at {@code /mcp/*} with {@link Builder#servlet} replaces
  * it.
+ *
+ * <p>An organization starts sandboxes only from its own snapshots and the published images, and no
+ * bigger than the ceilings per sandbox ({@link Builder#maxCpusPerSandbox} and the like, derived
+ * from the host by default); anything else is refused before the engine is asked.
  *
  * <p>State: NEW → STARTED ({@link #start}) → CLOSED ({@link #close}, idempotent). Thread-safe.
  * Needs what the engine needs (root, Linux) only once a sandbox is used.
