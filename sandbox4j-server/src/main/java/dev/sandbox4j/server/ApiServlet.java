@@ -762,7 +762,8 @@ final class ApiServlet extends HttpServlet {
     o.put("ref", "remote:" + id);
     SandboxInfo info = v.info();
     o.put("state", info == null ? "destroyed" : info.state());
-    o.put("image", info == null ? null : info.image());
+    o.put(
+        "image", info == null ? null : Sandboxes.shownImage(v.row().organization(), info.image()));
     o.put("created", info == null ? v.row().created() : info.created().toString());
     ObjectNode labels = o.putObject("labels");
     Sandboxes.labels(v.row()).forEach(labels::put);
@@ -810,7 +811,7 @@ final class ApiServlet extends HttpServlet {
     o.put("name", s.row().name());
     o.put("created", info.created().toString());
     o.put("source", s.row().source());
-    o.put("image", info.image());
+    o.put("image", Sandboxes.shownImage(s.row().organization(), info.image()));
     o.put("cpus", info.cpus());
     o.put("memoryBytes", info.memoryBytes());
     o.put("pids", info.pids());

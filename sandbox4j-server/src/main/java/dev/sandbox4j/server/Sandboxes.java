@@ -585,7 +585,7 @@ final class Sandboxes {
   Snapshot snapshot(Organization org, String id, String name) {
     checkSnapshotName(name);
     Database.SandboxRow row = owned(org, id);
-    String engineName = "o" + org.id() + "-" + name;
+    String engineName = engineSnapshotPrefix(org.id()) + name;
     SnapshotInfo info = engine.snapshot(new WorkspaceRef(LocalSandbox.NAME, row.id()), engineName);
     Database.SnapshotRow saved =
         new Database.SnapshotRow(org.id(), name, engineName, row.id(), info.created().toString());
@@ -623,6 +623,22 @@ final class Sandboxes {
     Set<String> published =
         db.publishedImages().stream().map(Database.PublishedRow::name).collect(Collectors.toSet());
     return engine.images().stream().filter(i -> published.contains(i.name())).toList();
+  }
+
+  /**
+   * How an organization sees the image a sandbox or snapshot came from: its own snapshot as {@code
+   * snapshot:NAME}, never under the name the engine stores it as, which no request accepts.
+   */
+  static String shownImage(long organization, String image) {
+    String prefix = engineSnapshotPrefix(organization);
+    return image != null && image.startsWith(prefix)
+        ? "snapshot:" + image.substring(prefix.length())
+        : image;
+  }
+
+  /** The engine's names of an organization's snapshots start with this. */
+  static String engineSnapshotPrefix(long organization) {
+    return "o" + organization + "-";
   }
 
   static void checkSnapshotName(String name) {

@@ -93,6 +93,43 @@ class ImagesTest {
     }
   }
 
+  /**
+   * The name the engine stores a snapshot under is never shown: an organization sees its snapshot
+   * as {@code snapshot:NAME}, so no answer teaches the engine's naming scheme or an organization's
+   * number.
+   */
+  @Test
+  void theEngineNameOfASnapshotIsNeverShown() throws Exception {
+    TestServer.requireLocalEngine();
+    try (TestServer s = new TestServer(data)) {
+      String key = s.key("shown");
+      String id = s.create(key, "{}");
+      assertThat(
+              s.call(key, "POST", "/v1/sandboxes/" + id + "/snapshots", "{\"name\": \"base\"}")
+                  .status())
+          .isEqualTo(201);
+      try {
+        String child = s.create(key, "{\"snapshot\": \"base\"}");
+        TestServer.Answer view = s.call(key, "GET", "/v1/sandboxes/" + child, null);
+        assertThat(view.json().get("image").asText()).isEqualTo("snapshot:base");
+        TestServer.Answer again =
+            s.call(key, "POST", "/v1/sandboxes/" + child + "/snapshots", "{\"name\": \"next\"}");
+        assertThat(again.json().get("image").asText()).isEqualTo("snapshot:base");
+        for (TestServer.Answer a :
+            java.util.List.of(
+                view,
+                again,
+                s.call(key, "GET", "/v1/sandboxes", null),
+                s.call(key, "GET", "/v1/snapshots", null))) {
+          assertThat(a.text()).doesNotContainPattern("\"o[0-9]+-");
+        }
+      } finally {
+        s.call(key, "DELETE", "/v1/snapshots/base", null);
+        s.call(key, "DELETE", "/v1/snapshots/next", null);
+      }
+    }
+  }
+
   @Test
   void aSnapshotThatVanishedFromTheHostIsNotFound() throws Exception {
     TestServer.requireLocalEngine();
