@@ -25,13 +25,14 @@ record SandboxCeilings(int cpus, long memoryBytes, int pids) {
   static final int MAX_PIDS = 1 << 22;
 
   /**
-   * The engine's documented defaults for a sandbox whose request omits them (LocalSandbox.Builder):
-   * 4 GiB of memory per CPU; {@link #ENGINE_DEFAULT_PIDS} processes. An omitted size over a ceiling
-   * is given the ceiling instead: the request did not ask for more, so it is not refused.
+   * What the engine gives a sandbox whose request omits a size (LocalSandbox.Builder): 4 GiB of
+   * memory per CPU, and a number of pids that is at most {@link #ENGINE_MAX_DEFAULT_PIDS}. An
+   * omitted size that could be over a ceiling is given the ceiling instead: the request did not ask
+   * for more, so it is not refused.
    */
   static final long ENGINE_MEMORY_PER_CPU = 4 * GIB;
 
-  static final int ENGINE_DEFAULT_PIDS = 4096;
+  static final int ENGINE_MAX_DEFAULT_PIDS = 4096;
 
   SandboxCeilings {
     if (cpus < 1) {

@@ -237,7 +237,7 @@ final class Sandboxes {
     }
     if (spec.pids() != null) {
       SandboxCeilings.check("pids", spec.pids(), ceilings.pids(), "");
-    } else if (SandboxCeilings.ENGINE_DEFAULT_PIDS > ceilings.pids()) {
+    } else if (SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
       b.pids(ceilings.pids());
     }
   }
