@@ -2,14 +2,19 @@ package dev.sandbox4j.cli;
 
 import dev.sandbox4j.runtime.ImageInfo;
 import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.PrintStream;
+import java.nio.file.Path;
 import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Callable;
+import java.util.stream.Collectors;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -17,15 +22,24 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
-/** {@code sandbox4j image build|ls|rm}: the local engine's images. */
+/**
+ * {@code sandbox4j image build|ls|rm|publish|unpublish|published}: the local engine's images, and
+ * which of them {@code sandbox4j serve} offers to every organization.
+ */
 @Command(
     name = "image",
     mixinStandardHelpOptions = true,
-    description = "Builds, lists and removes the images local sandboxes start from.",
+    description = {
+      "Builds, lists and removes the images local sandboxes start from, and publishes them to the"
+          + " organizations of 'sandbox4j serve'."
+    },
     subcommands = {
       ImageCommand.Build.class,
       ImageCommand.ListImages.class,
-      ImageCommand.Remove.class
+      ImageCommand.Remove.class,
+      ImageCommand.Publish.class,
+      ImageCommand.Unpublish.class,
+      ImageCommand.Published.class
     })
 final class ImageCommand implements Runnable {
 
@@ -34,7 +48,8 @@ final class ImageCommand implements Runnable {
 
   @Override
   public void run() {
-    throw new ParameterException(spec.commandLine(), "missing a command: build, ls or rm");
+    throw new ParameterException(
+        spec.commandLine(), "missing a command: build, ls, rm, publish, unpublish or published");
   }
 
   LocalSandbox sandboxes() {
@@ -152,6 +167,141 @@ final class ImageCommand implements Runnable {
           throw new WorkspaceException("no image '" + name + "' here: see 'sandbox4j image ls'");
         }
         image.root.context().out().println(name);
+      }
+      return ExitCodes.OK;
+    }
+  }
+
+  /** The server data directory of a publish command: {@code --data}, else the home's. */
+  static final class ServerData {
+    @Option(
+        names = "--data",
+        paramLabel = "DIR",
+        description = "The server's database directory. Default: $SANDBOX4J_HOME/server.")
+    Path data;
+
+    ServerImages open(ImageCommand image) {
+      return ServerImages.open(data != null ? data : KeysCommand.dataDirectory(image.root));
+    }
+  }
+
+  /** {@code image publish NAME...}. */
+  @Command(
+      name = "publish",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Publishes images to every organization of 'sandbox4j serve': a create may name them as"
+            + " its image. Only published images are usable through the server ('default' is,"
+            + " until unpublished); any other image on this machine, another organization's"
+            + " snapshot included, is 'not found' to every organization. Works while the server"
+            + " runs.",
+        "An image must exist here (see 'image ls'), except 'default', which the first sandbox"
+            + " builds. Publishing a snapshot gives every organization its files: it says so."
+      })
+  static final class Publish implements Callable<Integer> {
+    @ParentCommand ImageCommand image;
+    @Mixin ServerData server;
+
+    @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to publish.")
+    List<String> names;
+
+    @Override
+    public Integer call() {
+      LocalSandbox sandboxes = image.sandboxes();
+      PrintStream err = image.root.context().err();
+      Set<String> here =
+          sandboxes.images().stream().map(ImageInfo::name).collect(Collectors.toSet());
+      for (String name : names) {
+        if (!name.equals("default") && !here.contains(name)) {
+          err.println("sandbox4j: no image '" + name + "' here: see 'sandbox4j image ls'");
+          return ExitCodes.USAGE;
+        }
+      }
+      try (ServerImages published = server.open(image)) {
+        for (String name : names) {
+          boolean added = published.publish(name);
+          sandboxes.snapshots().stream()
+              .filter(s -> s.name().equals(name))
+              .findFirst()
+              .ifPresent(
+                  s ->
+                      err.println(
+                          "sandbox4j: warning: '"
+                              + name
+                              + "' is a snapshot of sandbox "
+                              + s.source()
+                              + ": every organization can now start from its files"));
+          image.root.context().out().println(name);
+          if (!added) {
+            err.println("sandbox4j: '" + name + "' was already published");
+          }
+        }
+      } catch (IllegalArgumentException e) {
+        err.println("sandbox4j: " + e.getMessage());
+        return ExitCodes.USAGE;
+      }
+      return ExitCodes.OK;
+    }
+  }
+
+  /** {@code image unpublish NAME...}. */
+  @Command(
+      name = "unpublish",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Unpublishes images: from the server's next request on, no organization can create a"
+            + " sandbox from them (a 404, as for an image that does not exist). Sandboxes made"
+            + " from them keep running. Unpublishing 'default' refuses creates that name no image."
+      })
+  static final class Unpublish implements Callable<Integer> {
+    @ParentCommand ImageCommand image;
+    @Mixin ServerData server;
+
+    @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to unpublish.")
+    List<String> names;
+
+    @Override
+    public Integer call() {
+      PrintStream err = image.root.context().err();
+      try (ServerImages published = server.open(image)) {
+        for (String name : names) {
+          if (!published.unpublish(name)) {
+            err.println("sandbox4j: '" + name + "' is not published: see 'image published'");
+            return ExitCodes.USAGE;
+          }
+          image.root.context().out().println(name);
+        }
+      } catch (IllegalArgumentException e) {
+        err.println("sandbox4j: " + e.getMessage());
+        return ExitCodes.USAGE;
+      }
+      return ExitCodes.OK;
+    }
+  }
+
+  /** {@code image published}. */
+  @Command(
+      name = "published",
+      mixinStandardHelpOptions = true,
+      description =
+          "Lists the images published to every organization of 'sandbox4j serve', one per line;"
+              + " one that is not on this machine says so.")
+  static final class Published implements Callable<Integer> {
+    @ParentCommand ImageCommand image;
+    @Mixin ServerData server;
+
+    @Override
+    public Integer call() {
+      Set<String> here =
+          image.sandboxes().images().stream().map(ImageInfo::name).collect(Collectors.toSet());
+      try (ServerImages published = server.open(image)) {
+        for (String name : published.list()) {
+          image
+              .root
+              .context()
+              .out()
+              .println(name + (here.contains(name) ? "" : "  (not on this machine)"));
+        }
       }
       return ExitCodes.OK;
     }

@@ -19,7 +19,10 @@ import picocli.CommandLine.ParentCommand;
       "One JSON line per request goes to stderr; Prometheus metrics are at /metrics. Sandboxes"
           + " keep running when the server stops; a new server on the same --data sees them.",
       "MCP clients reach the Coder tools at /mcp (streamable HTTP, same keys): each session in"
-          + " /mcp?sandbox=ID, or in a sandbox created on its first tool call."
+          + " /mcp?sandbox=ID, or in a sandbox created on its first tool call.",
+      "Organizations start sandboxes only from their own snapshots and the images published"
+          + " with 'sandbox4j image publish' ('default' is); no sandbox may ask for more than"
+          + " --max-cpus, --max-memory and --max-pids."
     })
 final class ServeCommand implements Callable<Integer> {
 
@@ -45,10 +48,35 @@ final class ServeCommand implements Callable<Integer> {
       description = "The server's database directory. Default: $SANDBOX4J_HOME/server.")
   Path data;
 
+  @Option(
+      names = "--max-cpus",
+      paramLabel = "N",
+      description =
+          "The most CPUs one sandbox may ask for; more is a 400 naming 'cpus'. Default: this"
+              + " machine's CPUs.")
+  Integer maxCpus;
+
+  @Option(
+      names = "--max-memory",
+      paramLabel = "SIZE",
+      converter = ByteSizeConverter.class,
+      description =
+          "The most memory one sandbox may ask for, e.g. 8G; more is a 400 naming 'memoryBytes'."
+              + " Default: this machine's memory less an eighth (at least 1G) for the host.")
+  Long maxMemory;
+
+  @Option(
+      names = "--max-pids",
+      paramLabel = "N",
+      description =
+          "The most processes one sandbox may ask for; more is a 400 naming 'pids'. Default: a"
+              + " quarter of kernel.pid_max, at most 32768.")
+  Integer maxPids;
+
   @Override
   public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
-    SandboxServer server =
+    SandboxServer.Builder builder =
         SandboxServer.builder()
             .engine(root.providers().local())
             .dataDirectory(data != null ? data : KeysCommand.dataDirectory(root))
@@ -57,8 +85,22 @@ final class ServeCommand implements Callable<Integer> {
                 line -> {
                   root.context().err().println(line);
                   root.context().err().flush();
-                })
-            .build();
+                });
+    try {
+      if (maxCpus != null) {
+        builder.maxCpusPerSandbox(maxCpus);
+      }
+      if (maxMemory != null) {
+        builder.maxMemoryPerSandbox(maxMemory);
+      }
+      if (maxPids != null) {
+        builder.maxPidsPerSandbox(maxPids);
+      }
+    } catch (IllegalArgumentException e) {
+      root.context().err().println("sandbox4j: " + e.getMessage());
+      return ExitCodes.USAGE;
+    }
+    SandboxServer server = builder.build();
     Thread hook =
         new Thread(
             () -> {

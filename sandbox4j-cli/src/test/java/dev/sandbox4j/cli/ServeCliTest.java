@@ -2,6 +2,7 @@ package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -54,6 +55,39 @@ class ServeCliTest {
     assertThat(run("keys", "revoke", id.group(1)).exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(run("keys", "create", "--org", "Bad Name").exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(home.resolve("server/server.db")).exists();
+  }
+
+  @Test
+  void imagePublishUnpublishAndPublished() {
+    Run already = run("image", "publish", "default");
+    assertThat(already.exitCode()).as(already.err()).isZero();
+    assertThat(already.out().strip()).isEqualTo("default");
+    assertThat(already.err()).contains("already published");
+    assertThat(run("image", "published").out()).isEqualTo("default  (not on this machine)\n");
+
+    Run unknown = run("image", "publish", "no-such-image");
+    assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(unknown.err()).contains("no image 'no-such-image' here");
+
+    assertThat(run("image", "unpublish", "default").exitCode()).isZero();
+    assertThat(run("image", "published").out()).isEmpty();
+    assertThat(run("image", "unpublish", "default").exitCode()).isEqualTo(ExitCodes.USAGE);
+    try (ServerImages images = ServerImages.open(home.resolve("server"))) {
+      assertThat(images.list()).isEmpty(); // what the server reads
+    }
+
+    Path other = home.resolve("other-data");
+    assertThat(run("image", "publish", "--data", other.toString(), "default").exitCode()).isZero();
+    try (ServerImages images = ServerImages.open(other)) {
+      assertThat(images.list()).containsExactly("default");
+    }
+  }
+
+  @Test
+  void serveRefusesACeilingBelowWhatASandboxNeeds() {
+    Run tooFew = run("serve", "--port", "0", "--max-pids", "3");
+    assertThat(tooFew.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(tooFew.err()).contains("maxPidsPerSandbox must be at least 16");
   }
 
   @Test

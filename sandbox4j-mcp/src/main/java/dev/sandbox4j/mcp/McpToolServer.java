@@ -44,7 +44,15 @@ import java.util.function.Function;
  */
 public final class McpToolServer {
 
-  static final ObjectMapper JSON = new ObjectMapper();
+  /**
+   * Strict about duplicate keys: a message that names one twice is refused instead of the last
+   * value silently winning over what a proxy or a log in front of the server read.
+   */
+  static final ObjectMapper JSON =
+      new ObjectMapper(
+          com.fasterxml.jackson.core.JsonFactory.builder()
+              .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+              .build());
 
   private McpToolServer() {}
 

@@ -189,6 +189,31 @@ class StreamableHttpTest {
     assertThat(asked).containsExactly("tester", "tester");
   }
 
+  /**
+   * A message that names a key twice is refused whole: the second value must not silently win over
+   * what a proxy or an audit log in front of the endpoint read as the first.
+   */
+  @Test
+  void aMessageWithADuplicateKeyIsRefusedAndRunsNothing(@TempDir Path root) throws Exception {
+    HostWorkspaceProvider host = HostWorkspaceProvider.create(root);
+    Workspace shared = Workspace.of(host.newBackend());
+    try (Endpoint endpoint = Endpoint.start(coder(SessionWorkspaces.shared(shared)))) {
+      String id = initialize(endpoint.uri);
+      HttpResponse<String> smuggled =
+          post(
+              endpoint.uri,
+              id,
+              """
+              {"jsonrpc":"2.0","id":8,"method":"tools/call",\
+              "params":{"name":"shell","arguments":{"command":"echo harmless",\
+              "command":"touch smuggled"}}}""");
+      assertThat(smuggled.statusCode()).as(smuggled.body()).isEqualTo(400);
+      assertThat(shared.exists("smuggled")).isFalse();
+      // the session is still usable
+      assertThat(postToolCall(endpoint.uri, id).statusCode()).isEqualTo(200);
+    }
+  }
+
   @Test
   void destroyingTheServletEndsEverySessionOnce(@TempDir Path root) throws Exception {
     Recording workspaces =

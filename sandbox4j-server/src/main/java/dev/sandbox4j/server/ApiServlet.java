@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.sandbox4j.runtime.ForkResult;
+import dev.sandbox4j.runtime.ImageInfo;
 import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.runtime.SandboxTimers;
 import dev.sandbox4j.runtime.SnapshotInfo;
@@ -121,6 +122,7 @@ final class ApiServlet extends HttpServlet {
     r.add(new Route("POST", "/v1/sandboxes/{id}/fork", true, this::fork));
     r.add(new Route("POST", "/v1/sandboxes/{id}/snapshots", true, this::snapshot));
     r.add(new Route("GET", "/v1/snapshots", true, this::snapshots));
+    r.add(new Route("GET", "/v1/images", true, this::images));
     r.add(new Route("DELETE", "/v1/snapshots/{name}", true, this::deleteSnapshot));
     r.add(new Route("POST", "/v1/sandboxes/{id}/exec", true, this::exec));
     r.add(new Route("GET", "/v1/sandboxes/{id}/exec", true, this::execSocket));
@@ -304,6 +306,10 @@ final class ApiServlet extends HttpServlet {
     Map<String, String> labels = new LinkedHashMap<>();
     String[] given = c.request.getParameterValues("label");
     if (given != null) {
+      if (given.length > Sandboxes.MAX_LABELS) {
+        throw ApiException.invalid(
+            "label", "at most " + Sandboxes.MAX_LABELS + " label filters, was " + given.length);
+      }
       for (String l : given) {
         int eq = l.indexOf('=');
         if (eq <= 0) {
@@ -430,6 +436,21 @@ final class ApiServlet extends HttpServlet {
     ObjectNode body = Json.object();
     ArrayNode items = body.putArray("items");
     sandboxes.snapshots(c.organization).forEach(s -> items.add(snapshot(s)));
+    c.json(200, body);
+  }
+
+  private void images(Call c) throws IOException {
+    c.onlyQuery(Set.of());
+    ObjectNode body = Json.object();
+    ArrayNode items = body.putArray("items");
+    for (ImageInfo i : sandboxes.images()) {
+      items
+          .addObject()
+          .put("name", i.name())
+          .put("created", i.created().toString())
+          .put("sizeBytes", i.sizeBytes())
+          .put("description", i.description());
+    }
     c.json(200, body);
   }
 
@@ -741,7 +762,8 @@ final class ApiServlet extends HttpServlet {
     o.put("ref", "remote:" + id);
     SandboxInfo info = v.info();
     o.put("state", info == null ? "destroyed" : info.state());
-    o.put("image", info == null ? null : info.image());
+    o.put(
+        "image", info == null ? null : Sandboxes.shownImage(v.row().organization(), info.image()));
     o.put("created", info == null ? v.row().created() : info.created().toString());
     ObjectNode labels = o.putObject("labels");
     Sandboxes.labels(v.row()).forEach(labels::put);
@@ -789,7 +811,7 @@ final class ApiServlet extends HttpServlet {
     o.put("name", s.row().name());
     o.put("created", info.created().toString());
     o.put("source", s.row().source());
-    o.put("image", info.image());
+    o.put("image", Sandboxes.shownImage(s.row().organization(), info.image()));
     o.put("cpus", info.cpus());
     o.put("memoryBytes", info.memoryBytes());
     o.put("pids", info.pids());

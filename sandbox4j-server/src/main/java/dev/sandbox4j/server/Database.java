@@ -13,8 +13,8 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The server's own state in SQLite at {@code <dataDir>/server.db}: organizations, API keys, and
- * which organization owns which sandbox and snapshot.
+ * The server's own state in SQLite at {@code <dataDir>/server.db}: organizations, API keys, which
+ * organization owns which sandbox and snapshot, and which images the operator published to all.
  *
  * <p>One connection, used under this object's lock: SQLite serializes writers anyway, and every
  * statement here takes microseconds. Other processes (the CLI's {@code keys} commands) open the
@@ -61,7 +61,16 @@ final class Database implements AutoCloseable {
                 engine_name TEXT NOT NULL UNIQUE,
                 source TEXT NOT NULL,
                 created TEXT NOT NULL,
-                PRIMARY KEY (organization, name))"""));
+                PRIMARY KEY (organization, name))"""),
+          // 3: the images every organization may start sandboxes from; the default image is one
+          // until the operator unpublishes it (any other image on the host is no organization's)
+          List.of(
+              """
+              CREATE TABLE published_images (
+                name TEXT PRIMARY KEY,
+                published TEXT NOT NULL)""",
+              "INSERT INTO published_images(name, published)"
+                  + " VALUES ('default', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"));
 
   private final Connection connection;
 
@@ -349,6 +358,45 @@ final class Database implements AutoCloseable {
 
   synchronized int deleteSnapshot(long organization, String name) {
     return update("DELETE FROM snapshots WHERE organization = ? AND name = ?", organization, name);
+  }
+
+  // ---- published images ----------------------------------------------------------------------
+
+  record PublishedRow(String name, String published) {}
+
+  /** Publishes {@code name}; false if it already was. */
+  synchronized boolean publishImage(String name, String now) {
+    return update(
+            "INSERT OR IGNORE INTO published_images(name, published) VALUES (?, ?)", name, now)
+        > 0;
+  }
+
+  /** Unpublishes {@code name}; false if it was not published. */
+  synchronized boolean unpublishImage(String name) {
+    return update("DELETE FROM published_images WHERE name = ?", name) > 0;
+  }
+
+  synchronized boolean isPublished(String name) {
+    try (PreparedStatement p = prepare("SELECT 1 FROM published_images WHERE name = ?", name);
+        ResultSet rs = p.executeQuery()) {
+      return rs.next();
+    } catch (SQLException e) {
+      throw failed("read published images", e);
+    }
+  }
+
+  synchronized List<PublishedRow> publishedImages() {
+    try (PreparedStatement p =
+            prepare("SELECT name, published FROM published_images ORDER BY name");
+        ResultSet rs = p.executeQuery()) {
+      List<PublishedRow> out = new ArrayList<>();
+      while (rs.next()) {
+        out.add(new PublishedRow(rs.getString(1), rs.getString(2)));
+      }
+      return out;
+    } catch (SQLException e) {
+      throw failed("read published images", e);
+    }
   }
 
   // ---- plumbing ------------------------------------------------------------------------------

@@ -40,17 +40,21 @@ import org.eclipse.jetty.util.thread.Scheduler;
  * }
  * }</pre>
  *
- * <p>Its own state (organizations, key hashes, which organization owns which sandbox and snapshot)
- * is in SQLite at {@code <dataDirectory>/server.db}; the sandboxes are the engine's, in its home. A
- * new server on the same data directory and engine home sees the same sandboxes, still owned.
- * Stopping the server kills the commands it is streaming (their streams end without an exit event);
- * sandboxes keep running.
+ * <p>Its own state (organizations, key hashes, which organization owns which sandbox and snapshot,
+ * which images are published to all: {@link ServerImages}) is in SQLite at {@code
+ * <dataDirectory>/server.db}; the sandboxes are the engine's, in its home. A new server on the same
+ * data directory and engine home sees the same sandboxes, still owned. Stopping the server kills
+ * the commands it is streaming (their streams end without an exit event); sandboxes keep running.
  *
  * <p>{@code /mcp} serves the Coder tools over MCP (streamable HTTP) behind the same key check, each
  * MCP session in one sandbox of the key's organization: {@code ?sandbox=ID}, or one created on the
  * session's first tool call (labelled {@code created-by=mcp}, counted in the quota, left running
  * when the session ends). A servlet mounted at {@code /mcp/*} with {@link Builder#servlet} replaces
  * it.
+ *
+ * <p>An organization starts sandboxes only from its own snapshots and the published images, and no
+ * bigger than the ceilings per sandbox ({@link Builder#maxCpusPerSandbox} and the like, derived
+ * from the host by default); anything else is refused before the engine is asked.
  *
  * <p>State: NEW → STARTED ({@link #start}) → CLOSED ({@link #close}, idempotent). Thread-safe.
  * Needs what the engine needs (root, Linux) only once a sandbox is used.
@@ -63,13 +67,23 @@ public final class SandboxServer implements AutoCloseable {
   private final ActiveExecs active;
   private final String host;
   private final ApiServlet api;
+  private final List<String> mountPaths;
   private boolean closed; // guarded by this
 
   private SandboxServer(Builder b) {
     this.host = b.host;
     this.db = Database.open(b.dataDirectory);
+    SandboxCeilings host = SandboxCeilings.ofHost();
     ServerLimits limits =
-        new ServerLimits(b.maxSandboxes, b.createBurst, b.createRefill, b.maxJsonBytes);
+        new ServerLimits(
+            b.maxSandboxes,
+            b.createBurst,
+            b.createRefill,
+            b.maxJsonBytes,
+            new SandboxCeilings(
+                b.maxCpus != 0 ? b.maxCpus : host.cpus(),
+                b.maxMemory != 0 ? b.maxMemory : host.memoryBytes(),
+                b.maxPids != 0 ? b.maxPids : host.pids()));
     Sandboxes sandboxes = new Sandboxes(b.engine, db, limits);
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
@@ -114,6 +128,7 @@ public final class SandboxServer implements AutoCloseable {
     if (mounts.stream().noneMatch(m -> m.pathSpec().equals(McpEndpoint.PATH))) {
       mounts.add(new Mount(McpEndpoint.PATH, new McpEndpoint()));
     }
+    this.mountPaths = mounts.stream().map(Mount::pathSpec).toList();
     for (Mount m : mounts) {
       // async: the MCP transport answers with event streams from other threads
       FilterHolder filter =
@@ -169,6 +184,13 @@ public final class SandboxServer implements AutoCloseable {
   }
 
   /**
+   * The path specs of the servlets mounted beside the API behind its key check ({@code /mcp/*}).
+   */
+  List<String> mounts() {
+    return mountPaths;
+  }
+
+  /**
    * Stops listening: commands being streamed are killed and their streams end without an exit
    * event; background commands started through the server are killed; sandboxes keep running.
    */
@@ -201,6 +223,9 @@ public final class SandboxServer implements AutoCloseable {
     private int createBurst = ServerLimits.DEFAULTS.createBurst();
     private Duration createRefill = ServerLimits.DEFAULTS.createRefill();
     private long maxJsonBytes = ServerLimits.DEFAULTS.maxJsonBytes();
+    private int maxCpus; // 0: from the host
+    private long maxMemory; // 0: from the host
+    private int maxPids; // 0: from the host
     private Consumer<String> requestLog = System.err::println;
     private Duration keepAlive = Duration.ofSeconds(15);
     private Duration execSocketIdle = Duration.ofMinutes(1);
@@ -259,6 +284,48 @@ public final class SandboxServer implements AutoCloseable {
       }
       this.createBurst = burst;
       this.createRefill = refill;
+      return this;
+    }
+
+    /**
+     * The most CPUs one sandbox may ask for (default: the host's CPUs). A create, or a fork or
+     * create from a snapshot of a bigger sandbox, over it is a 400 naming {@code cpus} and the
+     * ceiling. The per-sandbox ceilings are admission control for one request; the engine's parent
+     * cgroup bounds all sandboxes together.
+     */
+    public Builder maxCpusPerSandbox(int max) {
+      if (max < 1) {
+        throw new IllegalArgumentException("maxCpusPerSandbox must be positive: " + max);
+      }
+      this.maxCpus = max;
+      return this;
+    }
+
+    /**
+     * The most memory one sandbox may ask for, in bytes (default: the host's memory less an eighth
+     * of it, at least 1 GiB, for the host). A request that omits {@code memoryBytes} gets the
+     * engine's default (4 GiB per CPU) capped at this; one that asks for more is a 400 naming
+     * {@code memoryBytes} and the ceiling.
+     */
+    public Builder maxMemoryPerSandbox(long bytes) {
+      if (bytes < SandboxCeilings.MIN_MEMORY) {
+        throw new IllegalArgumentException(
+            "maxMemoryPerSandbox must be at least 64 MiB: " + bytes + " bytes");
+      }
+      this.maxMemory = bytes;
+      return this;
+    }
+
+    /**
+     * The most processes one sandbox may ask for (default: a quarter of the host's {@code
+     * kernel.pid_max}, at most 32768). A request that omits {@code pids} gets the engine's default
+     * capped at this; one that asks for more is a 400 naming {@code pids} and the ceiling.
+     */
+    public Builder maxPidsPerSandbox(int max) {
+      if (max < SandboxCeilings.MIN_PIDS) {
+        throw new IllegalArgumentException("maxPidsPerSandbox must be at least 16: " + max);
+      }
+      this.maxPids = max;
       return this;
     }
 

@@ -3,10 +3,12 @@ package dev.sandbox4j.server;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.ForkResult;
+import dev.sandbox4j.runtime.ImageInfo;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.runtime.SnapshotInfo;
 import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.time.Duration;
 import java.time.Instant;
@@ -35,6 +37,14 @@ final class Sandboxes {
 
   static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
   static final Pattern SNAPSHOT_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,47}");
+  static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
+  static final Pattern LABEL_KEY = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
+
+  /** The image a create without {@code image} or {@code snapshot} starts from. */
+  static final String DEFAULT_IMAGE = "default";
+
+  static final int MAX_LABELS = 64;
+  static final int MAX_LABEL_VALUE = 256;
   static final Set<String> STATES =
       Set.of("running", "suspended", "stopped", "hibernated", "creating", "destroying");
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -79,24 +89,24 @@ final class Sandboxes {
   record View(Database.SandboxRow row, SandboxInfo info) {}
 
   View create(Organization org, CreateSpec spec) {
+    checkLabels(spec.labels());
     LocalSandbox.Builder b = configure(spec);
-    String snapshotEngineName = null;
+    Source source;
     if (spec.snapshot() != null) {
-      snapshotEngineName =
-          db.snapshots(org.id()).stream()
-              .filter(s -> s.name().equals(spec.snapshot()))
-              .map(Database.SnapshotRow::engineName)
-              .findFirst()
-              .orElseThrow(
-                  () ->
-                      new ApiException(
-                          404,
-                          "not_found",
-                          "no snapshot '" + spec.snapshot() + "'",
-                          "snapshot",
-                          null,
-                          null));
-      b.snapshot(snapshotEngineName);
+      source = ownedSnapshot(org, spec.snapshot());
+      SnapshotInfo saved = source.snapshot();
+      limits
+          .ceilings()
+          .admitCopy(
+              "snapshot",
+              "snapshot '" + spec.snapshot() + "'",
+              saved.cpus(),
+              saved.memoryBytes(),
+              saved.pids());
+      b.snapshot(saved.name());
+    } else {
+      source = usableImage(spec.image() != null ? spec.image() : DEFAULT_IMAGE);
+      admitSize(spec, b);
     }
     LocalSandbox provider;
     try {
@@ -107,7 +117,15 @@ final class Sandboxes {
     takeCreateToken(org); // after validation: a bad request does not spend a create
     try (Reservation _ = reserve(org)) {
       Workspace ws = Workspace.of(provider.newBackend());
-      WorkspaceRef ref = ws.open();
+      WorkspaceRef ref;
+      try {
+        ref = ws.open();
+      } catch (WorkspaceException e) {
+        if (!source.stillThere(this)) {
+          throw source.notFound(); // removed since it was checked: still no 500
+        }
+        throw e;
+      }
       Database.SandboxRow row =
           new Database.SandboxRow(
               ref.id(),
@@ -124,6 +142,103 @@ final class Sandboxes {
       }
       workspaces.put(ref.id(), ws);
       return view(row);
+    }
+  }
+
+  /**
+   * What a create starts from, checked to be the organization's to use: a published image, or one
+   * of its own snapshots (with what the engine knows of it).
+   */
+  private record Source(String field, String name, SnapshotInfo snapshot) {
+    ApiException notFound() {
+      return field.equals("image") ? noImage(name) : noSnapshot(name, field);
+    }
+
+    boolean stillThere(Sandboxes s) {
+      return snapshot != null
+          ? s.engine.snapshots().stream().anyMatch(i -> i.name().equals(snapshot.name()))
+          : s.imageExists(name);
+    }
+  }
+
+  /**
+   * {@code name} as an image an organization may start from: published by the operator and on this
+   * host ({@code default} is built on first use). Anything else, such as an image the operator did
+   * not publish or another organization's snapshot under its engine name, is the same 404 as a name
+   * that exists nowhere.
+   */
+  private Source usableImage(String name) {
+    if (name == null
+        || !IMAGE_NAME.matcher(name).matches()
+        || !db.isPublished(name)
+        || !imageExists(name)) {
+      throw noImage(name);
+    }
+    return new Source("image", name, null);
+  }
+
+  private boolean imageExists(String name) {
+    return name.equals(DEFAULT_IMAGE)
+        || engine.images().stream().anyMatch(i -> i.name().equals(name));
+  }
+
+  static ApiException noImage(String name) {
+    return new ApiException(
+        404,
+        "not_found",
+        "no image '"
+            + printable(name)
+            + "' for this organization: GET /v1/images lists the images it may use",
+        "image",
+        null,
+        null);
+  }
+
+  /** The organization's snapshot {@code name}, saved and complete; {@code not_found} otherwise. */
+  private Source ownedSnapshot(Organization org, String name) {
+    return new Source("snapshot", name, ownedSnapshotInfo(org, name, "snapshot"));
+  }
+
+  private SnapshotInfo ownedSnapshotInfo(Organization org, String name, String field) {
+    String engineName =
+        db.snapshots(org.id()).stream()
+            .filter(s -> s.name().equals(name))
+            .map(Database.SnapshotRow::engineName)
+            .findFirst()
+            .orElseThrow(() -> noSnapshot(name, field));
+    return engine.snapshots().stream()
+        .filter(i -> i.name().equals(engineName))
+        .findFirst()
+        .orElseThrow(() -> noSnapshot(name, field));
+  }
+
+  static ApiException noSnapshot(String name, String field) {
+    return new ApiException(
+        404,
+        "not_found",
+        "no snapshot '" + printable(name) + "' in this organization: GET /v1/snapshots lists them",
+        field,
+        null,
+        null);
+  }
+
+  /**
+   * Admission control of a create's size: a size asked for over its ceiling is a 400 naming it; an
+   * omitted one gets the engine's default, capped at the ceiling.
+   */
+  private void admitSize(CreateSpec spec, LocalSandbox.Builder b) {
+    SandboxCeilings ceilings = limits.ceilings();
+    int cpus = spec.cpus() != null ? spec.cpus() : 1;
+    SandboxCeilings.check("cpus", cpus, ceilings.cpus(), "");
+    if (spec.memoryBytes() != null) {
+      SandboxCeilings.check("memoryBytes", spec.memoryBytes(), ceilings.memoryBytes(), " bytes");
+    } else if (SandboxCeilings.ENGINE_MEMORY_PER_CPU * cpus > ceilings.memoryBytes()) {
+      b.memory(ceilings.memoryBytes());
+    }
+    if (spec.pids() != null) {
+      SandboxCeilings.check("pids", spec.pids(), ceilings.pids(), "");
+    } else if (SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
+      b.pids(ceilings.pids());
     }
   }
 
@@ -286,6 +401,50 @@ final class Sandboxes {
     return b;
   }
 
+  /**
+   * Refuses more than {@link #MAX_LABELS} labels, and a key or value the engine would not keep,
+   * naming the label: labels are stored with the sandbox and listed on every page, so their size is
+   * bounded per sandbox, not only by the body limit.
+   */
+  static void checkLabels(Map<String, String> labels) {
+    if (labels == null) {
+      return;
+    }
+    if (labels.size() > MAX_LABELS) {
+      throw ApiException.invalid(
+          "labels", "at most " + MAX_LABELS + " labels per sandbox, was " + labels.size());
+    }
+    for (Map.Entry<String, String> e : labels.entrySet()) {
+      String key = e.getKey();
+      if (key == null || !LABEL_KEY.matcher(key).matches()) {
+        throw ApiException.invalid(
+            "labels",
+            "label key '"
+                + printable(key)
+                + "' is not 1 to 63 of letters, digits, '.', '_', '/', '-', starting with a"
+                + " letter or digit");
+      }
+      String value = e.getValue();
+      if (value == null) {
+        throw ApiException.invalid("labels", "label '" + key + "' has no value (null)");
+      }
+      if (value.length() > MAX_LABEL_VALUE) {
+        throw ApiException.invalid(
+            "labels",
+            "label '"
+                + key
+                + "' has a value of "
+                + value.length()
+                + " characters, over the limit of "
+                + MAX_LABEL_VALUE);
+      }
+      if (value.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
+        throw ApiException.invalid(
+            "labels", "label '" + key + "' has a control character in its value");
+      }
+    }
+  }
+
   static Duration millis(long ms, String field) {
     if (ms < 0) {
       throw ApiException.invalid(field, field + " must not be negative, was " + ms);
@@ -395,6 +554,13 @@ final class Sandboxes {
 
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
+    SandboxInfo parent = info(row.id()).orElse(null);
+    if (parent != null) { // a copy keeps its parent's size, admitted when the ceilings were higher
+      limits
+          .ceilings()
+          .admitCopy(
+              null, "sandbox " + row.id(), parent.cpus(), parent.memoryBytes(), parent.pids());
+    }
     takeCreateToken(org);
     try (Reservation _ = reserve(org)) {
       WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
@@ -419,7 +585,7 @@ final class Sandboxes {
   Snapshot snapshot(Organization org, String id, String name) {
     checkSnapshotName(name);
     Database.SandboxRow row = owned(org, id);
-    String engineName = "o" + org.id() + "-" + name;
+    String engineName = engineSnapshotPrefix(org.id()) + name;
     SnapshotInfo info = engine.snapshot(new WorkspaceRef(LocalSandbox.NAME, row.id()), engineName);
     Database.SnapshotRow saved =
         new Database.SnapshotRow(org.id(), name, engineName, row.id(), info.created().toString());
@@ -447,9 +613,32 @@ final class Sandboxes {
         db.snapshots(org.id()).stream()
             .filter(s -> s.name().equals(name))
             .findFirst()
-            .orElseThrow(() -> ApiException.notFound("no snapshot '" + name + "'"));
+            .orElseThrow(() -> noSnapshot(name, null));
     engine.removeSnapshot(row.engineName());
     db.deleteSnapshot(org.id(), name);
+  }
+
+  /** The published images that exist on this host, for {@code GET /v1/images}. */
+  List<ImageInfo> images() {
+    Set<String> published =
+        db.publishedImages().stream().map(Database.PublishedRow::name).collect(Collectors.toSet());
+    return engine.images().stream().filter(i -> published.contains(i.name())).toList();
+  }
+
+  /**
+   * How an organization sees the image a sandbox or snapshot came from: its own snapshot as {@code
+   * snapshot:NAME}, never under the name the engine stores it as, which no request accepts.
+   */
+  static String shownImage(long organization, String image) {
+    String prefix = engineSnapshotPrefix(organization);
+    return image != null && image.startsWith(prefix)
+        ? "snapshot:" + image.substring(prefix.length())
+        : image;
+  }
+
+  /** The engine's names of an organization's snapshots start with this. */
+  static String engineSnapshotPrefix(long organization) {
+    return "o" + organization + "-";
   }
 
   static void checkSnapshotName(String name) {

@@ -146,6 +146,8 @@ final class WebSocketEndpoints {
         failAndClose(e);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
+      } catch (com.fasterxml.jackson.core.exc.StreamReadException e) {
+        failAndClose(Json.malformed(e));
       } catch (java.io.IOException e) {
         failAndClose(ApiException.invalid(null, "malformed JSON frame: " + e.getMessage()));
       } catch (RuntimeException e) {

@@ -44,6 +44,10 @@ class DatabaseTest {
       assertThat(Sandboxes.env(row)).isEmpty();
       assertThat(row.workingDirectory()).isNull();
       assertThat(db.snapshots(7)).isEmpty();
+      // an upgraded server goes on serving the default image, and no other
+      assertThat(db.publishedImages())
+          .extracting(Database.PublishedRow::name)
+          .containsExactly("default");
     }
     try (Database again = Database.open(data)) { // idempotent
       assertThat(again.version()).isEqualTo(Database.MIGRATIONS.size());

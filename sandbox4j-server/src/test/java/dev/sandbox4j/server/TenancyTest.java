@@ -3,11 +3,19 @@ package dev.sandbox4j.server;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.sandbox4j.runtime.ImageInfo;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.SnapshotInfo;
+import dev.sandbox4j.workspace.WorkspaceRef;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,8 +37,22 @@ class TenancyTest {
           "POST /v1/sandboxes/{id}/files/remove", "{\"path\": \"secret.txt\"}",
           "POST /v1/sandboxes/{id}/files/rename", "{\"from\": \"secret.txt\", \"to\": \"taken\"}");
 
+  /** What organization b does to one route, and what it must see. */
+  @FunctionalInterface
+  private interface Attack {
+    void run() throws Exception;
+  }
+
+  /**
+   * Every route of the server, called by organization b with organization a's sandbox id, command
+   * id, snapshot name, the snapshot's name inside the engine, and an image on the host that the
+   * operator did not publish: each is the same 404 as a name that does not exist, or (listings)
+   * shows nothing of a's; afterwards a's sandbox, files, command and snapshot are as they were, and
+   * the engine has no new sandbox or image. The routes come from the server's route table: a route
+   * this test does not attack fails it.
+   */
   @Test
-  void everyEndpointWithAnotherOrganizationsIdIsNotFoundAndChangesNothing() throws Exception {
+  void everyRouteWithAnotherOrganizationsNamesIsNotFoundAndChangesNothing() throws Exception {
     TestServer.requireLocalEngine();
     try (TestServer s = new TestServer(data)) {
       String a = s.key("org-a");
@@ -54,63 +76,193 @@ class TenancyTest {
               s.call(a, "POST", "/v1/sandboxes/" + id + "/snapshots", "{\"name\": \"base\"}")
                   .status())
           .isEqualTo(201);
+      WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, id);
+      // what an attacker guesses: the name the engine stores a's snapshot under, an image on the
+      // host the operator never published, and one that does not exist
+      String stored =
+          s.engine.snapshots().stream()
+              .filter(i -> i.source().equals(ref) && i.name().endsWith("-base"))
+              .map(SnapshotInfo::name)
+              .findFirst()
+              .orElseThrow();
+      String unpublished = "private-" + Long.toHexString(System.nanoTime());
+      s.engine.snapshot(ref, unpublished);
+      try {
+        String own = s.create(b, "{}"); // b's own sandbox, to pair with a's command id
+        Set<String> sandboxesBefore = ids(s.engine);
+        Set<String> imagesBefore = images(s.engine);
 
-      int checked = 0;
-      for (String route : s.server.routes()) {
-        if (!route.contains("{")) {
-          continue;
+        Map<String, Attack> attacks = new TreeMap<>();
+        // routes without a tenant's data
+        attacks.put(
+            "GET /healthz",
+            () -> assertThat(s.call(b, "GET", "/healthz", null).text()).isEqualTo("ok"));
+        attacks.put(
+            "GET /metrics",
+            () ->
+                assertThat(s.call(b, "GET", "/metrics", null).text())
+                    .doesNotContain(id, stored, "org-a"));
+        attacks.put(
+            "GET /v1/openapi.json",
+            () -> assertThat(s.call(b, "GET", "/v1/openapi.json", null).status()).isEqualTo(200));
+        // collections: b's own, never a's
+        attacks.put(
+            "GET /v1/sandboxes",
+            () -> {
+              assertThat(s.call(b, "GET", "/v1/sandboxes", null).json().get("items"))
+                  .extracting(n -> n.get("id").asText())
+                  .containsExactly(own);
+              assertThat(s.call(b, "GET", "/v1/sandboxes?label=owner=a", null).json().get("items"))
+                  .isEmpty();
+            });
+        attacks.put(
+            "GET /v1/snapshots",
+            () ->
+                assertThat(s.call(b, "GET", "/v1/snapshots", null).json().get("items")).isEmpty());
+        attacks.put(
+            "GET /v1/images",
+            () ->
+                assertThat(s.call(b, "GET", "/v1/images", null).json().get("items"))
+                    .extracting(n -> n.get("name").asText())
+                    .doesNotContain(stored, unpublished)
+                    .allMatch(n -> n.equals("default")));
+        attacks.put(
+            "POST /v1/sandboxes",
+            () -> {
+              // not b's, and does not exist: one answer, whose message differs only by the name
+              Set<String> shapes = new java.util.HashSet<>();
+              for (String image :
+                  List.of(stored, unpublished, "no-such-image", "../images/default")) {
+                TestServer.Answer answer =
+                    s.call(b, "POST", "/v1/sandboxes", "{\"image\": \"" + image + "\"}");
+                assertNotFound(answer, "image " + image);
+                assertThat(answer.error().get("field").asText()).isEqualTo("image");
+                shapes.add(answer.error().get("message").asText().replace(image, "NAME"));
+              }
+              assertThat(shapes).hasSize(1);
+              shapes.clear();
+              for (String snapshot : List.of("base", stored, "no-such-snapshot")) {
+                TestServer.Answer answer =
+                    s.call(b, "POST", "/v1/sandboxes", "{\"snapshot\": \"" + snapshot + "\"}");
+                assertNotFound(answer, "snapshot " + snapshot);
+                assertThat(answer.error().get("field").asText()).isEqualTo("snapshot");
+                shapes.add(answer.error().get("message").asText().replace(snapshot, "NAME"));
+              }
+              assertThat(shapes).hasSize(1);
+            });
+        attacks.put(
+            "DELETE /v1/snapshots/{name}",
+            () -> {
+              for (String name : List.of("base", stored, unpublished)) {
+                assertNotFound(s.call(b, "DELETE", "/v1/snapshots/" + name, null), name);
+              }
+            });
+        // a's sandbox and command ids, on every route that takes them; a's command id on b's own
+        // sandbox too
+        for (String route : s.server.routes()) {
+          if (route.contains("{id}")) {
+            attacks.put(
+                route,
+                () -> {
+                  attackById(s, b, route, id, cid);
+                  if (route.contains("{cid}")) {
+                    attackById(s, b, route, own, cid);
+                  }
+                });
+          }
         }
-        String method = route.substring(0, route.indexOf(' '));
-        String path =
-            route
-                .substring(route.indexOf(' ') + 1)
-                .replace("{id}", id)
-                .replace("{cid}", cid)
-                .replace("{name}", "base");
-        if (path.contains("/files/") && (method.equals("GET") || method.equals("PUT"))) {
-          path += "?path=secret.txt";
+        // servlets mounted behind the key check: /mcp acts in ?sandbox=ID of the caller's only
+        attacks.put(
+            "MOUNT /mcp/*",
+            () -> {
+              for (String method : List.of("GET", "POST")) {
+                assertNotFound(
+                    s.call(
+                        b,
+                        method,
+                        "/mcp?sandbox=" + id,
+                        method.equals("POST")
+                            ? "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"
+                            : null),
+                    "/mcp " + method);
+              }
+            });
+        Set<String> surface = new TreeSet<>(s.server.routes());
+        s.server.mounts().forEach(m -> surface.add("MOUNT " + m));
+        assertThat(attacks.keySet())
+            .as("every route and mounted servlet of the server, and only those, is attacked")
+            .isEqualTo(surface);
+        for (Map.Entry<String, Attack> attack : attacks.entrySet()) {
+          try {
+            attack.getValue().run();
+          } catch (AssertionError e) {
+            throw new AssertionError(attack.getKey() + ": " + e.getMessage(), e);
+          }
         }
-        TestServer.Answer answer =
-            method.equals("PUT")
-                ? answer(s.send(b, method, path, "b's".getBytes(), null))
-                : s.call(b, method, path, BODIES.get(route));
-        assertThat(answer.status()).as(route + ": " + answer.text()).isEqualTo(404);
-        assertThat(answer.error().get("code").asText()).as(route).isEqualTo("not_found");
-        checked++;
+
+        // nothing changed for a, and nothing new on the host
+        assertThat(ids(s.engine)).isEqualTo(sandboxesBefore);
+        assertThat(images(s.engine)).isEqualTo(imagesBefore);
+        assertThat(s.call(a, "GET", files + "/content?path=secret.txt", null).text())
+            .isEqualTo("a's");
+        assertThat(s.call(a, "GET", files + "/stat?path=/tmp/other-was-here", null).status())
+            .isEqualTo(404);
+        assertThat(s.call(a, "GET", files + "/stat?path=other", null).status()).isEqualTo(404);
+        JsonNode sandbox = s.call(a, "GET", "/v1/sandboxes/" + id, null).json();
+        assertThat(sandbox.get("state").asText()).isEqualTo("running");
+        assertThat(
+                s.call(a, "GET", "/v1/sandboxes/" + id + "/commands/" + cid, null)
+                    .json()
+                    .get("running")
+                    .asBoolean())
+            .isTrue();
+        assertThat(s.call(a, "GET", "/v1/snapshots", null).json().get("items"))
+            .extracting(n -> n.get("name").asText())
+            .containsExactly("base");
+        assertThat(s.call(a, "GET", "/v1/sandboxes", null).json().get("items")).hasSize(1);
+
+        // snapshot names are per organization: b may have its own "base", apart from a's
+        String bs = own;
+        assertThat(
+                s.call(b, "POST", "/v1/sandboxes/" + bs + "/snapshots", "{\"name\": \"base\"}")
+                    .status())
+            .isEqualTo(201);
+        assertThat(s.call(b, "DELETE", "/v1/snapshots/base", null).status()).isEqualTo(204);
+        assertThat(s.call(a, "GET", "/v1/snapshots", null).json().get("items")).hasSize(1);
+        assertThat(s.call(a, "DELETE", "/v1/snapshots/base", null).status()).isEqualTo(204);
+      } finally {
+        s.engine.removeSnapshot(unpublished);
+        s.engine.removeSnapshot(stored);
       }
-      assertThat(checked).isGreaterThanOrEqualTo(20);
-
-      // nothing changed for a, and b sees nothing of a
-      assertThat(s.call(a, "GET", files + "/content?path=secret.txt", null).text())
-          .isEqualTo("a's");
-      assertThat(s.call(a, "GET", files + "/stat?path=/tmp/other-was-here", null).status())
-          .isEqualTo(404);
-      assertThat(s.call(a, "GET", files + "/stat?path=other", null).status()).isEqualTo(404);
-      JsonNode sandbox = s.call(a, "GET", "/v1/sandboxes/" + id, null).json();
-      assertThat(sandbox.get("state").asText()).isEqualTo("running");
-      assertThat(
-              s.call(a, "GET", "/v1/sandboxes/" + id + "/commands/" + cid, null)
-                  .json()
-                  .get("running")
-                  .asBoolean())
-          .isTrue();
-      assertThat(s.call(a, "GET", "/v1/snapshots", null).json().get("items"))
-          .extracting(n -> n.get("name").asText())
-          .containsExactly("base");
-      assertThat(s.call(b, "GET", "/v1/sandboxes", null).json().get("items")).isEmpty();
-      assertThat(s.call(b, "GET", "/v1/snapshots", null).json().get("items")).isEmpty();
-      assertThat(s.call(a, "GET", "/v1/sandboxes", null).json().get("items")).hasSize(1);
-
-      // snapshot names are per organization: b may have its own "base", apart from a's
-      String bs = s.create(b, "{}");
-      assertThat(
-              s.call(b, "POST", "/v1/sandboxes/" + bs + "/snapshots", "{\"name\": \"base\"}")
-                  .status())
-          .isEqualTo(201);
-      assertThat(s.call(b, "DELETE", "/v1/snapshots/base", null).status()).isEqualTo(204);
-      assertThat(s.call(a, "GET", "/v1/snapshots", null).json().get("items")).hasSize(1);
-      assertThat(s.call(a, "DELETE", "/v1/snapshots/base", null).status()).isEqualTo(204);
     }
+  }
+
+  /** Organization b calls {@code route} with a's sandbox {@code id} (and command {@code cid}). */
+  private void attackById(TestServer s, String b, String route, String id, String cid)
+      throws Exception {
+    String method = route.substring(0, route.indexOf(' '));
+    String path = route.substring(route.indexOf(' ') + 1).replace("{id}", id).replace("{cid}", cid);
+    if (path.contains("/files/") && (method.equals("GET") || method.equals("PUT"))) {
+      path += "?path=secret.txt";
+    }
+    TestServer.Answer answer =
+        method.equals("PUT")
+            ? answer(s.send(b, method, path, "b's".getBytes(), null))
+            : s.call(b, method, path, BODIES.get(route));
+    assertNotFound(answer, route);
+  }
+
+  private static void assertNotFound(TestServer.Answer answer, String what) throws Exception {
+    assertThat(answer.status()).as(what + ": " + answer.text()).isEqualTo(404);
+    assertThat(answer.error().get("code").asText()).as(what).isEqualTo("not_found");
+  }
+
+  private static Set<String> ids(LocalSandbox engine) {
+    return engine.list().stream().map(i -> i.ref().id()).collect(Collectors.toSet());
+  }
+
+  private static Set<String> images(LocalSandbox engine) {
+    return engine.images().stream().map(ImageInfo::name).collect(Collectors.toSet());
   }
 
   private static TestServer.Answer answer(java.net.http.HttpResponse<byte[]> r) {
