@@ -875,6 +875,8 @@ final class NativeFs {
     static final MethodHandle MKNODAT;
     static final MethodHandle IOCTL;
     static final MethodHandle COPY_FILE_RANGE;
+    static final MethodHandle PREAD;
+    static final MethodHandle PWRITE;
     static final MethodHandle LSEEK;
     static final MethodHandle FTRUNCATE;
     static final MethodHandle FLISTXATTR;
@@ -908,6 +910,8 @@ final class NativeFs {
           handle(
               linker, libc, "copy_file_range", FunctionDescriptor.of(l, i, a, i, a, l, i), errno);
       LSEEK = handle(linker, libc, "lseek", FunctionDescriptor.of(l, i, l, i), errno);
+      PREAD = handle(linker, libc, "pread", FunctionDescriptor.of(l, i, a, l, l), errno);
+      PWRITE = handle(linker, libc, "pwrite", FunctionDescriptor.of(l, i, a, l, l), errno);
       FTRUNCATE = handle(linker, libc, "ftruncate", FunctionDescriptor.of(i, i, l), errno);
       FLISTXATTR = handle(linker, libc, "flistxattr", FunctionDescriptor.of(l, i, a, l), errno);
       FGETXATTR = handle(linker, libc, "fgetxattr", FunctionDescriptor.of(l, i, a, a, l), errno);
@@ -1159,10 +1163,19 @@ final class NativeFs {
           long left = hole - inOff.get(ValueLayout.JAVA_LONG, 0);
           long n = (long) More.COPY_FILE_RANGE.invokeExact(state, from, inOff, to, outOff, left, 0);
           if (n < 0) {
-            if (errno(state) == EINTR) {
+            int e = errno(state);
+            if (e == EINTR) {
               continue;
             }
-            throw new Errno("copy_file_range", errno(state));
+            if (e == EXDEV || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) {
+              // Another file system (a sandbox's disk image and the image store, or two disks):
+              // the kernel copies only within one, so read and write the extent instead.
+              long at = inOff.get(ValueLayout.JAVA_LONG, 0);
+              inOff.set(
+                  ValueLayout.JAVA_LONG, 0, copyByReadWrite(arena, state, from, to, at, hole));
+              break;
+            }
+            throw new Errno("copy_file_range", e);
           }
           if (n == 0) {
             break; // the file shrank meanwhile
@@ -1179,6 +1192,44 @@ final class NativeFs {
     } catch (Throwable t) {
       throw new IllegalStateException(t);
     }
+  }
+
+  /**
+   * Copies bytes {@code [at, end)} of open file {@code from} to the same offsets of {@code to} with
+   * pread/pwrite; returns where it stopped ({@code end}, or earlier if the file shrank meanwhile).
+   */
+  private static long copyByReadWrite(
+      Arena arena, MemorySegment state, int from, int to, long at, long end) throws Throwable {
+    int chunk = 1 << 20;
+    MemorySegment buffer = arena.allocate(chunk);
+    while (at < end) {
+      long n = (long) More.PREAD.invokeExact(state, from, buffer, Math.min(chunk, end - at), at);
+      if (n < 0) {
+        if (errno(state) == EINTR) {
+          continue;
+        }
+        throw new Errno("pread", errno(state));
+      }
+      if (n == 0) {
+        return at; // the file shrank meanwhile
+      }
+      long written = 0;
+      while (written < n) {
+        long w =
+            (long)
+                More.PWRITE.invokeExact(
+                    state, to, buffer.asSlice(written), n - written, at + written);
+        if (w < 0) {
+          if (errno(state) == EINTR) {
+            continue;
+          }
+          throw new Errno("pwrite", errno(state));
+        }
+        written += w;
+      }
+      at += n;
+    }
+    return at;
   }
 
   /**

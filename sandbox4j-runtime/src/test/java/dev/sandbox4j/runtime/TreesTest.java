@@ -180,6 +180,34 @@ class TreesTest {
     assertThat(temp.resolve("mounted")).doesNotExist();
   }
 
+  @Test
+  void aCopyCrossesFileSystems() throws Exception {
+    // A sandbox's writable layer lives on a disk image of its own: a fork or a snapshot copies it
+    // to another file system, where the kernel's copy_file_range answers EXDEV.
+    Path source = Files.createDirectories(temp.resolve("other-fs"));
+    TestImages.run(List.of("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", source.toString()));
+    try {
+      byte[] data = new byte[3 * 1024 * 1024 + 17];
+      new java.util.Random(13).nextBytes(data);
+      Files.write(source.resolve("data"), data);
+      try (RandomAccessFile sparse =
+          new RandomAccessFile(source.resolve("sparse").toFile(), "rw")) {
+        sparse.seek(5L << 20);
+        sparse.write(SECRET.getBytes(StandardCharsets.UTF_8));
+      }
+
+      Trees.copy(source, temp.resolve("copy"));
+
+      assertThat(Files.readAllBytes(temp.resolve("copy/data"))).isEqualTo(data);
+      byte[] sparse = Files.readAllBytes(temp.resolve("copy/sparse"));
+      assertThat(sparse).hasSize((5 << 20) + SECRET.length());
+      assertThat(new String(sparse, 5 << 20, SECRET.length(), StandardCharsets.UTF_8))
+          .isEqualTo(SECRET);
+    } finally {
+      TestImages.run(List.of("umount", source.toString()));
+    }
+  }
+
   // ---- helpers ----------------------------------------------------------------------------------
 
   private static void chown(Path p, int uid, int gid) throws IOException {
