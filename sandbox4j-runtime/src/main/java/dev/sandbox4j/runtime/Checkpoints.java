@@ -240,7 +240,7 @@ final class Checkpoints {
 
   private static void prepare(Path images) {
     try {
-      Files.createDirectories(images);
+      StateDirectory.createPrivateDirectories(images);
       try (Stream<Path> files = Files.list(images)) {
         if (files.findAny().isPresent()) {
           throw new WorkspaceException("the checkpoint directory " + images + " is not empty");

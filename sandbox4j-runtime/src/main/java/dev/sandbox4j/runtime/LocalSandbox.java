@@ -666,6 +666,11 @@ public final class LocalSandbox implements WorkspaceProvider {
 
   private Engine openEngine() {
     requireLinuxAndRoot();
+    try {
+      StateDirectory.ensure(home);
+    } catch (java.io.IOException e) {
+      throw new WorkspaceException("cannot make the state directory " + home + ": " + e, e);
+    }
     String name = runtimeName == null ? "crun" : runtimeName;
     Path binary =
         (runtimeName == null ? OciRuntime.defaultCrun() : OciRuntime.find(runtimeName))
