@@ -155,14 +155,19 @@ final class Checkpoints {
     try {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
-      Files.createDirectories(work);
+      StateDirectory.createPrivateDirectories(work);
       Files.deleteIfExists(bundle.resolve("init.pid"));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);
     }
     byte[] filter = savedFilter(runtime, id, images);
     try {
-      runtime.restore(id, bundle, images, work, environment(work), filter);
+      Overlay.whileStarting(
+          engine.dir(id).resolve("rootfs"),
+          () -> {
+            runtime.restore(id, bundle, images, work, environment(work), filter);
+            return null;
+          });
     } catch (WorkspaceException e) {
       throw new WorkspaceException(
           "cannot restore sandbox local:"

@@ -346,7 +346,12 @@ final class Engine {
   void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
     Bundle bundle = prepareBundle(dir, id, image, limits);
     try {
-      runtime.run(id, bundle.path());
+      Overlay.whileStarting(
+          dir.resolve("rootfs"),
+          () -> {
+            runtime.run(id, bundle.path());
+            return null;
+          });
       bundle.finishRules(); // written while the runtime started the container
     } catch (RuntimeException e) {
       bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());

@@ -186,6 +186,7 @@ final class StateDirectory {
         }
       }
     }
+    Overlay.seal(sandbox.resolve("rootfs"));
     openToSandbox(sandbox, Image.UID_SHIFT);
   }
 
