@@ -117,6 +117,9 @@ class HostDataTest {
             LocalSandbox.builder()
                 .home(home)
                 .env("S4J_TEST_SECRET", "hunter2")
+                .egress(
+                    EgressPolicy.allow("example.com")
+                        .withHeader("example.com", "Authorization", "Bearer hunter2"))
                 .progress(line -> {})
                 .build()
                 .newBackend());
@@ -126,6 +129,20 @@ class HostDataTest {
     WorkspaceRef ref = stopped.open();
     stopped.run(Command.shell("echo data > /home/sandbox/file"));
     sandboxes.stop(ref);
+
+    // the header secret is on disk (the egress proxy reads it), root's alone
+    List<String> holding = new ArrayList<>();
+    try (Stream<Path> all = Files.walk(home.resolve("sandboxes"))) {
+      for (Path p : all.filter(Files::isRegularFile).toList()) {
+        if (!p.toString().contains("/rootfs/")
+            && Files.size(p) < 1 << 20
+            && Files.readString(p, StandardCharsets.ISO_8859_1).contains("Bearer hunter2")) {
+          holding.add(p.toString());
+          assertThat(mode(p)).as(p.toString()).isEqualTo("rw-------");
+        }
+      }
+    }
+    assertThat(holding).as("files holding the header secret").isNotEmpty();
 
     List<String> exposed = exposedToNobody(home);
     assertThat(exposed).as("paths under the home another host user can read or write").isEmpty();
