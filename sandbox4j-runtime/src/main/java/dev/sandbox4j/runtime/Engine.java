@@ -246,6 +246,7 @@ final class Engine {
   private Reserved reserve(Image image, Spec spec) {
     try {
       StateDirectory.ensure(home);
+      StateDirectory.requireReachable(home);
       if (!Files.isDirectory(sandboxes)) {
         try {
           Files.createDirectory(

@@ -81,6 +81,27 @@ final class StateDirectory {
     Files.setPosixFilePermissions(home, TRAVERSE_ONLY);
   }
 
+  /**
+   * Fails with a clear error unless every directory above {@code home} lets others search it: the
+   * runtime walks that path as the sandbox's root (see the class comment).
+   */
+  static void requireReachable(Path home) throws IOException {
+    for (Path dir = home.toAbsolutePath().getParent(); dir != null; dir = dir.getParent()) {
+      Set<PosixFilePermission> mode = Files.getPosixFilePermissions(dir);
+      if (!mode.contains(PosixFilePermission.OTHERS_EXECUTE)) {
+        throw new IOException(
+            "a sandbox's root cannot reach the state directory "
+                + home
+                + ": "
+                + dir
+                + " is mode "
+                + PosixFilePermissions.toString(mode)
+                + " (it needs search permission for others: chmod o+x, or choose another"
+                + " SANDBOX4J_HOME)");
+      }
+    }
+  }
+
   /** Makes directory {@code dir} ({@code 0700}) and missing parents, like createDirectories. */
   static Path createPrivateDirectories(Path dir) throws IOException {
     if (Files.isDirectory(dir)) {

@@ -194,6 +194,18 @@ class HostDataTest {
         .isEqualTo("rw-r--r--");
   }
 
+  @Test
+  void aHomeTheSandboxesCannotReachIsRefusedWithItsReason() throws Exception {
+    Path closed = Files.createDirectories(temp.resolve("closed"));
+    Files.setPosixFilePermissions(closed, PosixFilePermissions.fromString("rwx------"));
+    LocalSandbox unreachable =
+        LocalSandbox.builder().home(closed.resolve("home")).progress(line -> {}).build();
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () -> Workspace.of(unreachable.newBackend()).open())
+        .hasMessageContaining(closed + " is mode rwx------")
+        .hasMessageContaining("chmod o+x");
+  }
+
   private static String mode(Path p) throws IOException {
     return PosixFilePermissions.toString(
         Files.getPosixFilePermissions(p, LinkOption.NOFOLLOW_LINKS));
