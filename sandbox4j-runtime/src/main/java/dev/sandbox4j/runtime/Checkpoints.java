@@ -281,7 +281,8 @@ final class Checkpoints {
           "cannot checkpoint sandbox local:" + id + ": " + errors(images, "dump.log", e), e);
     }
     try {
-      Files.write(images.resolve(SECCOMP_FILTER), filter);
+      Files.deleteIfExists(images.resolve(SECCOMP_FILTER));
+      StateDirectory.writeNew(images.resolve(SECCOMP_FILTER), filter); // 0600, as CRIU's images
     } catch (IOException e) {
       throw new WorkspaceException(
           "cannot checkpoint sandbox local:" + id + ": cannot save its seccomp filter: " + e, e);
@@ -338,7 +339,8 @@ final class Checkpoints {
     }
     Path file = dir.resolve("criu.conf");
     try {
-      Files.writeString(file, config.toString());
+      Files.deleteIfExists(file);
+      StateDirectory.writeNew(file, config.toString().getBytes(StandardCharsets.UTF_8));
     } catch (IOException e) {
       throw new WorkspaceException("cannot write " + file + ": " + e, e);
     }
