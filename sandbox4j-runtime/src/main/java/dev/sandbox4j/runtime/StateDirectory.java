@@ -57,7 +57,8 @@ final class StateDirectory {
       PosixFilePermissions.asFileAttribute(PRIVATE_FILE);
 
   /** The entries of a sandbox's directory that are its own files, not the engine's. */
-  private static final Set<String> SANDBOX_OWNED = Set.of("upper", "work", "rootfs", "hosts");
+  private static final Set<String> SANDBOX_OWNED =
+      Set.of("upper", "work", "rootfs", "hosts", SandboxDisk.MOUNT);
 
   /**
    * Makes {@code home} if missing ({@code 0711}, parents as usual) and its {@code sandboxes/}; if
