@@ -667,7 +667,9 @@ public final class LocalSandbox implements WorkspaceProvider {
   private Engine openEngine() {
     requireLinuxAndRoot();
     try {
-      StateDirectory.ensure(home);
+      if (Files.isDirectory(home)) { // tightens an old home; only a create makes a missing one
+        StateDirectory.ensure(home);
+      }
     } catch (java.io.IOException e) {
       throw new WorkspaceException("cannot make the state directory " + home + ": " + e, e);
     }
