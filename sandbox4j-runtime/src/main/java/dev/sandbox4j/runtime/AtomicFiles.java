@@ -8,7 +8,11 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.UUID;
 
-/** Writes that a crash leaves either wholly old or wholly new: temp file, fsync, rename, fsync. */
+/**
+ * Writes that a crash leaves either wholly old or wholly new: temp file, fsync, rename, fsync. The
+ * file is owner-only (0600) from its creation, like everything the engine keeps ({@link
+ * StateDirectory}).
+ */
 final class AtomicFiles {
   private AtomicFiles() {}
 
@@ -17,7 +21,10 @@ final class AtomicFiles {
     Path temp = dir.resolve("." + target.getFileName() + ".tmp-" + UUID.randomUUID());
     try {
       try (FileChannel out =
-          FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+          FileChannel.open(
+              temp,
+              java.util.Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE),
+              StateDirectory.privateFile())) {
         out.write(java.nio.ByteBuffer.wrap(content));
         out.force(true);
       }

@@ -155,14 +155,19 @@ final class Checkpoints {
     try {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
-      Files.createDirectories(work);
+      StateDirectory.createPrivateDirectories(work);
       Files.deleteIfExists(bundle.resolve("init.pid"));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);
     }
     byte[] filter = savedFilter(runtime, id, images);
     try {
-      runtime.restore(id, bundle, images, work, environment(work), filter);
+      Overlay.whileStarting(
+          engine.dir(id).resolve("rootfs"),
+          () -> {
+            runtime.restore(id, bundle, images, work, environment(work), filter);
+            return null;
+          });
     } catch (WorkspaceException e) {
       throw new WorkspaceException(
           "cannot restore sandbox local:"
@@ -240,7 +245,7 @@ final class Checkpoints {
 
   private static void prepare(Path images) {
     try {
-      Files.createDirectories(images);
+      StateDirectory.createPrivateDirectories(images);
       try (Stream<Path> files = Files.list(images)) {
         if (files.findAny().isPresent()) {
           throw new WorkspaceException("the checkpoint directory " + images + " is not empty");
@@ -276,7 +281,8 @@ final class Checkpoints {
           "cannot checkpoint sandbox local:" + id + ": " + errors(images, "dump.log", e), e);
     }
     try {
-      Files.write(images.resolve(SECCOMP_FILTER), filter);
+      Files.deleteIfExists(images.resolve(SECCOMP_FILTER));
+      StateDirectory.writeNew(images.resolve(SECCOMP_FILTER), filter); // 0600, as CRIU's images
     } catch (IOException e) {
       throw new WorkspaceException(
           "cannot checkpoint sandbox local:" + id + ": cannot save its seccomp filter: " + e, e);
@@ -333,7 +339,8 @@ final class Checkpoints {
     }
     Path file = dir.resolve("criu.conf");
     try {
-      Files.writeString(file, config.toString());
+      Files.deleteIfExists(file);
+      StateDirectory.writeNew(file, config.toString().getBytes(StandardCharsets.UTF_8));
     } catch (IOException e) {
       throw new WorkspaceException("cannot write " + file + ": " + e, e);
     }

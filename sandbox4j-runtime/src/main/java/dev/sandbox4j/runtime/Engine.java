@@ -245,7 +245,18 @@ final class Engine {
    */
   private Reserved reserve(Image image, Spec spec) {
     try {
-      Files.createDirectories(sandboxes);
+      StateDirectory.ensure(home);
+      StateDirectory.requireReachable(home);
+      if (!Files.isDirectory(sandboxes)) {
+        try {
+          Files.createDirectory(
+              sandboxes,
+              java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                  StateDirectory.TRAVERSE_ONLY));
+        } catch (FileAlreadyExistsException raced) {
+          // made meanwhile
+        }
+      }
       for (int attempt = 0; ; attempt++) {
         String id = newId();
         Path staging = sandboxes.resolve(".new-" + id);
@@ -253,7 +264,7 @@ final class Engine {
           continue;
         }
         try {
-          Files.createDirectory(staging);
+          StateDirectory.createPrivateDirectory(staging);
         } catch (FileAlreadyExistsException e) {
           if (attempt == 10) {
             throw e;
@@ -284,6 +295,8 @@ final class Engine {
           // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
           // (a .new- directory, or this record torn or CREATING), and no container survives one.
           record.writeNew(staging.resolve("state.json"));
+          // Its root traverses it to reach rootfs/ (see StateDirectory); nobody else may.
+          StateDirectory.openToSandbox(staging, Image.UID_SHIFT);
           Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
           return new Reserved(id, record, lock);
         } catch (NoSuchFileException collectedMeanwhile) {
@@ -334,7 +347,12 @@ final class Engine {
   void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
     Bundle bundle = prepareBundle(dir, id, image, limits);
     try {
-      runtime.run(id, bundle.path());
+      Overlay.whileStarting(
+          dir.resolve("rootfs"),
+          () -> {
+            runtime.run(id, bundle.path());
+            return null;
+          });
       bundle.finishRules(); // written while the runtime started the container
     } catch (RuntimeException e) {
       bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());

@@ -97,7 +97,10 @@ final class FileLock implements AutoCloseable {
     static Opened of(Path file, boolean create) throws IOException {
       FileChannel channel =
           create
-              ? FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE)
+              ? FileChannel.open( // owner-only, like everything in the state directory
+                  file,
+                  java.util.Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE),
+                  StateDirectory.privateFile())
               : FileChannel.open(file, StandardOpenOption.WRITE);
       try {
         Object key = identity(file);

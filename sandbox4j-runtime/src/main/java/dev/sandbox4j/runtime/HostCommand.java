@@ -58,6 +58,11 @@ final class HostCommand {
    * content unless it exits 0.
    */
   static void checkLogged(List<String> argv, java.nio.file.Path log) {
+    try {
+      StateDirectory.createPrivateFile(log); // redirectOutput would make it 0644
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot create " + log + ": " + e.getMessage(), e);
+    }
     ProcessBuilder builder =
         new ProcessBuilder(argv)
             .redirectErrorStream(true)

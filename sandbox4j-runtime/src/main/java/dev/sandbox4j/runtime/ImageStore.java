@@ -587,7 +587,7 @@ final class ImageStore {
         Trees.delete(leftover);
       }
     }
-    Files.createDirectories(imagesDir);
+    StateDirectory.createPrivateDirectories(imagesDir);
     Path staging = imagesDir.resolve(BUILD_PREFIX + name + "-" + randomSuffix());
     Files.createDirectory(
         staging,
@@ -712,7 +712,7 @@ final class ImageStore {
             List.copyOf(layerIds),
             snapshot);
     Path manifestDir = Files.createDirectory(build.dir().resolve("image"));
-    Files.setPosixFilePermissions(manifestDir, PosixFilePermissions.fromString("rwxr-xr-x"));
+    Files.setPosixFilePermissions(manifestDir, StateDirectory.PRIVATE_DIR);
     AtomicFiles.write(manifestDir.resolve(MANIFEST), JSON.writeValueAsBytes(manifest));
     Path target = imagesDir.resolve(name);
     List<Path> trash =
@@ -945,7 +945,7 @@ final class ImageStore {
 
   private void ensureLayersDir() throws IOException {
     if (!Files.isDirectory(layersDir, NOFOLLOW)) {
-      Files.createDirectories(imagesDir);
+      StateDirectory.createPrivateDirectories(imagesDir);
       try {
         Files.createDirectory(
             layersDir,
@@ -996,7 +996,7 @@ final class ImageStore {
   private <T> T withStoreLock(LockedAction<T> action) {
     Path lockFile;
     try {
-      Files.createDirectories(imagesDir);
+      StateDirectory.createPrivateDirectories(imagesDir);
       lockFile = imagesDir.toRealPath().resolve(STORE_LOCK);
     } catch (IOException e) {
       throw new WorkspaceException("cannot create " + imagesDir + ": " + e.getMessage(), e);
@@ -1056,7 +1056,7 @@ final class ImageStore {
 
   private Path lockFile(String name) {
     try {
-      Files.createDirectories(imagesDir);
+      StateDirectory.createPrivateDirectories(imagesDir);
       // The real path: two stores reaching one directory by different paths share JVM locks.
       return imagesDir.toRealPath().resolve(LOCK_PREFIX + name);
     } catch (IOException e) {
@@ -1065,7 +1065,10 @@ final class ImageStore {
   }
 
   private static FileChannel openLock(Path lockFile) throws IOException {
-    return FileChannel.open(lockFile, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+    return FileChannel.open(
+        lockFile,
+        java.util.Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE),
+        StateDirectory.privateFile());
   }
 
   private static void uncheckedDelete(Path tree) {

@@ -666,6 +666,13 @@ public final class LocalSandbox implements WorkspaceProvider {
 
   private Engine openEngine() {
     requireLinuxAndRoot();
+    try {
+      if (Files.isDirectory(home)) { // tightens an old home; only a create makes a missing one
+        StateDirectory.ensure(home);
+      }
+    } catch (java.io.IOException e) {
+      throw new WorkspaceException("cannot make the state directory " + home + ": " + e, e);
+    }
     String name = runtimeName == null ? "crun" : runtimeName;
     Path binary =
         (runtimeName == null ? OciRuntime.defaultCrun() : OciRuntime.find(runtimeName))

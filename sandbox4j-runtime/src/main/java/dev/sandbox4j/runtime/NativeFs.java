@@ -796,10 +796,25 @@ final class NativeFs {
 
   static final int MNT_DETACH = 2;
 
+  static final long MS_NOSUID = 2;
+  static final long MS_NODEV = 4;
+  static final long MS_REMOUNT = 32;
+  static final long MS_BIND = 4096;
+
   /** {@code mount(source, target, type, 0, options)}: a new mount, with no flags. */
   static void mount(String source, Path target, String type, String options) throws Errno {
+    mount(source, target, type, 0L, options);
+  }
+
+  /** {@code mount(source, target, type, flags, options)}; {@code options} may be null. */
+  static void mount(String source, Path target, String type, long flags, String options)
+      throws Errno {
     try (Arena arena = Arena.ofConfined()) {
       MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment data =
+          options == null
+              ? MemorySegment.NULL
+              : cString(arena, options.getBytes(StandardCharsets.UTF_8));
       int r =
           (int)
               MOUNT.invokeExact(
@@ -807,8 +822,8 @@ final class NativeFs {
                   cString(arena, source.getBytes(StandardCharsets.UTF_8)),
                   cString(arena, utf8(target)),
                   cString(arena, type.getBytes(StandardCharsets.UTF_8)),
-                  0L,
-                  cString(arena, options.getBytes(StandardCharsets.UTF_8)));
+                  flags,
+                  data);
       if (r != 0) {
         throw new Errno("mount", errno(state));
       }

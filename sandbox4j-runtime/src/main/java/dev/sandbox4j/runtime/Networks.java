@@ -192,7 +192,7 @@ final class Networks {
 
   private int claimSubnet() {
     try {
-      Files.createDirectories(dir);
+      StateDirectory.createPrivateDirectories(dir);
       Path saved = dir.resolve("subnet");
       int start;
       if (Files.exists(saved)) {
@@ -305,7 +305,7 @@ final class Networks {
    * its settings. Nothing on the host changes until {@link #up}.
    */
   void assign(Path sandboxDir, String id, Settings settings) throws IOException {
-    Path slots = Files.createDirectories(dir.resolve("slots"));
+    Path slots = StateDirectory.createPrivateDirectories(dir.resolve("slots"));
     int start = FIRST_SLOT + Math.floorMod(id.hashCode(), LAST_SLOT - FIRST_SLOT);
     for (int i = 0; i <= LAST_SLOT - FIRST_SLOT; i++) {
       int slot = FIRST_SLOT + Math.floorMod(start - FIRST_SLOT + i, LAST_SLOT - FIRST_SLOT + 1);
@@ -1024,7 +1024,7 @@ final class Networks {
    */
   void refreshHosts(String network, String leaving) {
     try {
-      Files.createDirectories(dir);
+      StateDirectory.createPrivateDirectories(dir);
       try (FileLock lock = FileLock.acquire(dir.resolve("hosts.lock"))) {
         Map<String, String> members = members(network);
         if (leaving != null) {

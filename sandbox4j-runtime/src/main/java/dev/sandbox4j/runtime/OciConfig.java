@@ -270,7 +270,9 @@ final class OciConfig {
    * before the runtime reads it, so neither a crash nor a power loss can leave one to be read.
    */
   static void write(Path bundle, byte[] config) throws IOException {
-    Files.createDirectories(bundle);
-    Files.write(bundle.resolve("config.json"), config);
+    StateDirectory.createPrivateDirectories(bundle);
+    Path file = bundle.resolve("config.json");
+    Files.deleteIfExists(file); // one written before the state directory was private
+    StateDirectory.writeNew(file, config);
   }
 }

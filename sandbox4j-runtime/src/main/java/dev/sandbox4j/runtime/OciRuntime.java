@@ -209,7 +209,11 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
       argv.add("--leave-running");
     }
     argv.add(id);
-    keepingFavorDynmods(() -> quietly(argv, work.resolve("runtime.log"), env));
+    // CRIU writes the images with its process's umask (0644): the memory of the sandbox's
+    // processes is owner-only from the moment it is on disk, not only behind a 0700 directory.
+    List<String> ownerOnly = new java.util.ArrayList<>(List.of("/bin/sh", "-c", UMASK_077, "sh"));
+    ownerOnly.addAll(argv);
+    keepingFavorDynmods(() -> quietly(ownerOnly, work.resolve("runtime.log"), env));
   }
 
   /**
@@ -222,7 +226,7 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
     Path marker = stateRoot.resolve(FAVOR_DYNMODS_MARKER);
     if (wasSet) {
       try {
-        Files.createDirectories(stateRoot);
+        StateDirectory.createPrivateDirectories(stateRoot);
         Files.writeString(marker, "");
       } catch (IOException e) {
         throw new WorkspaceException("cannot write " + marker + ": " + e.getMessage(), e);
@@ -251,6 +255,9 @@ record OciRuntime(Path binary, Path stateRoot, String version) {
   }
 
   private static final String FAVOR_DYNMODS_MARKER = "favordynmods.restore";
+
+  /** Runs its arguments with umask 077 (Java cannot set a child's umask). */
+  private static final String UMASK_077 = "umask 077 && exec \"$@\"";
 
   /**
    * {@code crun restore}: starts container {@code id} of {@code bundle} with the processes of the

@@ -8,6 +8,13 @@ import java.util.List;
 
 /**
  * The sandbox's root: an overlayfs of the image's read-only layers and its private upper directory.
+ *
+ * <p>The mount on the host is {@code nosuid,nodev}: a setuid file or a device node the sandbox made
+ * gives nothing to a host process that reaches it there. The container's own root must honour
+ * setuid ({@code sudo}), and a mount namespace made inside a user namespace locks the flags it
+ * copies, so the runtime is started with {@code nosuid} cleared on the host mount and it is set
+ * again as soon as the container holds its own copy ({@link #whileStarting}). {@code nodev} stays
+ * on: the container's {@code /dev} is a mount of its own.
  */
 final class Overlay {
   private Overlay() {}
@@ -35,14 +42,21 @@ final class Overlay {
     if (options.length() <= MAX_OPTIONS) {
       if (NativeFs.AVAILABLE) {
         try {
-          NativeFs.mount("overlay", target, "overlay", options);
+          NativeFs.mount("overlay", target, "overlay", SEALED, options);
         } catch (NativeFs.Errno e) {
           throw new WorkspaceException("cannot mount the overlay at " + target + ": " + e, e);
         }
         return;
       }
       HostCommand.check(
-          List.of("mount", "-t", "overlay", "overlay", "-o", options, target.toString()));
+          List.of(
+              "mount",
+              "-t",
+              "overlay",
+              "overlay",
+              "-o",
+              "nosuid,nodev," + options,
+              target.toString()));
       return;
     }
     Path parent = topFirst.getFirst().toAbsolutePath().getParent();
@@ -66,7 +80,7 @@ final class Overlay {
                 "overlay",
                 "overlay",
                 "-o",
-                relative,
+                "nosuid,nodev," + relative,
                 target.toString()));
         return;
       }
@@ -77,6 +91,48 @@ final class Overlay {
             + " layers: their paths exceed the "
             + MAX_OPTIONS
             + " bytes of overlayfs mount options (build the image with fewer steps)");
+  }
+
+  private static final long SEALED = NativeFs.MS_NOSUID | NativeFs.MS_NODEV;
+
+  /**
+   * Runs {@code start} (a runtime's {@code run} or {@code restore}, which bind the root into the
+   * container's mount namespace) with setuid allowed on the host mount {@code target}, and forbids
+   * it again after, whether {@code start} succeeded or not. The window is the runtime's start; the
+   * mount sits in a directory only root and the sandbox's root may traverse ({@link
+   * StateDirectory}).
+   */
+  static <T> T whileStarting(Path target, java.util.function.Supplier<T> start) {
+    remount(target, NativeFs.MS_NODEV, "nodev");
+    try {
+      return start.get();
+    } finally {
+      remount(target, SEALED, "nosuid,nodev");
+    }
+  }
+
+  /**
+   * Sets {@code nosuid,nodev} on the host mount {@code target} if it is mounted: for a root mounted
+   * before mounts were sealed (a running container keeps its own copy and is not affected).
+   */
+  static void seal(Path target) {
+    if (isMounted(target)) {
+      remount(target, SEALED, "nosuid,nodev");
+    }
+  }
+
+  /** Changes only the flags of this one mount (MS_REMOUNT | MS_BIND), not of its superblock. */
+  private static void remount(Path target, long flags, String options) {
+    if (NativeFs.AVAILABLE) {
+      try {
+        NativeFs.mount(
+            "none", target, "none", NativeFs.MS_REMOUNT | NativeFs.MS_BIND | flags, null);
+      } catch (NativeFs.Errno e) {
+        throw new WorkspaceException("cannot set " + options + " on " + target + ": " + e, e);
+      }
+      return;
+    }
+    HostCommand.check(List.of("mount", "-o", "remount,bind," + options, target.toString()));
   }
 
   /** Unmounts; a mount still busy is detached lazily so destroy can finish. */

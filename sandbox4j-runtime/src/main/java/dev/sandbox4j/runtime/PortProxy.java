@@ -130,9 +130,10 @@ final class PortProxy implements AutoCloseable {
         return known.get();
       }
       if (mayCreateHome) {
-        Files.createDirectories(file.getParent());
+        StateDirectory.createPrivateDirectories(file.getParent());
       } else if (!Files.isDirectory(file.getParent())) {
-        Files.createDirectory(file.getParent()); // fails if the home is gone: never brought back
+        // fails if the home is gone: never brought back
+        StateDirectory.createPrivateDirectory(file.getParent());
       }
       int chosen =
           home.equals(LocalSandbox.DEFAULT_HOME) ? DEFAULT_PORT : freePort().orElse(DEFAULT_PORT);
@@ -248,7 +249,7 @@ final class PortProxy implements AutoCloseable {
     checkPort(port);
     Path file = engine.dir(id).resolve("forwards").resolve(Integer.toString(port));
     try {
-      Files.createDirectories(file.getParent());
+      StateDirectory.createPrivateDirectories(file.getParent());
       if (!supervisorRuns) {
         Files.write(file, new byte[0]); // a number there is a dead supervisor's: bind anew
       } else if (!Files.exists(file)) {

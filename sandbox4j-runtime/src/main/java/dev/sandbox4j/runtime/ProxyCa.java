@@ -81,7 +81,7 @@ final class ProxyCa {
 
   /** The CA in {@code dir} ({@code ca.crt}, {@code ca.key}), created there if missing. */
   static ProxyCa loadOrCreate(Path dir) throws IOException {
-    Files.createDirectories(dir);
+    StateDirectory.createPrivateDirectories(dir);
     try (FileLock lock = FileLock.acquire(dir.resolve(".lock"))) {
       Path crt = dir.resolve("ca.crt");
       Path key = dir.resolve("ca.key");

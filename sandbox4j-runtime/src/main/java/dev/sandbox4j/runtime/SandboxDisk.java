@@ -187,7 +187,7 @@ final class SandboxDisk {
     if (Files.exists(template)) {
       return template;
     }
-    Files.createDirectories(dir);
+    StateDirectory.createPrivateDirectories(dir); // 0700, like the rest of the home
     Path partial = dir.resolve(".partial-" + Engine.newId());
     try {
       HostCommand.check(

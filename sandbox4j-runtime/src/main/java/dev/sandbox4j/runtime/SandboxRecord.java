@@ -125,11 +125,7 @@ record SandboxRecord(
    * {@link #isTorn} recognizes.
    */
   void writeNew(Path file) throws IOException {
-    java.nio.file.Files.write(
-        file,
-        JSON.writeValueAsBytes(this),
-        java.nio.file.StandardOpenOption.CREATE_NEW,
-        java.nio.file.StandardOpenOption.WRITE);
+    StateDirectory.writeNew(file, JSON.writeValueAsBytes(this));
   }
 
   /**

@@ -408,6 +408,9 @@ final class Supervisor {
     if (Files.exists(log) && Files.size(log) > LOG_MAX_BYTES) {
       Files.move(log, home.resolve(LOG_FILE + ".1"), StandardCopyOption.REPLACE_EXISTING);
     }
+    if (!Files.exists(log)) {
+      StateDirectory.createPrivateFile(log); // appendTo would make it 0644
+    }
     List<String> argv =
         List.of(
             "setsid",

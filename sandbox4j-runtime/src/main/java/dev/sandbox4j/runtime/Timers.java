@@ -227,7 +227,7 @@ final class Timers {
   static void end(Engine engine, String id, String why) {
     Path tomb = tombstone(engine.home(), id);
     try {
-      Files.createDirectories(tomb.getParent());
+      StateDirectory.createPrivateDirectories(tomb.getParent());
       AtomicFiles.write(
           tomb, JSON.writeValueAsBytes(new Tombstone(id, why, Instant.now().toString())));
     } catch (IOException e) {

@@ -31,11 +31,13 @@ final class TestImages {
   private TestImages() {}
 
   /**
-   * A private state directory under {@code temp}. A sandbox's processes (host uid 100000+) must be
-   * able to reach its root, so {@code temp} (JUnit makes it 0700) is opened to 0755.
+   * A private state directory under {@code temp}. The runtime walks the path to a sandbox's root as
+   * the sandbox's root (a host id of its range, see {@link StateDirectory}), so {@code temp} (JUnit
+   * makes it 0700) gets search permission for others, 0711, as {@code /var/lib} has: it stays
+   * unlistable, and the home below it is the engine's to close.
    */
   static Path privateHome(Path temp) throws IOException {
-    Files.setPosixFilePermissions(temp, PosixFilePermissions.fromString("rwxr-xr-x"));
+    Files.setPosixFilePermissions(temp, PosixFilePermissions.fromString("rwx--x--x"));
     return Files.createDirectories(temp.resolve("home"));
   }
 

@@ -78,6 +78,47 @@ final class Database implements AutoCloseable {
     this.connection = connection;
   }
 
+  private static final java.util.Set<java.nio.file.attribute.PosixFilePermission> OWNER_ONLY_DIR =
+      java.nio.file.attribute.PosixFilePermissions.fromString("rwx------");
+  private static final java.util.Set<java.nio.file.attribute.PosixFilePermission> OWNER_ONLY_FILE =
+      java.nio.file.attribute.PosixFilePermissions.fromString("rw-------");
+
+  /**
+   * {@code <dataDir>/server.db}, owner-only from its creation: it holds tenants' env values and key
+   * hashes. The directory is made 0700 (an existing one is tightened), the database file is made
+   * 0600 before SQLite opens it, and SQLite gives its {@code -wal} and {@code -shm} files the
+   * database file's mode. Files of a database made before this rule are tightened.
+   */
+  private static Path privateDatabaseFile(Path dataDirectory) throws java.io.IOException {
+    if (!Files.isDirectory(dataDirectory)) {
+      Path parent = dataDirectory.toAbsolutePath().getParent();
+      if (parent != null) {
+        Files.createDirectories(parent);
+      }
+      try {
+        Files.createDirectory(
+            dataDirectory,
+            java.nio.file.attribute.PosixFilePermissions.asFileAttribute(OWNER_ONLY_DIR));
+      } catch (java.nio.file.FileAlreadyExistsException raced) {
+        // made meanwhile
+      }
+    }
+    Files.setPosixFilePermissions(dataDirectory, OWNER_ONLY_DIR);
+    Path file = dataDirectory.resolve("server.db");
+    try {
+      Files.createFile(
+          file, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(OWNER_ONLY_FILE));
+    } catch (java.nio.file.FileAlreadyExistsException existing) {
+      for (String suffix : java.util.List.of("", "-wal", "-shm", "-journal")) {
+        Path f = dataDirectory.resolve("server.db" + suffix);
+        if (Files.isRegularFile(f, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+          Files.setPosixFilePermissions(f, OWNER_ONLY_FILE);
+        }
+      }
+    }
+    return file;
+  }
+
   /** Opens (creating) {@code <dataDir>/server.db} and applies pending migrations. */
   static Database open(Path dataDirectory) {
     return open(dataDirectory, MIGRATIONS.size());
@@ -86,10 +127,8 @@ final class Database implements AutoCloseable {
   /** Opens and migrates up to {@code version} only: tests build an old database with it. */
   static Database open(Path dataDirectory, int version) {
     try {
-      Files.createDirectories(dataDirectory);
-      Connection c =
-          DriverManager.getConnection(
-              "jdbc:sqlite:" + dataDirectory.resolve("server.db").toAbsolutePath());
+      Path file = privateDatabaseFile(dataDirectory);
+      Connection c = DriverManager.getConnection("jdbc:sqlite:" + file.toAbsolutePath());
       try (Statement s = c.createStatement()) {
         s.execute("PRAGMA busy_timeout = 10000");
         s.execute("PRAGMA journal_mode = WAL");

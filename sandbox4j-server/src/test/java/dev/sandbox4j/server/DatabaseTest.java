@@ -3,7 +3,9 @@ package dev.sandbox4j.server;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.Statement;
@@ -12,7 +14,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Schema migrations: an old database is brought up to date keeping its rows; a newer one is
- * refused.
+ * refused. The database (tenants' env values, key hashes) is root's alone on the host.
  */
 class DatabaseTest {
 
@@ -65,5 +67,33 @@ class DatabaseTest {
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("99")
         .hasMessageContaining("newer");
+  }
+
+  @Test
+  void theDatabaseIsOwnerOnlyFromItsCreation() throws Exception {
+    Path dir = data.resolve("server");
+    try (Database db = Database.open(dir)) {
+      assertThat(db.version()).isEqualTo(Database.MIGRATIONS.size()); // written: WAL and shm exist
+      assertThat(mode(dir)).as("the data directory").isEqualTo("rwx------");
+      for (String name : new String[] {"server.db", "server.db-wal", "server.db-shm"}) {
+        assertThat(dir.resolve(name)).exists();
+        assertThat(mode(dir.resolve(name))).as(name).isEqualTo("rw-------");
+      }
+    }
+  }
+
+  @Test
+  void aDatabaseMadeBeforeIsTightened() throws Exception {
+    Database.open(data).close();
+    Files.setPosixFilePermissions(data, PosixFilePermissions.fromString("rwxr-xr-x"));
+    Files.setPosixFilePermissions(
+        data.resolve("server.db"), PosixFilePermissions.fromString("rw-r--r--"));
+    Database.open(data).close();
+    assertThat(mode(data)).isEqualTo("rwx------");
+    assertThat(mode(data.resolve("server.db"))).isEqualTo("rw-------");
+  }
+
+  private static String mode(Path p) throws java.io.IOException {
+    return PosixFilePermissions.toString(Files.getPosixFilePermissions(p));
   }
 }

@@ -1,0 +1,286 @@
+package dev.sandbox4j.runtime;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Issue 13, item 4: sandbox data on the host belongs to root alone. Attacks as an unprivileged host
+ * user ({@code nobody}, through {@code setpriv}) against a private home with running and hibernated
+ * sandboxes: a setuid binary planted from inside runs without privileges through the host path (and
+ * cannot even be reached), and no file of the home (records, bundles, checkpoint memory images,
+ * logs, secrets, sandboxes' files) can be read or written.
+ */
+class HostDataTest {
+  private static final int NOBODY = 65534;
+
+  @TempDir static Path temp;
+  private static Path home;
+  private static LocalSandbox sandboxes;
+
+  @BeforeAll
+  static void setUp() throws Exception {
+    Prerequisites.requireLocalEngine();
+    Prerequisites.require(Files.isExecutable(Path.of("/usr/bin/setpriv")), "setpriv (util-linux)");
+    home = TestImages.privateHome(temp);
+    TestImages.seedDefault(home);
+    sandboxes = LocalSandbox.builder().home(home).progress(line -> {}).build();
+  }
+
+  @AfterAll
+  static void tearDown() throws IOException {
+    if (sandboxes != null) {
+      for (SandboxInfo s : sandboxes.list()) {
+        sandboxes.destroy(s.ref());
+      }
+    }
+    for (ProcessHandle p : supervisors()) {
+      p.destroyForcibly(); // started for this home: ours
+      p.onExit().join();
+    }
+    if (home != null) {
+      Trees.delete(home);
+    }
+  }
+
+  @Test
+  void aSetuidBinaryPlantedInsideGivesAHostUserNoPrivilege() throws Exception {
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    // From inside: a shell that keeps its privileges (bash -p), setuid to the sandbox's root.
+    ws.writeBytes("/tmp/sh", Files.readAllBytes(Path.of("/bin/bash")));
+    Exec.checkAsRoot(
+        sandboxes.engine(),
+        ref.id(),
+        List.of(
+            "/bin/sh",
+            "-c",
+            "cp /tmp/sh /usr/local/bin/rootsh && chown 0:0 /usr/local/bin/rootsh"
+                + " && chmod 4755 /usr/local/bin/rootsh"));
+    Path dir = home.resolve("sandboxes").resolve(ref.id());
+    Path planted = dir.resolve("rootfs/usr/local/bin/rootsh");
+    int owner = (Integer) Files.getAttribute(planted, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+    assertThat(owner).as("the planted file's owner on the host").isGreaterThanOrEqualTo(100_000);
+    assertThat((Integer) Files.getAttribute(planted, "unix:mode") & 04000)
+        .as("the planted file is setuid")
+        .isNotZero();
+
+    // A host user cannot reach it at all.
+    CommandResult reach = asNobody(List.of(), planted.toString(), "-p", "-c", "id -u");
+    assertThat(reach.exitCode())
+        .as("nobody runs %s: %s", planted, reach.stdoutText() + reach.stderrText())
+        .isNotZero();
+    assertThat(reach.stderrText()).contains("Permission denied");
+
+    // A host user who could reach it (one in the sandbox's root group, which may traverse the
+    // sandbox's directory) gains nothing: the host-side mount is nosuid.
+    int group = (Integer) Files.getAttribute(dir, "unix:gid", LinkOption.NOFOLLOW_LINKS);
+    CommandResult run = asNobody(List.of(group), planted.toString(), "-p", "-c", "id -u");
+    assertThat(run.stdoutText().strip())
+        .as("the effective uid of the planted binary run from the host: " + run)
+        .isEqualTo(Integer.toString(NOBODY));
+
+    String mount =
+        Files.readAllLines(Path.of("/proc/self/mountinfo")).stream()
+            .filter(l -> l.split(" ")[4].equals(dir.resolve("rootfs").toString()))
+            .findFirst()
+            .orElseThrow();
+    assertThat(mount.split(" ")[5].split(",")).as(mount).contains("nosuid", "nodev");
+
+    // Inside, setuid still works: the sandbox's own root (and its sudo) are its business.
+    CommandResult inside =
+        ws.run(Command.shell("/usr/local/bin/rootsh -p -c 'id -u'; sudo -n id -u"));
+    assertThat(inside.stdoutText()).as(inside.toString()).isEqualTo("0\n0\n");
+  }
+
+  @Test
+  void noFileOfTheHomeIsReadableOrWritableByAnotherHostUser() throws Exception {
+    Workspace running =
+        Workspace.of(
+            LocalSandbox.builder()
+                .home(home)
+                .env("S4J_TEST_SECRET", "hunter2")
+                .egress(
+                    EgressPolicy.allow("example.com")
+                        .withHeader("example.com", "Authorization", "Bearer hunter2"))
+                .progress(line -> {})
+                .build()
+                .newBackend());
+    running.open();
+    running.run(Command.shell("echo data > /home/sandbox/file; sleep 600 >/dev/null 2>&1 &"));
+    Workspace stopped = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = stopped.open();
+    stopped.run(Command.shell("echo data > /home/sandbox/file"));
+    sandboxes.stop(ref);
+
+    // the header secret is on disk (the egress proxy reads it), root's alone
+    List<String> holding = new ArrayList<>();
+    try (Stream<Path> all = Files.walk(home.resolve("sandboxes"))) {
+      for (Path p : all.filter(Files::isRegularFile).toList()) {
+        if (!p.toString().contains("/rootfs/")
+            && Files.size(p) < 1 << 20
+            && Files.readString(p, StandardCharsets.ISO_8859_1).contains("Bearer hunter2")) {
+          holding.add(p.toString());
+          assertThat(mode(p)).as(p.toString()).isEqualTo("rw-------");
+        }
+      }
+    }
+    assertThat(holding).as("files holding the header secret").isNotEmpty();
+
+    List<String> exposed = exposedToNobody(home);
+    assertThat(exposed).as("paths under the home another host user can read or write").isEmpty();
+  }
+
+  @Test
+  void checkpointMemoryImagesAreOwnerOnly() throws Exception {
+    Prerequisites.require(
+        Checkpoints.unavailable(sandboxes.engine().runtime()).isEmpty(),
+        "checkpoint/restore (sandbox4j setup)");
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    ws.run(Command.shell("nohup sleep 600 >/dev/null 2>&1 </dev/null &"));
+    sandboxes.hibernate(ref);
+    Path images = home.resolve("sandboxes").resolve(ref.id()).resolve(Lifecycle.CHECKPOINT);
+    assertThat(images).isDirectory();
+    // owner-only from creation, not only behind the home's closed directories
+    try (Stream<Path> files = Files.walk(images)) {
+      for (Path p : files.toList()) {
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(p)))
+            .as("the mode of checkpoint file " + p)
+            .isIn("rw-------", "rwx------");
+      }
+    }
+    assertThat(exposedToNobody(images)).isEmpty();
+  }
+
+  @Test
+  void aHomeMadeBeforeIsTightened() throws Exception {
+    Path old = Files.createDirectories(temp.resolve("old-home"));
+    Files.setPosixFilePermissions(old, PosixFilePermissions.fromString("rwxr-xr-x"));
+    Path sandbox = Files.createDirectories(old.resolve("sandboxes/abc/bundle"));
+    Files.writeString(old.resolve("sandboxes/abc/state.json"), "{}");
+    Files.writeString(sandbox.resolve("config.json"), "{}");
+    Path upper = Files.createDirectories(old.resolve("sandboxes/abc/upper/etc"));
+    Files.writeString(upper.resolve("hostname"), "abc\n");
+    Files.writeString(Files.createDirectories(old.resolve("network")).resolve("subnet"), "64\n");
+    Files.writeString(old.resolve("supervisor.log"), "log\n");
+
+    StateDirectory.ensure(old);
+
+    assertThat(exposedToNobody(old)).isEmpty();
+    assertThat(mode(old)).isEqualTo("rwx--x--x");
+    assertThat(mode(old.resolve("sandboxes/abc"))).isEqualTo("rwx--x---");
+    assertThat(mode(old.resolve("sandboxes/abc/state.json"))).isEqualTo("rw-------");
+    assertThat(mode(old.resolve("supervisor.log"))).isEqualTo("rw-------");
+    assertThat(mode(upper.resolve("hostname")))
+        .as("a sandbox's own file keeps its mode")
+        .isEqualTo("rw-r--r--");
+  }
+
+  @Test
+  void aHomeTheSandboxesCannotReachIsRefusedWithItsReason() throws Exception {
+    Path closed = Files.createDirectories(temp.resolve("closed"));
+    Files.setPosixFilePermissions(closed, PosixFilePermissions.fromString("rwx------"));
+    LocalSandbox unreachable =
+        LocalSandbox.builder().home(closed.resolve("home")).progress(line -> {}).build();
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () -> Workspace.of(unreachable.newBackend()).open())
+        .hasMessageContaining(closed + " is mode rwx------")
+        .hasMessageContaining("chmod o+x");
+  }
+
+  private static String mode(Path p) throws IOException {
+    return PosixFilePermissions.toString(
+        Files.getPosixFilePermissions(p, LinkOption.NOFOLLOW_LINKS));
+  }
+
+  /**
+   * The paths under {@code root} (and itself) that {@code nobody} can read (a file's bytes, a
+   * directory's names) or write, through whatever the directories on the way allow: one shell as
+   * nobody tests them all.
+   */
+  private static List<String> exposedToNobody(Path root) throws Exception {
+    List<String> paths = new ArrayList<>();
+    try (Stream<Path> all = Files.walk(root)) {
+      all.forEach(p -> paths.add(p.toString()));
+    }
+    CommandResult r =
+        asNobodyWithInput(
+            String.join("\n", paths) + "\n",
+            "/bin/sh",
+            "-c",
+            "while IFS= read -r f; do"
+                + " if [ ! -L \"$f\" ] && { [ -r \"$f\" ] || [ -w \"$f\" ]; }; then echo \"$f\"; fi;"
+                + " done");
+    assertThat(r.exitCode()).as(r.stderrText()).isZero();
+    return r.stdoutText().lines().toList();
+  }
+
+  private static CommandResult asNobody(List<Integer> groups, String... argv) throws Exception {
+    return asNobodyWith(groups, null, argv);
+  }
+
+  private static CommandResult asNobodyWithInput(String input, String... argv) throws Exception {
+    return asNobodyWith(List.of(), input, argv);
+  }
+
+  private static CommandResult asNobodyWith(List<Integer> groups, String input, String... argv)
+      throws Exception {
+    List<String> command = new ArrayList<>();
+    command.add("setpriv");
+    command.add("--reuid=" + NOBODY);
+    command.add("--regid=" + NOBODY);
+    if (groups.isEmpty()) {
+      command.add("--clear-groups");
+    } else {
+      command.add("--groups=" + String.join(",", groups.stream().map(String::valueOf).toList()));
+    }
+    // setpriv keeps its capabilities until its own exec: a shell in between does the exec as the
+    // user alone, as a real one would.
+    command.addAll(List.of("--", "/bin/sh", "-c", "exec \"$@\"", "sh"));
+    command.addAll(List.of(argv));
+    Path out = Files.createTempFile(temp, "out", "");
+    Path err = Files.createTempFile(temp, "err", "");
+    Process p =
+        new ProcessBuilder(command)
+            .directory(Path.of("/").toFile())
+            .redirectOutput(out.toFile())
+            .redirectError(err.toFile())
+            .start();
+    try (var stdin = p.getOutputStream()) {
+      if (input != null) {
+        stdin.write(input.getBytes(StandardCharsets.UTF_8));
+      }
+    }
+    assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("%s ends", command).isTrue();
+    return new CommandResult(p.exitValue(), Files.readAllBytes(out), Files.readAllBytes(err));
+  }
+
+  private static List<ProcessHandle> supervisors() {
+    return ProcessHandle.allProcesses()
+        .filter(
+            p ->
+                p.info()
+                    .arguments()
+                    .map(a -> String.join(" ", a).contains(Supervisor.class.getName() + " " + home))
+                    .orElse(false))
+        .toList();
+  }
+}
