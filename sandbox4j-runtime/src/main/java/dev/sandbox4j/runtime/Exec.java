@@ -271,7 +271,7 @@ final class Exec {
    * The cgroup is thawed at the end (empty by then), so that a drainer of leftover output can still
    * join it. A second interrupt during all this does not cut it short; it is kept for the caller.
    */
-  private static void killStarting(Engine engine, String id, String group, Process crun) {
+  static void killStarting(Engine engine, String id, String group, Process crun) {
     boolean interrupted = Thread.interrupted();
     Cgroups cgroups = engine.cgroups();
     cgroups.freezeCommand(id, group, true);

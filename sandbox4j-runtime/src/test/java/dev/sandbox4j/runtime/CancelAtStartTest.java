@@ -99,6 +99,44 @@ class CancelAtStartTest {
     }
   }
 
+  /**
+   * The kill's invariant, whatever crun's timing: a process that crun placed in the command's
+   * cgroup before it ended is killed, also when crun ended right after placing it (as when crun is
+   * killed after the kill's wait for it, or ends by itself once the command is released). Here a
+   * stand-in for crun places a process and ends at once, while the kill is already running.
+   */
+  @Test
+  void whatCrunPlacedJustBeforeItEndedIsKilled() throws Exception {
+    LocalSandbox sandboxes = new LocalSandbox();
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    Engine engine = sandboxes.engine();
+    try {
+      for (int i = 0; i < 10; i++) {
+        String group = engine.cgroups().newCommandGroup(ref.id());
+        Path procs = Path.of(engine.cgroups().commandProcsFile(ref.id(), group));
+        Process crun =
+            new ProcessBuilder(
+                    "/bin/sh", "-c", "sleep 600 & echo $! > \"$1\"; exit 0", "sh", procs.toString())
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                .redirectError(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        try {
+          Exec.killStarting(engine, ref.id(), group, crun);
+          assertThat(crun.isAlive()).as("the stand-in for crun has ended").isFalse();
+          assertThat(Files.readString(procs).strip())
+              .as("attempt %d: nothing of the command is left in its cgroup", i)
+              .isEmpty();
+        } finally {
+          engine.cgroups().killCommand(ref.id(), group);
+          engine.cgroups().removeCommandGroup(ref.id(), group);
+        }
+      }
+    } finally {
+      ws.ref().ifPresent(sandboxes::destroy);
+    }
+  }
+
   /** The command lines of host processes that mention {@code tag}. */
   private static List<String> carrying(String tag) {
     long self = ProcessHandle.current().pid();
