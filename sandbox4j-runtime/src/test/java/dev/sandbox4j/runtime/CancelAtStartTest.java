@@ -36,7 +36,7 @@ class CancelAtStartTest {
     LocalSandbox sandboxes = new LocalSandbox();
     Workspace ws = Workspace.of(sandboxes.newBackend());
     WorkspaceRef ref = ws.open();
-    Path home = sandboxes.engine().dir(ref.id()).resolve("upper/home/sandbox");
+    Path home = SandboxDisk.upper(sandboxes.engine().dir(ref.id())).resolve("home/sandbox");
     String tag = "cas" + Long.toString(System.nanoTime(), 36);
     try {
       List<Throwable> outcomes = new ArrayList<>();
@@ -77,7 +77,9 @@ class CancelAtStartTest {
               started, markers.size())
           .isLessThan(markers.size());
       assertThat(started)
-          .as("and some after it started, so that a kill was needed (%d of %d)", started, markers)
+          .as(
+              "and some after it started, so that a kill was needed (%d of %d)",
+              started, markers.size())
           .isPositive();
 
       // The event that ends the wait: no process on the host (a crun exec still in flight, or a
