@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
@@ -339,19 +340,48 @@ final class Cgroups {
     return unified.resolve(parent).resolve(id).resolve(group).resolve("cgroup.procs").toString();
   }
 
-  /** Kills every process in the command's cgroup and waits until they are gone. */
+  /**
+   * Kills every process in the command's cgroup and waits until they are gone. An interrupt (a
+   * second cancellation) does not cut the wait short; it is kept for the caller. A failure other
+   * than the cgroup being gone is logged, not taken for "nothing left".
+   */
   void killCommand(String id, String group) {
     Path dir = unified.resolve(parent).resolve(id).resolve(group);
+    boolean interrupted = Thread.interrupted();
     try {
       Files.writeString(dir.resolve("cgroup.kill"), "1");
       long end = System.currentTimeMillis() + KILL_WAIT_MILLIS;
       while (isPopulated(dir) && System.currentTimeMillis() < end) {
-        Thread.sleep(1);
+        try {
+          Thread.sleep(1);
+        } catch (InterruptedException e) {
+          interrupted = true; // a second cancellation: the kill is under way, see it through
+        }
       }
-    } catch (IOException e) {
+    } catch (NoSuchFileException e) {
       // the cgroup is gone: so are its processes
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+    } catch (IOException e) {
+      LOG.log(System.Logger.Level.WARNING, "cannot kill command cgroup " + dir + ": " + e);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /**
+   * Freezes ({@code true}) or thaws the command's cgroup (the cgroup v2 {@code cgroup.freeze}): a
+   * process in it, or moved into it later, runs no further instruction until thawed, but a kill
+   * still ends it. Quietly does nothing if the cgroup is gone.
+   */
+  void freezeCommand(String id, String group, boolean frozen) {
+    Path file = unified.resolve(parent).resolve(id).resolve(group).resolve("cgroup.freeze");
+    try {
+      Files.writeString(file, frozen ? "1" : "0");
+    } catch (NoSuchFileException e) {
+      // the cgroup is gone: so are its processes
+    } catch (IOException e) {
+      LOG.log(System.Logger.Level.WARNING, "cannot write " + file + ": " + e);
     }
   }
 

@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Runs one command in a sandbox: {@code crun exec} in a cgroup of its own.
@@ -28,6 +29,8 @@ import java.util.concurrent.CancellationException;
  * (for a full sandbox: the process limit), not an exit status that looks like the command's.
  */
 final class Exec {
+  private static final System.Logger LOG = System.getLogger(Exec.class.getName());
+
   /** Joins each cgroup.procs file given, then execs the rest of the arguments. */
   private static final String JOIN =
       "n=$1; shift; while [ \"$n\" -gt 0 ]; do echo $$ > \"$1\" || exit 125; shift; n=$((n-1));"
@@ -82,13 +85,24 @@ final class Exec {
     engine.runtime().requireExecFilter(id);
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
+    // crun exec once started: the watchdog's kill, like a cancellation's, must also catch a command
+    // that crun is still starting (see killStarting)
+    AtomicReference<Process> crun = new AtomicReference<>();
     NoOutputWatchdog watchdog =
         noOutput == null
             ? null
             : NoOutputWatchdog.start(
                 noOutput,
                 () -> Freezer.isFrozen(engine.cgroups(), id),
-                () -> engine.cgroups().killCommand(id, group));
+                () -> {
+                  Process started = crun.get();
+                  if (started == null) {
+                    engine.cgroups().killCommand(id, group); // and the factory below kills it
+                  } else {
+                    killStarting(engine, id, group, started);
+                  }
+                });
+    NoOutputWatchdog watching = watchdog;
     try {
       if (watchdog != null) {
         options = watchdog.watching(options);
@@ -105,7 +119,13 @@ final class Exec {
                 hostProcess(engine, id, group, user, cwd, env, inside, false),
                 options,
                 clockStart,
-                process -> () -> killStarting(engine, id, group, process),
+                process -> {
+                  crun.set(process);
+                  if (watching != null && watching.fired()) { // fired before crun existed
+                    killStarting(engine, id, group, process);
+                  }
+                  return () -> killStarting(engine, id, group, process);
+                },
                 drainer -> inCommandCgroups(engine, id, group, drainer));
       } catch (WorkspaceException e) {
         if (watchdog != null) {
@@ -158,8 +178,7 @@ final class Exec {
       try {
         exit = process.waitFor();
       } catch (InterruptedException interrupted) {
-        engine.cgroups().killCommand(id, group);
-        process.destroyForcibly();
+        killStarting(engine, id, group, process); // it may still be starting: see there
         Thread.currentThread().interrupt();
         throw new CancellationException("interrupted: the terminal session was killed");
       }
@@ -224,27 +243,83 @@ final class Exec {
    * test runs it with stdio on host files.)
    */
   /**
-   * Kills a command that may still be starting. A kill that comes while {@code crun exec} is
-   * between its start and placing the command in its cgroup finds the cgroup empty, and the command
-   * would start afterwards and run on. So the cgroup is killed until crun exec has ended: crun
-   * waits for the command it started, so once crun is gone, so is the command. crun itself is not
-   * killed first: the JDK closes a process's stdin when it exits, and a command still alive would
-   * read that as the end of its input.
+   * Kills a command that may still be starting, whatever the moment: before crun runs, while it
+   * sets up, or once the command runs.
+   *
+   * <p>{@code crun exec} forks a process that joins the sandbox's namespaces and forks the
+   * command's process, which waits on a socket while crun moves it into the command's cgroup; only
+   * then does crun let it go on and exec the command. So the cgroup can be empty when a kill comes
+   * and hold the command a moment later: a single kill misses it. What ends the race is crun's own
+   * end: once crun is gone, nothing more can join the cgroup, and a process it had forked but not
+   * yet moved reads the end of that socket and exits without running anything. Hence:
+   *
+   * <ol>
+   *   <li>the cgroup is frozen: what is in it, or is moved into it from now on, runs no further
+   *       instruction (a kill still ends it), so a command never acts on its stdin closing when
+   *       crun ends (the JDK closes a process's stdin when it exits), e.g. by committing a
+   *       truncated file;
+   *   <li>the cgroup is killed until crun has ended: crun waits for the command it started, so it
+   *       normally ends once that is killed;
+   *   <li>crun is killed if it did not end in {@link #KILL_WAIT} (a loaded host, or crun stuck),
+   *       and waited for;
+   *   <li>the cgroup is killed once more, after crun's end: a command crun moved there after the
+   *       previous kill (just before it ended or was killed) is killed now. Before, a crun killed
+   *       after the wait was assumed to have left nothing behind, and a command it had just let go
+   *       ran on.
+   * </ol>
+   *
+   * The cgroup is thawed at the end (empty by then), so that a drainer of leftover output can still
+   * join it. A second interrupt during all this does not cut it short; it is kept for the caller.
    */
-  private static void killStarting(Engine engine, String id, String group, Process crun) {
+  static void killStarting(Engine engine, String id, String group, Process crun) {
     boolean interrupted = Thread.interrupted();
+    Cgroups cgroups = engine.cgroups();
+    cgroups.freezeCommand(id, group, true);
     try {
       long end = System.nanoTime() + KILL_WAIT.toNanos();
+      boolean ended;
       do {
-        engine.cgroups().killCommand(id, group);
-      } while (!crun.waitFor(2, java.util.concurrent.TimeUnit.MILLISECONDS)
-          && System.nanoTime() < end);
-      if (crun.isAlive()) {
-        crun.destroyForcibly(); // stuck: nothing it started is left in the cgroup
+        cgroups.killCommand(id, group);
+        ended = awaitExit(crun, Duration.ofMillis(2));
+      } while (!ended && System.nanoTime() < end);
+      if (!ended) {
+        crun.destroyForcibly();
+        if (!awaitExit(crun, KILL_WAIT)) {
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "crun exec (pid "
+                  + crun.pid()
+                  + ") of sandbox local:"
+                  + id
+                  + " did not end after SIGKILL; its command cgroup "
+                  + group
+                  + " stays frozen");
+          cgroups.killCommand(id, group);
+          return; // not thawed: whatever crun still moves in there stays stopped
+        }
       }
-    } catch (InterruptedException e) {
-      interrupted = true;
-      engine.cgroups().killCommand(id, group);
+      cgroups.killCommand(id, group); // crun is gone: nothing can join the cgroup any more
+      cgroups.freezeCommand(id, group, false);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** Waits up to {@code max} for {@code process} to end; an interrupt does not cut it short. */
+  private static boolean awaitExit(Process process, Duration max) {
+    long end = System.nanoTime() + max.toNanos();
+    boolean interrupted = false;
+    try {
+      while (true) {
+        try {
+          return process.waitFor(
+              Math.max(0, end - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
     } finally {
       if (interrupted) {
         Thread.currentThread().interrupt();

@@ -36,7 +36,7 @@ class CancelAtStartTest {
     LocalSandbox sandboxes = new LocalSandbox();
     Workspace ws = Workspace.of(sandboxes.newBackend());
     WorkspaceRef ref = ws.open();
-    Path home = sandboxes.engine().dir(ref.id()).resolve("upper/home/sandbox");
+    Path home = SandboxDisk.upper(sandboxes.engine().dir(ref.id())).resolve("home/sandbox");
     String tag = "cas" + Long.toString(System.nanoTime(), 36);
     try {
       List<Throwable> outcomes = new ArrayList<>();
@@ -77,7 +77,9 @@ class CancelAtStartTest {
               started, markers.size())
           .isLessThan(markers.size());
       assertThat(started)
-          .as("and some after it started, so that a kill was needed (%d of %d)", started, markers)
+          .as(
+              "and some after it started, so that a kill was needed (%d of %d)",
+              started, markers.size())
           .isPositive();
 
       // The event that ends the wait: no process on the host (a crun exec still in flight, or a
@@ -94,6 +96,44 @@ class CancelAtStartTest {
       assertThat(ws.run(Command.shell("pgrep -f '" + pattern + "' || true")).stdoutText())
           .as("nothing of theirs inside the sandbox")
           .isEmpty();
+    } finally {
+      ws.ref().ifPresent(sandboxes::destroy);
+    }
+  }
+
+  /**
+   * The kill's invariant, whatever crun's timing: a process that crun placed in the command's
+   * cgroup before it ended is killed, also when crun ended right after placing it (as when crun is
+   * killed after the kill's wait for it, or ends by itself once the command is released). Here a
+   * stand-in for crun places a process and ends at once, while the kill is already running.
+   */
+  @Test
+  void whatCrunPlacedJustBeforeItEndedIsKilled() throws Exception {
+    LocalSandbox sandboxes = new LocalSandbox();
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    Engine engine = sandboxes.engine();
+    try {
+      for (int i = 0; i < 10; i++) {
+        String group = engine.cgroups().newCommandGroup(ref.id());
+        Path procs = Path.of(engine.cgroups().commandProcsFile(ref.id(), group));
+        Process crun =
+            new ProcessBuilder(
+                    "/bin/sh", "-c", "sleep 600 & echo $! > \"$1\"; exit 0", "sh", procs.toString())
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                .redirectError(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        try {
+          Exec.killStarting(engine, ref.id(), group, crun);
+          assertThat(crun.isAlive()).as("the stand-in for crun has ended").isFalse();
+          assertThat(Files.readString(procs).strip())
+              .as("attempt %d: nothing of the command is left in its cgroup", i)
+              .isEmpty();
+        } finally {
+          engine.cgroups().killCommand(ref.id(), group);
+          engine.cgroups().removeCommandGroup(ref.id(), group);
+        }
+      }
     } finally {
       ws.ref().ifPresent(sandboxes::destroy);
     }
