@@ -88,7 +88,7 @@ class LifecycleTest {
         ws,
         "(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.05; done)"
             + " > /dev/null 2>&1 &");
-    Path counter = dir(ref).resolve("upper/tmp/counter");
+    Path counter = SandboxDisk.upper(dir(ref)).resolve("tmp/counter");
     awaitAdvancing(counter);
 
     sandboxes.suspend(ref);
@@ -144,7 +144,7 @@ class LifecycleTest {
     sandboxes.stop(ref);
     assertThat(state(ref)).isEqualTo("stopped");
     assertThat(Overlay.isMounted(dir(ref).resolve("rootfs"))).as("rootfs mounted").isFalse();
-    assertThat(dir(ref).resolve("upper/home/sandbox/kept.txt")).exists();
+    assertThat(SandboxDisk.upper(dir(ref)).resolve("home/sandbox/kept.txt")).exists();
     sandboxes.stop(ref); // idempotent
 
     // A file operation starts it.
@@ -522,7 +522,7 @@ class LifecycleTest {
     Workspace ws = create(provider);
     WorkspaceRef ref = ws.open();
     // never silent for 3 s while it runs; but frozen for 4 s in the middle of a silent stretch
-    Path tmp = dir(ref).resolve("upper/tmp");
+    Path tmp = SandboxDisk.upper(dir(ref)).resolve("tmp");
     var run =
         java.util.concurrent.CompletableFuture.supplyAsync(
             () ->

@@ -153,7 +153,8 @@ class LiveForkTest {
     Engine engine = sandboxes.engine();
     assertThat(engine.runtime().status(ref.id())).as("the container is gone").isEmpty();
     assertThat(engine.cgroups().pids(ref.id())).as("no process is left").isEmpty();
-    Path saved = sandboxes.home().resolve("sandboxes").resolve(ref.id()).resolve("upper/tmp/m");
+    Path saved =
+        SandboxDisk.upper(sandboxes.home().resolve("sandboxes").resolve(ref.id())).resolve("tmp/m");
     long atHibernate = Long.parseLong(Files.readString(saved).strip());
     Thread.sleep(1000);
     assertThat(Long.parseLong(Files.readString(saved).strip()))

@@ -161,7 +161,8 @@ class TimersTest {
       // once the freeze is done.
       Cgroups cgroups = sandboxes.engine().cgroups();
       await("frozen", Duration.ofSeconds(30), () -> Freezer.isFrozen(cgroups, ref.id()));
-      Path counter = home.resolve("sandboxes").resolve(ref.id()).resolve("upper/home/sandbox/c");
+      Path counter =
+          SandboxDisk.upper(home.resolve("sandboxes").resolve(ref.id())).resolve("home/sandbox/c");
       String frozen = Files.readString(counter);
       Thread.sleep(1500);
       assertThat(Files.readString(counter)).as("the counter while suspended").isEqualTo(frozen);
