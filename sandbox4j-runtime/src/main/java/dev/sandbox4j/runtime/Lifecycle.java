@@ -247,6 +247,9 @@ final class Lifecycle {
       Checkpoints.restore(engine, id, images);
     } catch (WorkspaceException e) {
       engine.runtime().delete(id);
+      // A failed restore can leave the cgroups CRIU made (with children): a fresh start into them
+      // fails (v1 devices refuses a deny-all with children).
+      engine.cgroups().removeSandbox(id);
       deleteCheckpoint(dir);
       LOG.log(
           System.Logger.Level.WARNING,
@@ -678,6 +681,9 @@ final class Lifecycle {
    */
   static void copyTree(Path from, Path to) {
     try {
+      // A sandbox's disk starts with an empty upper directory: the copy makes it anew, with the
+      // source's owner, mode and overlay xattrs (a non-empty one is an error, never merged into).
+      Files.deleteIfExists(to);
       Trees.copy(from, to);
     } catch (IOException e) {
       throw new WorkspaceException(e.getMessage(), e);

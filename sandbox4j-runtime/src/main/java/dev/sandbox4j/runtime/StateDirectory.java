@@ -5,10 +5,13 @@ import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.FileAttribute;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -166,6 +169,40 @@ final class StateDirectory {
     Files.setAttribute(dir, "unix:gid", gid, LinkOption.NOFOLLOW_LINKS);
     Files.setPosixFilePermissions(dir, SANDBOX_DIR);
   }
+
+  /**
+   * Lets the sandbox's root group {@code gid} read checkpoint images {@code dir} (directories 0750,
+   * files 0640, group {@code gid}; nobody else): CRIU's restored tasks open some images (tty-info)
+   * from inside the sandbox's user namespace, as its root, whose host ids own no root file. The
+   * images are CRIU's, written by root into the engine's own directory; links are never followed.
+   */
+  static void shareWithSandbox(Path dir, int gid) throws IOException {
+    Files.walkFileTree(
+        dir,
+        new SimpleFileVisitor<>() {
+          @Override
+          public FileVisitResult preVisitDirectory(Path d, BasicFileAttributes attrs)
+              throws IOException {
+            Files.setAttribute(d, "unix:gid", gid, LinkOption.NOFOLLOW_LINKS);
+            Files.setPosixFilePermissions(d, SHARED_DIR);
+            return FileVisitResult.CONTINUE;
+          }
+
+          @Override
+          public FileVisitResult visitFile(Path f, BasicFileAttributes attrs) throws IOException {
+            if (attrs.isRegularFile()) {
+              Files.setAttribute(f, "unix:gid", gid, LinkOption.NOFOLLOW_LINKS);
+              Files.setPosixFilePermissions(f, SHARED_FILE);
+            }
+            return FileVisitResult.CONTINUE;
+          }
+        });
+  }
+
+  private static final Set<PosixFilePermission> SHARED_DIR =
+      PosixFilePermissions.fromString("rwxr-x---");
+  private static final Set<PosixFilePermission> SHARED_FILE =
+      PosixFilePermissions.fromString("rw-r-----");
 
   /** Tightens an existing home: see the class comment for what keeps which mode. */
   private static void tighten(Path home) throws IOException {
