@@ -22,7 +22,7 @@ import picocli.CommandLine.ParentCommand;
           + " /mcp?sandbox=ID, or in a sandbox created on its first tool call.",
       "Organizations start sandboxes only from their own snapshots and the images published"
           + " with 'sandbox4j image publish' ('default' is); no sandbox may ask for more than"
-          + " --max-cpus, --max-memory and --max-pids."
+          + " --max-cpus, --max-memory, --max-pids, --max-disk and --max-disk-inodes."
     })
 final class ServeCommand implements Callable<Integer> {
 
@@ -73,6 +73,24 @@ final class ServeCommand implements Callable<Integer> {
               + " quarter of kernel.pid_max, at most 32768.")
   Integer maxPids;
 
+  @Option(
+      names = "--max-disk",
+      paramLabel = "SIZE",
+      converter = ByteSizeConverter.class,
+      description =
+          "The largest disk one sandbox may ask for, e.g. 50G; more is a 400 naming 'diskBytes'."
+              + " Default: a quarter of the file system that holds the engine's home (at least 1G,"
+              + " at most 16T).")
+  Long maxDisk;
+
+  @Option(
+      names = "--max-disk-inodes",
+      paramLabel = "N",
+      description =
+          "The most inodes (files) one sandbox's disk may ask for; more is a 400 naming"
+              + " 'diskInodes'. Default: 1000000, the engine's default.")
+  Long maxDiskInodes;
+
   @Override
   public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
@@ -95,6 +113,12 @@ final class ServeCommand implements Callable<Integer> {
       }
       if (maxPids != null) {
         builder.maxPidsPerSandbox(maxPids);
+      }
+      if (maxDisk != null) {
+        builder.maxDiskPerSandbox(maxDisk);
+      }
+      if (maxDiskInodes != null) {
+        builder.maxDiskInodesPerSandbox(maxDiskInodes);
       }
     } catch (IllegalArgumentException e) {
       root.context().err().println("sandbox4j: " + e.getMessage());

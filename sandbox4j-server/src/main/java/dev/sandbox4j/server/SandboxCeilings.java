@@ -12,7 +12,7 @@ import java.nio.file.Path;
  * <p>The defaults come from the host, so that one API key cannot ask for more than the machine has:
  * {@link #ofHost()}. They bound one sandbox; the engine's parent cgroup bounds the sum.
  */
-record SandboxCeilings(int cpus, long memoryBytes, int pids) {
+record SandboxCeilings(int cpus, long memoryBytes, int pids, long diskBytes, long diskInodes) {
 
   static final long MIB = 1L << 20;
   static final long GIB = 1L << 30;
@@ -34,6 +34,18 @@ record SandboxCeilings(int cpus, long memoryBytes, int pids) {
 
   static final int ENGINE_MAX_DEFAULT_PIDS = 4096;
 
+  /** The engine's smallest and largest disk quota, and its default (LocalSandbox.Builder.disk). */
+  static final long MIN_DISK = 64 * MIB;
+
+  static final long MAX_DISK = 16L << 40;
+  static final long ENGINE_DISK = 10 * GIB;
+
+  /** The engine's smallest and largest inode quota, and its default (Builder.diskInodes). */
+  static final long MIN_DISK_INODES = 1024;
+
+  static final long MAX_DISK_INODES = 1L << 31;
+  static final long ENGINE_DISK_INODES = 1_000_000;
+
   SandboxCeilings {
     if (cpus < 1) {
       throw new IllegalArgumentException("the cpus ceiling must be at least 1, was " + cpus);
@@ -45,20 +57,46 @@ record SandboxCeilings(int cpus, long memoryBytes, int pids) {
     if (pids < MIN_PIDS) {
       throw new IllegalArgumentException("the pids ceiling must be at least 16, was " + pids);
     }
+    if (diskBytes < MIN_DISK || diskBytes > MAX_DISK) {
+      throw new IllegalArgumentException(
+          "the disk ceiling must be from 64 MiB to 16 TiB, was " + diskBytes + " bytes");
+    }
+    if (diskInodes < MIN_DISK_INODES || diskInodes > MAX_DISK_INODES) {
+      throw new IllegalArgumentException(
+          "the disk inodes ceiling must be from 1024 to 2147483648, was " + diskInodes);
+    }
   }
 
   /**
    * Ceilings derived from this host: every CPU; its memory less a headroom for the host itself (an
    * eighth of it, at least 1 GiB); a quarter of {@code kernel.pid_max}, at most 32768, so that no
-   * single sandbox can take the pids the host and the other sandboxes need.
+   * single sandbox can take the pids the host and the other sandboxes need; a disk of a quarter of
+   * the file system that holds {@code home} (the engine's; at least 1 GiB, at most 16 TiB), so that
+   * no single sandbox can fill it; the engine's default of 1,000,000 inodes.
    */
-  static SandboxCeilings ofHost() {
+  static SandboxCeilings ofHost(Path home) {
     int cpus = Math.max(1, Runtime.getRuntime().availableProcessors());
     long total = memTotal();
     long memory = total <= 0 ? MAX_MEMORY : Math.max(MIN_MEMORY, total - Math.max(GIB, total / 8));
     long pidMax = pidMax();
     int pids = (int) Math.max(MIN_PIDS, Math.min(32768, pidMax <= 0 ? 32768 : pidMax / 4));
-    return new SandboxCeilings(cpus, memory, pids);
+    long fs = fileSystemBytes(home);
+    long disk = fs <= 0 ? MAX_DISK : Math.min(MAX_DISK, Math.max(GIB, fs / 4));
+    return new SandboxCeilings(cpus, memory, pids, disk, ENGINE_DISK_INODES);
+  }
+
+  /** The total size of the file system that holds {@code path} (or its nearest parent), or -1. */
+  private static long fileSystemBytes(Path path) {
+    try {
+      for (Path p = path.toAbsolutePath(); p != null; p = p.getParent()) {
+        if (Files.exists(p)) {
+          return Files.getFileStore(p).getTotalSpace();
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      // unknown: only the engine's own bound applies
+    }
+    return -1;
   }
 
   /** The host's memory in bytes ({@code MemTotal} of /proc/meminfo), or -1 if unknown. */

@@ -73,7 +73,7 @@ public final class SandboxServer implements AutoCloseable {
   private SandboxServer(Builder b) {
     this.host = b.host;
     this.db = Database.open(b.dataDirectory);
-    SandboxCeilings host = SandboxCeilings.ofHost();
+    SandboxCeilings host = SandboxCeilings.ofHost(b.engine.home());
     ServerLimits limits =
         new ServerLimits(
             b.maxSandboxes,
@@ -83,7 +83,9 @@ public final class SandboxServer implements AutoCloseable {
             new SandboxCeilings(
                 b.maxCpus != 0 ? b.maxCpus : host.cpus(),
                 b.maxMemory != 0 ? b.maxMemory : host.memoryBytes(),
-                b.maxPids != 0 ? b.maxPids : host.pids()));
+                b.maxPids != 0 ? b.maxPids : host.pids(),
+                b.maxDisk != 0 ? b.maxDisk : host.diskBytes(),
+                b.maxDiskInodes != 0 ? b.maxDiskInodes : host.diskInodes()));
     Sandboxes sandboxes = new Sandboxes(b.engine, db, limits);
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
@@ -226,6 +228,8 @@ public final class SandboxServer implements AutoCloseable {
     private int maxCpus; // 0: from the host
     private long maxMemory; // 0: from the host
     private int maxPids; // 0: from the host
+    private long maxDisk; // 0: from the host
+    private long maxDiskInodes; // 0: the engine's default
     private Consumer<String> requestLog = System.err::println;
     private Duration keepAlive = Duration.ofSeconds(15);
     private Duration execSocketIdle = Duration.ofMinutes(1);
@@ -326,6 +330,36 @@ public final class SandboxServer implements AutoCloseable {
         throw new IllegalArgumentException("maxPidsPerSandbox must be at least 16: " + max);
       }
       this.maxPids = max;
+      return this;
+    }
+
+    /**
+     * The largest disk (writable layer quota) one sandbox may ask for, in bytes (default: a quarter
+     * of the size of the file system that holds the engine's home, at least 1 GiB, at most 16 TiB;
+     * at least 64 MiB). A request that omits {@code diskBytes} gets the engine's default (10 GiB)
+     * capped at this; one that asks for more is a 400 naming {@code diskBytes} and the ceiling.
+     */
+    public Builder maxDiskPerSandbox(long bytes) {
+      if (bytes < SandboxCeilings.MIN_DISK || bytes > SandboxCeilings.MAX_DISK) {
+        throw new IllegalArgumentException(
+            "maxDiskPerSandbox must be from 64 MiB to 16 TiB: " + bytes + " bytes");
+      }
+      this.maxDisk = bytes;
+      return this;
+    }
+
+    /**
+     * The most inodes (files, directories, links) one sandbox's disk may ask for (default: the
+     * engine's default, 1,000,000; at least 1024, at most 2^31). A request that omits {@code
+     * diskInodes} gets the engine's default capped at this; one that asks for more is a 400 naming
+     * {@code diskInodes} and the ceiling.
+     */
+    public Builder maxDiskInodesPerSandbox(long max) {
+      if (max < SandboxCeilings.MIN_DISK_INODES || max > SandboxCeilings.MAX_DISK_INODES) {
+        throw new IllegalArgumentException(
+            "maxDiskInodesPerSandbox must be from 1024 to 2^31: " + max);
+      }
+      this.maxDiskInodes = max;
       return this;
     }
 

@@ -103,6 +103,7 @@ final class Sandboxes {
               saved.cpus(),
               saved.memoryBytes(),
               saved.pids());
+      admitDisk(spec, b);
       b.snapshot(saved.name());
     } else {
       source = usableImage(spec.image() != null ? spec.image() : DEFAULT_IMAGE);
@@ -239,6 +240,27 @@ final class Sandboxes {
       SandboxCeilings.check("pids", spec.pids(), ceilings.pids(), "");
     } else if (SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
       b.pids(ceilings.pids());
+    }
+    admitDisk(spec, b);
+  }
+
+  /**
+   * Admission control of a create's disk: a quota asked for over its ceiling is a 400 naming it; an
+   * omitted one on an image gets the engine's default, capped at the ceiling (a create from a
+   * snapshot that omits it keeps the snapshot's).
+   */
+  private void admitDisk(CreateSpec spec, LocalSandbox.Builder b) {
+    SandboxCeilings ceilings = limits.ceilings();
+    if (spec.diskBytes() != null) {
+      SandboxCeilings.check("diskBytes", spec.diskBytes(), ceilings.diskBytes(), " bytes");
+    } else if (spec.snapshot() == null && SandboxCeilings.ENGINE_DISK > ceilings.diskBytes()) {
+      b.disk(ceilings.diskBytes());
+    }
+    if (spec.diskInodes() != null) {
+      SandboxCeilings.check("diskInodes", spec.diskInodes(), ceilings.diskInodes(), "");
+    } else if (spec.snapshot() == null
+        && SandboxCeilings.ENGINE_DISK_INODES > ceilings.diskInodes()) {
+      b.diskInodes(ceilings.diskInodes());
     }
   }
 

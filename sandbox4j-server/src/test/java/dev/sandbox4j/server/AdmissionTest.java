@@ -22,14 +22,22 @@ class AdmissionTest {
   /** What the report of issue 13 did: 1 TiB, 4,194,304 pids and 8 CPUs on a small host. */
   @Test
   void theDefaultCeilingsRefuseMoreThanTheHostHas() throws Exception {
-    SandboxCeilings host = SandboxCeilings.ofHost();
     try (TestServer s = new TestServer(data)) {
+      SandboxCeilings host = SandboxCeilings.ofHost(s.engine.home());
       String key = s.key("greedy");
       TestServer.Answer memory =
           s.call(key, "POST", "/v1/sandboxes", "{\"memoryBytes\": " + (1L << 40) + "}");
       assertRefused(memory, "memoryBytes", host.memoryBytes());
       TestServer.Answer pids = s.call(key, "POST", "/v1/sandboxes", "{\"pids\": 4194304}");
       assertRefused(pids, "pids", host.pids());
+      if (host.diskBytes() < (16L << 40)) { // a tenant's 16 TiB disk would fill the host
+        TestServer.Answer disk =
+            s.call(key, "POST", "/v1/sandboxes", "{\"diskBytes\": " + (16L << 40) + "}");
+        assertRefused(disk, "diskBytes", host.diskBytes());
+      }
+      TestServer.Answer inodes =
+          s.call(key, "POST", "/v1/sandboxes", "{\"diskInodes\": " + (1L << 31) + "}");
+      assertRefused(inodes, "diskInodes", host.diskInodes());
       if (host.cpus() < 8) {
         TestServer.Answer cpus = s.call(key, "POST", "/v1/sandboxes", "{\"cpus\": 8}");
         assertRefused(cpus, "cpus", host.cpus());
@@ -40,7 +48,10 @@ class AdmissionTest {
 
   @Test
   void theHostDefaultsLeaveTheHostHeadroom() throws Exception {
-    SandboxCeilings host = SandboxCeilings.ofHost();
+    SandboxCeilings host = SandboxCeilings.ofHost(data);
+    long fs = Files.getFileStore(data).getTotalSpace();
+    assertThat(host.diskBytes()).isLessThanOrEqualTo(Math.max(GIB, fs / 4));
+    assertThat(host.diskInodes()).isEqualTo(1_000_000);
     assertThat(host.cpus()).isBetween(1, Runtime.getRuntime().availableProcessors());
     Path meminfo = Path.of("/proc/meminfo");
     if (Files.exists(meminfo)) {
@@ -65,7 +76,13 @@ class AdmissionTest {
   void operatorCeilingsAreEnforcedAndNamed() throws Exception {
     try (TestServer s =
         new TestServer(
-            data, b -> b.maxCpusPerSandbox(1).maxMemoryPerSandbox(GIB).maxPidsPerSandbox(512))) {
+            data,
+            b ->
+                b.maxCpusPerSandbox(1)
+                    .maxMemoryPerSandbox(GIB)
+                    .maxPidsPerSandbox(512)
+                    .maxDiskPerSandbox(GIB)
+                    .maxDiskInodesPerSandbox(100_000))) {
       String key = s.key("bounded");
       assertRefused(s.call(key, "POST", "/v1/sandboxes", "{\"cpus\": 2}"), "cpus", 1);
       assertRefused(
@@ -73,6 +90,13 @@ class AdmissionTest {
           "memoryBytes",
           GIB);
       assertRefused(s.call(key, "POST", "/v1/sandboxes", "{\"pids\": 513}"), "pids", 512);
+      assertRefused(
+          s.call(key, "POST", "/v1/sandboxes", "{\"diskBytes\": " + (GIB + 1) + "}"),
+          "diskBytes",
+          GIB);
+      assertRefused(
+          s.call(key, "POST", "/v1/sandboxes", "{\"diskInodes\": 100001}"), "diskInodes", 100_000);
+      assertThat(s.call(key, "GET", "/v1/sandboxes", null).json().get("items")).isEmpty();
     }
   }
 
@@ -87,6 +111,54 @@ class AdmissionTest {
     assertThatThrownBy(() -> SandboxServer.builder().maxPidsPerSandbox(15))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("maxPidsPerSandbox");
+    assertThatThrownBy(() -> SandboxServer.builder().maxDiskPerSandbox(1 << 20))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("maxDiskPerSandbox");
+    assertThatThrownBy(() -> SandboxServer.builder().maxDiskInodesPerSandbox(1023))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("maxDiskInodesPerSandbox");
+  }
+
+  /**
+   * A disk at the ceiling is accepted; one that omits its size gets the engine's default (10 GiB,
+   * 1,000,000 inodes) capped at the ceiling, for real: writing past it fails inside the sandbox.
+   */
+  @Test
+  void anOmittedDiskIsCappedAtTheCeiling() throws Exception {
+    long ceiling = 256L << 20;
+    try (TestServer s =
+        new TestServer(data, b -> b.maxDiskPerSandbox(ceiling).maxDiskInodesPerSandbox(4096))) {
+      String key = s.key("disks");
+      assertRefused(
+          s.call(key, "POST", "/v1/sandboxes", "{\"diskBytes\": " + (ceiling + 1) + "}"),
+          "diskBytes",
+          ceiling);
+      assertThat(s.call(key, "GET", "/v1/sandboxes", null).json().get("items")).isEmpty();
+      TestServer.requireLocalEngine();
+      s.create(key, "{\"diskBytes\": " + ceiling + ", \"diskInodes\": 4096}"); // at: accepted
+      String id = s.create(key, "{}");
+      // 320 MiB: fits the default 10 GiB, not the 256 MiB ceiling
+      String bytes =
+          TestServer.stdout(
+              s.exec(
+                  key,
+                  id,
+                  "{\"shell\": \"head -c 335544320 /dev/zero > /fill 2>/dev/null"
+                      + " && echo wrote || echo full\"}"),
+              "stdout");
+      assertThat(bytes).isEqualTo("full\n");
+      s.exec(key, id, "{\"shell\": \"rm -f /fill\"}");
+      // 5000 files: fit the default 1,000,000 inodes, not the 4096 ceiling
+      String files =
+          TestServer.stdout(
+              s.exec(
+                  key,
+                  id,
+                  "{\"shell\": \"mkdir /many && cd /many && seq 5000 | xargs touch 2>/dev/null"
+                      + " && echo wrote || echo full\"}"),
+              "stdout");
+      assertThat(files).isEqualTo("full\n");
+    }
   }
 
   /**
