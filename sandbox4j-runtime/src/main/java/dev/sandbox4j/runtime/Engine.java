@@ -599,7 +599,7 @@ final class Engine {
     }
     networks.release(dir, id); // its address only once its container is gone
     Overlay.unmount(dir.resolve("rootfs"));
-    SandboxDisk.unmount(dir); // before the rename: its loop device holds the image open
+    SandboxDisk.release(dir); // out of the mount table now, unmounted off this path
     // Renamed away first: from here on no one can read a record, so the id is simply gone.
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
     Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
@@ -688,6 +688,7 @@ final class Engine {
       }
     }
     removed.addAll(networks.gc(sandboxes));
+    removed.addAll(SpareDisks.gc(home));
     removed.addAll(images.gc());
     return removed;
   }

@@ -109,13 +109,15 @@ final class SandboxDisk {
    */
   static void create(Path home, Path dir, Limit limit) throws IOException {
     Path template = template(home, limit);
-    Path image = dir.resolve(IMAGE);
-    try {
-      LoopDisk.sparseCopy(template, image);
-    } catch (LoopDisk.Failure e) {
-      throw new IOException("cannot copy the disk template " + template + ": " + e.getMessage());
+    if (!SpareDisks.claim(home, limit, dir)) { // a spare made ahead of time, mounted: see there
+      Path image = dir.resolve(IMAGE);
+      try {
+        LoopDisk.sparseCopy(template, image);
+      } catch (LoopDisk.Failure e) {
+        throw new IOException("cannot copy the disk template " + template + ": " + e.getMessage());
+      }
+      mount(dir);
     }
-    mount(dir);
     Files.createDirectories(dir.resolve(MOUNT).resolve("upper"));
     Files.createDirectories(dir.resolve(MOUNT).resolve("work"));
   }
@@ -170,10 +172,38 @@ final class SandboxDisk {
     }
   }
 
+  /** {@code image} mounted as {@link #mount} does, but attached nowhere ({@link SpareDisks}). */
+  static int mountDetached(Path image) throws LoopDisk.Failure {
+    return LoopDisk.mountDetached(
+        image,
+        LoopDisk.MOUNT_ATTR_NOSUID | LoopDisk.MOUNT_ATTR_NODEV | LoopDisk.MOUNT_ATTR_NOATIME,
+        List.of("discard", "noinit_itable"),
+        java.util.Map.of("errors", "remount-ro"));
+  }
+
   /** Unmounts the sandbox's disk (after its overlay); its loop device frees itself. */
   static void unmount(Path dir) {
     if (isMounted(dir)) {
       Overlay.unmount(dir.resolve(MOUNT));
+    }
+  }
+
+  /**
+   * Takes the disk of a sandbox being destroyed out of the mount table at once, and finishes its
+   * unmount off the caller's path ({@link SpareDisks.Release}): that unmount (the journal flushed,
+   * the loop device freed, the deleted image's blocks released) is what made a destroy 80 to 120 ms
+   * slower. Nothing can reach the disk meanwhile: it is in no mount table, and only the releasing
+   * thread holds it. The image must never be mounted again (it would be twice for a moment); a
+   * destroy deletes it right after. An end of the JVM finishes the unmount too.
+   */
+  static void release(Path dir) {
+    if (!isMounted(dir)) {
+      return;
+    }
+    try {
+      SpareDisks.Release.close(LoopDisk.detach(dir.resolve(MOUNT)));
+    } catch (LoopDisk.Failure e) {
+      unmount(dir); // as before: on this path
     }
   }
 
@@ -183,7 +213,7 @@ final class SandboxDisk {
    */
   static Path template(Path home, Limit limit) throws IOException {
     Path dir = home.resolve(TEMPLATES);
-    Path template = dir.resolve("ext4-" + limit.bytes() + "-" + limit.inodes() + ".img");
+    Path template = templatePath(home, limit);
     if (Files.exists(template)) {
       return template;
     }
@@ -218,6 +248,11 @@ final class SandboxDisk {
           "cannot make a disk template with mkfs.ext4 (e2fsprogs): " + e.getMessage(), e);
     }
     return template;
+  }
+
+  /** Where the template for {@code limit} is, made or not. */
+  static Path templatePath(Path home, Limit limit) {
+    return home.resolve(TEMPLATES).resolve("ext4-" + limit.bytes() + "-" + limit.inodes() + ".img");
   }
 
   /**
