@@ -51,6 +51,7 @@ final class Engine {
   private final Cgroups cgroups;
   private final Networks networks;
   private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
+  private volatile double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
 
   Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
     this.home = home;
@@ -68,6 +69,15 @@ final class Engine {
   /** The free space a create leaves the home's file system at least ({@link SandboxDisk}). */
   void diskReserve(long bytes) {
     this.diskReserve = bytes;
+  }
+
+  /** How far the home's disks may overcommit its free space ({@link SandboxDisk.Budget}). */
+  void diskOvercommit(double factor) {
+    this.diskOvercommit = new SandboxDisk.Budget(0, factor).overcommit();
+  }
+
+  double diskOvercommit() {
+    return diskOvercommit;
   }
 
   long diskReserve() {
@@ -184,7 +194,8 @@ final class Engine {
         networks.writeHosts(dir, id);
       }
       if (spec.disk() != null) {
-        SandboxDisk.create(home, dir, spec.disk());
+        SandboxDisk.create(
+            home, dir, spec.disk(), new SandboxDisk.Budget(diskReserve(), diskOvercommit));
       }
       upper.prepare(dir, id);
       upper.start(this, dir, id, image, spec.limits());

@@ -31,6 +31,10 @@ final class LoopDisk {
   private static final long SYS_COPY_FILE_RANGE = AARCH64 ? 285 : 326;
   private static final long SYS_MOUNT = AARCH64 ? 40 : 165;
   private static final long SYS_UMOUNT2 = AARCH64 ? 39 : 166;
+  private static final long SYS_STATX = AARCH64 ? 291 : 332;
+  private static final long AT_SYMLINK_NOFOLLOW = 0x100;
+  private static final long STATX_SIZE_AND_BLOCKS = 0x200 | 0x400;
+  private static final int STATX_BUFFER = 256;
   // The new mount API has the same numbers on every architecture.
   private static final long SYS_MOVE_MOUNT = 429;
   private static final long SYS_FSOPEN = 430;
@@ -192,6 +196,29 @@ final class LoopDisk {
       }
     } finally {
       close(in);
+    }
+  }
+
+  /**
+   * How much more of its file system the file {@code image} can take: its size minus the bytes
+   * allocated to it ({@code statx} size and blocks); 0 for a file that is not sparse.
+   */
+  static long unallocatedBytes(Path image) throws Failure {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment p = arena.allocateFrom(image.toString(), StandardCharsets.UTF_8);
+      MemorySegment buf = arena.allocate(STATX_BUFFER, 8);
+      call(
+          "statx " + image,
+          SYS_STATX,
+          AT_FDCWD,
+          p.address(),
+          AT_SYMLINK_NOFOLLOW,
+          STATX_SIZE_AND_BLOCKS,
+          buf.address(),
+          0);
+      long size = buf.get(ValueLayout.JAVA_LONG, 40);
+      long blocks = buf.get(ValueLayout.JAVA_LONG, 48);
+      return Math.max(0, size - blocks * 512);
     }
   }
 

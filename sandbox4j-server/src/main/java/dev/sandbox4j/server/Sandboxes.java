@@ -350,7 +350,10 @@ final class Sandboxes {
 
   private LocalSandbox.Builder configure(CreateSpec s) {
     LocalSandbox.Builder b =
-        LocalSandbox.builder().home(engine.home()).diskReserve(engine.diskReserve());
+        LocalSandbox.builder()
+            .home(engine.home())
+            .diskReserve(engine.diskReserve())
+            .diskOvercommit(engine.diskOvercommit());
     field(
         "image",
         () -> {
