@@ -32,6 +32,7 @@ final class LoopDisk {
   private static final long SYS_MOUNT = AARCH64 ? 40 : 165;
   private static final long SYS_UMOUNT2 = AARCH64 ? 39 : 166;
   private static final long SYS_STATX = AARCH64 ? 291 : 332;
+  private static final long SYS_MKDIRAT = AARCH64 ? 34 : 258;
   private static final long AT_SYMLINK_NOFOLLOW = 0x100;
   private static final long STATX_SIZE_AND_BLOCKS = 0x200 | 0x400;
   private static final int STATX_BUFFER = 256;
@@ -314,6 +315,14 @@ final class LoopDisk {
           at.address(),
           MOVE_MOUNT_F_EMPTY_PATH,
           0);
+    }
+  }
+
+  /** Makes the directory {@code name} (mode 0755 less the umask) in the directory {@code dir}. */
+  static void mkdirAt(int dir, String name) throws Failure {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment n = arena.allocateFrom(name, StandardCharsets.UTF_8);
+      call("mkdirat " + name, SYS_MKDIRAT, dir, n.address(), 0755, 0, 0, 0);
     }
   }
 

@@ -186,6 +186,15 @@ final class SpareDisks {
       locked.lock(); // new and ours: taken at once; marks it in use for gc
       LoopDisk.sparseCopyInto(template, image);
       int mount = SandboxDisk.mountDetached(image);
+      try {
+        // As SandboxDisk.create makes them; made here, the file system's first allocations (its
+        // block bitmap read through the loop device) are off the create's path too.
+        LoopDisk.mkdirAt(mount, "upper");
+        LoopDisk.mkdirAt(mount, "work");
+      } catch (LoopDisk.Failure e) {
+        Release.close(mount);
+        throw e;
+      }
       return Optional.of(new Spare(image, locked, mount));
     } catch (NoSuchFileException e) {
       closeQuietly(locked);
