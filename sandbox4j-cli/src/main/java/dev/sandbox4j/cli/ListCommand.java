@@ -47,7 +47,8 @@ final class ListCommand implements Callable<Integer> {
               + " state, image, created, labels, cpus, memoryBytes, pids, egress, networks, and"
               + " timers"
               + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
-              + " with ends, and portUrl.")
+              + " with ends, portUrl, and diskBytes and diskInodes (the quota of its writable"
+              + " layer; 0 for a sandbox made before sandboxes had disks, which has none).")
   boolean json;
 
   @Override

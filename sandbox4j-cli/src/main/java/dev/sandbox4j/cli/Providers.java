@@ -499,6 +499,8 @@ final class Providers {
     fields.put("egress", s.egress());
     fields.put("networks", s.networks());
     fields.put("portUrl", s.portUrl());
+    fields.put("diskBytes", s.diskBytes()); // 0: made before disks, no quota
+    fields.put("diskInodes", s.diskInodes());
     return fields;
   }
 

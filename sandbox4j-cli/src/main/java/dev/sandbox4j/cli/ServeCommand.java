@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.SandboxServer;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
@@ -91,12 +92,36 @@ final class ServeCommand implements Callable<Integer> {
               + " 'diskInodes'. Default: 1000000, the engine's default.")
   Long maxDiskInodes;
 
+  @Option(
+      names = "--disk-overcommit",
+      paramLabel = "FACTOR",
+      description =
+          "How far the sandboxes' disks may promise the free space above the reserve: a create or"
+              + " fork is a 503 'insufficient_disk' when its disk plus what every disk may still"
+              + " write exceeds FACTOR times that space. 1 guarantees the sandboxes never take the"
+              + " host below the reserve; more admits more mostly idle sandboxes. Default: 4.")
+  Double diskOvercommit;
+
   @Override
   public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
+    LocalSandbox engine = root.providers().local();
+    if (diskOvercommit != null) {
+      try {
+        engine =
+            LocalSandbox.builder()
+                .home(engine.home())
+                .diskReserve(engine.diskReserve())
+                .diskOvercommit(diskOvercommit)
+                .build();
+      } catch (IllegalArgumentException e) {
+        root.context().err().println("sandbox4j: " + e.getMessage());
+        return ExitCodes.USAGE;
+      }
+    }
     SandboxServer.Builder builder =
         SandboxServer.builder()
-            .engine(root.providers().local())
+            .engine(engine)
             .dataDirectory(data != null ? data : KeysCommand.dataDirectory(root))
             .bind(bind, port)
             .requestLog(

@@ -51,6 +51,7 @@ final class Engine {
   private final Cgroups cgroups;
   private final Networks networks;
   private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
+  private volatile double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
 
   Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
     this.home = home;
@@ -68,6 +69,15 @@ final class Engine {
   /** The free space a create leaves the home's file system at least ({@link SandboxDisk}). */
   void diskReserve(long bytes) {
     this.diskReserve = bytes;
+  }
+
+  /** How far the home's disks may overcommit its free space ({@link SandboxDisk.Budget}). */
+  void diskOvercommit(double factor) {
+    this.diskOvercommit = new SandboxDisk.Budget(0, factor).overcommit();
+  }
+
+  double diskOvercommit() {
+    return diskOvercommit;
   }
 
   long diskReserve() {
@@ -184,7 +194,8 @@ final class Engine {
         networks.writeHosts(dir, id);
       }
       if (spec.disk() != null) {
-        SandboxDisk.create(home, dir, spec.disk());
+        SandboxDisk.create(
+            home, dir, spec.disk(), new SandboxDisk.Budget(diskReserve(), diskOvercommit));
       }
       upper.prepare(dir, id);
       upper.start(this, dir, id, image, spec.limits());
@@ -599,7 +610,7 @@ final class Engine {
     }
     networks.release(dir, id); // its address only once its container is gone
     Overlay.unmount(dir.resolve("rootfs"));
-    SandboxDisk.unmount(dir); // before the rename: its loop device holds the image open
+    SandboxDisk.release(dir); // out of the mount table now, unmounted off this path
     // Renamed away first: from here on no one can read a record, so the id is simply gone.
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
     Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
@@ -688,6 +699,7 @@ final class Engine {
       }
     }
     removed.addAll(networks.gc(sandboxes));
+    removed.addAll(SpareDisks.gc(home));
     removed.addAll(images.gc());
     return removed;
   }

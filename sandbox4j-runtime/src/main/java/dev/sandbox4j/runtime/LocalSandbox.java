@@ -78,6 +78,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   private final int pids;
   private final SandboxDisk.Limit disk; // null: the default, or a snapshot's
   private final long diskReserve; // -1: the engine's default
+  private final double diskOvercommit;
   private final Map<String, String> labels;
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
@@ -112,6 +113,7 @@ public final class LocalSandbox implements WorkspaceProvider {
                 b.diskBytes != 0 ? b.diskBytes : SandboxDisk.DEFAULT_BYTES,
                 b.diskInodes != 0 ? b.diskInodes : SandboxDisk.DEFAULT_INODES);
     this.diskReserve = b.diskReserve;
+    this.diskOvercommit = b.diskOvercommit;
     this.labels = Map.copyOf(b.labels);
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
@@ -152,6 +154,13 @@ public final class LocalSandbox implements WorkspaceProvider {
    */
   public long diskReserve() {
     return diskReserve >= 0 ? diskReserve : SandboxDisk.defaultReserve(home);
+  }
+
+  /**
+   * How far sandboxes' disks may overcommit the free space (see {@link Builder#diskOvercommit}).
+   */
+  public double diskOvercommit() {
+    return diskOvercommit;
   }
 
   @Override
@@ -695,6 +704,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     if (diskReserve >= 0) {
       e.diskReserve(diskReserve);
     }
+    e.diskOvercommit(diskOvercommit);
     return e;
   }
 
@@ -711,6 +721,7 @@ public final class LocalSandbox implements WorkspaceProvider {
     private long diskBytes;
     private long diskInodes;
     private long diskReserve = -1;
+    private double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
     private final List<String> sizeSettings = new java.util.ArrayList<>();
     private HostLimits.Sandboxes sandboxesLimits; // null: derived from the host
     private boolean imageSet;
@@ -892,6 +903,23 @@ public final class LocalSandbox implements WorkspaceProvider {
         throw new IllegalArgumentException("diskReserve must be 0 or more bytes, was " + bytes);
       }
       this.diskReserve = bytes;
+      return this;
+    }
+
+    /**
+     * How far the disks of the state directory's sandboxes may promise its file system's free space
+     * above the reserve ({@link #diskReserve}): a create or fork is refused with {@link
+     * InsufficientDiskException} when the new disk's size plus what every existing disk may still
+     * write (its size minus what it holds) is more than {@code factor} times that space. Default 4.
+     * At 1 no sandbox's writes, nor all of them together, can take the file system below the
+     * reserve (other processes' writes aside); above 1 more sandboxes fit (most never fill their
+     * disk) and their writes together can take up to {@code factor} times that space, so the host
+     * can fill up if many fill their disks. {@link Double#POSITIVE_INFINITY}: no bound (the reserve
+     * then only refuses creates). Sandboxes made before disks existed have no disk and no bound.
+     */
+    public Builder diskOvercommit(double factor) {
+      new SandboxDisk.Budget(0, factor); // validates, naming the setting
+      this.diskOvercommit = factor;
       return this;
     }
 

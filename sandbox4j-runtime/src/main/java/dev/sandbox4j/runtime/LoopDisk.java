@@ -10,6 +10,7 @@ import java.lang.invoke.MethodHandle;
 import java.lang.invoke.VarHandle;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Map;
 
 /**
  * The system calls behind {@link SandboxDisk}, through {@code java.lang.foreign}: a sparse copy of
@@ -29,6 +30,17 @@ final class LoopDisk {
   private static final long SYS_FTRUNCATE = AARCH64 ? 46 : 77;
   private static final long SYS_COPY_FILE_RANGE = AARCH64 ? 285 : 326;
   private static final long SYS_MOUNT = AARCH64 ? 40 : 165;
+  private static final long SYS_UMOUNT2 = AARCH64 ? 39 : 166;
+  private static final long SYS_STATX = AARCH64 ? 291 : 332;
+  private static final long SYS_MKDIRAT = AARCH64 ? 34 : 258;
+  private static final long AT_SYMLINK_NOFOLLOW = 0x100;
+  private static final long STATX_SIZE_AND_BLOCKS = 0x200 | 0x400;
+  private static final int STATX_BUFFER = 256;
+  // The new mount API has the same numbers on every architecture.
+  private static final long SYS_MOVE_MOUNT = 429;
+  private static final long SYS_FSOPEN = 430;
+  private static final long SYS_FSCONFIG = 431;
+  private static final long SYS_FSMOUNT = 432;
 
   private static final long AT_FDCWD = -100;
   private static final long O_RDONLY = 0;
@@ -36,6 +48,16 @@ final class LoopDisk {
   private static final long O_CREAT = 0100;
   private static final long O_EXCL = 0200;
   private static final long O_CLOEXEC = 02000000;
+  private static final long O_PATH = 010000000;
+  private static final long O_DIRECTORY = AARCH64 ? 040000 : 0200000;
+  private static final long O_NOFOLLOW = AARCH64 ? 0100000 : 0400000;
+  private static final long MNT_DETACH = 2;
+  private static final long FSOPEN_CLOEXEC = 1;
+  private static final long FSCONFIG_SET_FLAG = 0;
+  private static final long FSCONFIG_SET_STRING = 1;
+  private static final long FSCONFIG_CMD_CREATE = 6;
+  private static final long FSMOUNT_CLOEXEC = 1;
+  private static final long MOVE_MOUNT_F_EMPTY_PATH = 4;
   private static final long SEEK_DATA = 3;
   private static final long SEEK_HOLE = 4;
   private static final int ENXIO = 6;
@@ -51,6 +73,9 @@ final class LoopDisk {
   static final long MS_NOSUID = 2;
   static final long MS_NODEV = 4;
   static final long MS_NOATIME = 1024;
+  static final long MOUNT_ATTR_NOSUID = 0x2;
+  static final long MOUNT_ATTR_NODEV = 0x4;
+  static final long MOUNT_ATTR_NOATIME = 0x10;
 
   private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
   private static final VarHandle ERRNO =
@@ -104,7 +129,7 @@ final class LoopDisk {
     }
   }
 
-  private static void close(int fd) {
+  static void close(int fd) {
     try {
       call("close", SYS_CLOSE, fd, 0, 0, 0, 0, 0);
     } catch (Failure ignored) {
@@ -117,9 +142,18 @@ final class LoopDisk {
    * image of gigabytes of which a few hundred kilobytes are written costs those kilobytes.
    */
   static void sparseCopy(Path from, Path to) throws Failure {
+    sparseCopy(from, to, O_CREAT | O_EXCL);
+  }
+
+  /** {@link #sparseCopy} into {@code to}, which exists already and is empty. */
+  static void sparseCopyInto(Path from, Path to) throws Failure {
+    sparseCopy(from, to, O_NOFOLLOW);
+  }
+
+  private static void sparseCopy(Path from, Path to, long create) throws Failure {
     int in = open(from, O_RDONLY, 0);
     try {
-      int out = open(to, O_RDWR | O_CREAT | O_EXCL, 0600);
+      int out = open(to, O_RDWR | create, 0600);
       try (Arena arena = Arena.ofConfined()) {
         long size = call("lseek", SYS_LSEEK, in, 0, 2 /* SEEK_END */, 0, 0, 0);
         call("ftruncate", SYS_FTRUNCATE, out, size, 0, 0, 0, 0);
@@ -167,10 +201,150 @@ final class LoopDisk {
   }
 
   /**
+   * How much more of its file system the file {@code image} can take: its size minus the bytes
+   * allocated to it ({@code statx} size and blocks); 0 for a file that is not sparse.
+   */
+  static long unallocatedBytes(Path image) throws Failure {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment p = arena.allocateFrom(image.toString(), StandardCharsets.UTF_8);
+      MemorySegment buf = arena.allocate(STATX_BUFFER, 8);
+      call(
+          "statx " + image,
+          SYS_STATX,
+          AT_FDCWD,
+          p.address(),
+          AT_SYMLINK_NOFOLLOW,
+          STATX_SIZE_AND_BLOCKS,
+          buf.address(),
+          0);
+      long size = buf.get(ValueLayout.JAVA_LONG, 40);
+      long blocks = buf.get(ValueLayout.JAVA_LONG, 48);
+      return Math.max(0, size - blocks * 512);
+    }
+  }
+
+  /** What is done with a bound loop device: mount it and return what the caller keeps. */
+  private interface OnDevice<T> {
+    T use(Path device, Arena arena) throws Failure;
+  }
+
+  /**
    * Mounts the file system image {@code image} (ext4) at {@code target} through a free loop device
    * that frees itself once unmounted ({@code LO_FLAGS_AUTOCLEAR}). Returns the device's path.
    */
   static String mount(Path image, Path target, long flags, String options) throws Failure {
+    return withLoop(
+        image,
+        (device, arena) -> {
+          MemorySegment source = arena.allocateFrom(device.toString(), StandardCharsets.UTF_8);
+          MemorySegment at = arena.allocateFrom(target.toString(), StandardCharsets.UTF_8);
+          MemorySegment type = arena.allocateFrom("ext4", StandardCharsets.UTF_8);
+          MemorySegment data = arena.allocateFrom(options, StandardCharsets.UTF_8);
+          call(
+              "mount " + target,
+              SYS_MOUNT,
+              source.address(),
+              at.address(),
+              type.address(),
+              flags,
+              data.address(),
+              0);
+          return device.toString();
+        });
+  }
+
+  /**
+   * Mounts the ext4 image {@code image} through a self-freeing loop device as {@link #mount} does,
+   * but attached nowhere ({@code fsopen}, {@code fsconfig}, {@code fsmount}): returns a descriptor
+   * of the detached mount, which {@link #attach} puts in place later. While unattached it is in no
+   * mount table; closing the descriptor (or the process's end) unmounts it and frees its device.
+   * {@code flags} are {@code MOUNT_ATTR_*}; {@code flagOptions} are ext4's options without a value,
+   * {@code stringOptions} those with one.
+   */
+  static int mountDetached(
+      Path image, long flags, java.util.List<String> flagOptions, Map<String, String> stringOptions)
+      throws Failure {
+    return withLoop(
+        image,
+        (device, arena) -> {
+          int fs =
+              (int)
+                  call(
+                      "fsopen ext4",
+                      SYS_FSOPEN,
+                      arena.allocateFrom("ext4", StandardCharsets.UTF_8).address(),
+                      FSOPEN_CLOEXEC,
+                      0,
+                      0,
+                      0,
+                      0);
+          try {
+            configure(fs, arena, FSCONFIG_SET_STRING, "source", device.toString());
+            for (String flag : flagOptions) {
+              configure(fs, arena, FSCONFIG_SET_FLAG, flag, null);
+            }
+            for (Map.Entry<String, String> option : stringOptions.entrySet()) {
+              configure(fs, arena, FSCONFIG_SET_STRING, option.getKey(), option.getValue());
+            }
+            call("fsconfig create", SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, 0, 0, 0, 0);
+            return (int) call("fsmount", SYS_FSMOUNT, fs, FSMOUNT_CLOEXEC, flags, 0, 0, 0);
+          } finally {
+            close(fs);
+          }
+        });
+  }
+
+  private static void configure(int fs, Arena arena, long command, String key, String value)
+      throws Failure {
+    MemorySegment k = arena.allocateFrom(key, StandardCharsets.UTF_8);
+    long v = value == null ? 0 : arena.allocateFrom(value, StandardCharsets.UTF_8).address();
+    call("fsconfig " + key, SYS_FSCONFIG, fs, command, k.address(), v, 0, 0);
+  }
+
+  /** Attaches the detached mount {@code mount} ({@link #mountDetached}) at {@code target}. */
+  static void attach(int mount, Path target) throws Failure {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment empty = arena.allocateFrom("", StandardCharsets.UTF_8);
+      MemorySegment at = arena.allocateFrom(target.toString(), StandardCharsets.UTF_8);
+      call(
+          "move_mount " + target,
+          SYS_MOVE_MOUNT,
+          mount,
+          empty.address(),
+          AT_FDCWD,
+          at.address(),
+          MOVE_MOUNT_F_EMPTY_PATH,
+          0);
+    }
+  }
+
+  /** Makes the directory {@code name} (mode 0755 less the umask) in the directory {@code dir}. */
+  static void mkdirAt(int dir, String name) throws Failure {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment n = arena.allocateFrom(name, StandardCharsets.UTF_8);
+      call("mkdirat " + name, SYS_MKDIRAT, dir, n.address(), 0755, 0, 0, 0);
+    }
+  }
+
+  /**
+   * Detaches the mount at {@code target} from the mount table at once and returns a descriptor that
+   * keeps it alive: the file system's real unmount (its journal flushed, its loop device freed, the
+   * image's blocks released if it was deleted) happens when that descriptor is closed, which the
+   * caller may do off its own path. Nothing else can reach the file system meanwhile.
+   */
+  static int detach(Path target) throws Failure {
+    int keep = open(target, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment at = arena.allocateFrom(target.toString(), StandardCharsets.UTF_8);
+      call("umount2 " + target, SYS_UMOUNT2, at.address(), MNT_DETACH, 0, 0, 0, 0);
+      return keep;
+    } catch (Failure | RuntimeException e) {
+      close(keep);
+      throw e;
+    }
+  }
+
+  private static <T> T withLoop(Path image, OnDevice<T> onDevice) throws Failure {
     int file = open(image, O_RDWR, 0);
     try {
       int control = open(Path.of("/dev/loop-control"), O_RDWR, 0);
@@ -208,22 +382,9 @@ final class LoopDisk {
               }
               throw f;
             }
-            MemorySegment source = arena.allocateFrom(device.toString(), StandardCharsets.UTF_8);
-            MemorySegment at = arena.allocateFrom(target.toString(), StandardCharsets.UTF_8);
-            MemorySegment type = arena.allocateFrom("ext4", StandardCharsets.UTF_8);
-            MemorySegment data = arena.allocateFrom(options, StandardCharsets.UTF_8);
             // Until mounted, the open descriptor keeps the device bound; closing it after a
             // failed mount lets AUTOCLEAR unbind it.
-            call(
-                "mount " + target,
-                SYS_MOUNT,
-                source.address(),
-                at.address(),
-                type.address(),
-                flags,
-                data.address(),
-                0);
-            return device.toString();
+            return onDevice.use(device, arena);
           } finally {
             close(loop);
           }

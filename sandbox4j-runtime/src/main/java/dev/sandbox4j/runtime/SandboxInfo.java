@@ -26,6 +26,10 @@ import java.util.Map;
  *     for a sandbox created before sandboxes had networks
  * @param portUrl the URL serving its ports, with {@code {port}} standing for the port: {@code
  *     http://{port}-<id>.localhost:<proxyPort>/} (see {@link LocalSandbox#url})
+ * @param diskBytes the byte quota of its writable layer (its disk, see {@link
+ *     LocalSandbox.Builder#disk}); 0 for a sandbox made before sandboxes had disks, whose writable
+ *     layer has no quota at all (a fork of it gets the default)
+ * @param diskInodes the inode quota of its writable layer; 0 when {@code diskBytes} is
  */
 public record SandboxInfo(
     WorkspaceRef ref,
@@ -39,7 +43,9 @@ public record SandboxInfo(
     SandboxTimers timers,
     java.util.List<String> networks,
     String egress,
-    String portUrl) {
+    String portUrl,
+    long diskBytes,
+    long diskInodes) {
 
   /** Copies the labels and networks. */
   public SandboxInfo {
@@ -72,6 +78,8 @@ public record SandboxInfo(
         timers,
         networks,
         egress,
-        portUrl);
+        portUrl,
+        r.diskBytes(),
+        r.diskInodes());
   }
 }

@@ -15,6 +15,10 @@ import java.time.Instant;
  * @param memoryBytes their memory limit
  * @param pids their limit on processes
  * @param sizeBytes the size of its files, image included
+ * @param diskBytes the byte quota of the writable layer of sandboxes made from it unless their
+ *     builder sets one ({@link LocalSandbox.Builder#disk}): its source's, or the default for a
+ *     snapshot saved before sandboxes had disks
+ * @param diskInodes the inode quota of their writable layer, likewise
  */
 public record SnapshotInfo(
     String name,
@@ -24,7 +28,9 @@ public record SnapshotInfo(
     int cpus,
     long memoryBytes,
     int pids,
-    long sizeBytes) {
+    long sizeBytes,
+    long diskBytes,
+    long diskInodes) {
 
   static SnapshotInfo of(Image image, ImageStore.Snapshot s) {
     return new SnapshotInfo(
@@ -35,6 +41,8 @@ public record SnapshotInfo(
         s.cpus(),
         s.memoryBytes(),
         s.pids(),
-        image.sizeBytes());
+        image.sizeBytes(),
+        s.disk().bytes(),
+        s.disk().inodes());
   }
 }

@@ -91,7 +91,16 @@ final class Trees {
   /** Removes what directory {@code dir} holds; moves what is too deep to directory {@code top}. */
   private static void empty(int dir, int top, int depth, String where)
       throws IOException, NativeFs.Errno {
-    for (byte[] child : NativeFs.readDirectory(dir)) {
+    List<byte[]> children;
+    try {
+      children = NativeFs.readDirectory(dir);
+    } catch (NativeFs.Errno e) {
+      if (e.errno == NativeFs.ENOENT) {
+        return; // removed meanwhile by another deleter (a gc beside a destroy): nothing left here
+      }
+      throw e;
+    }
+    for (byte[] child : children) {
       String path = where + "/" + new String(child, StandardCharsets.UTF_8);
       try {
         NativeFs.unlinkat(dir, child, 0);

@@ -53,6 +53,7 @@ final class TestImages {
       }
     }
     if (home != null && Files.exists(home)) {
+      SpareDisks.drop(home); // this JVM's disks made ahead for it: mounted until dropped
       stopSupervisors(home);
       Trees.delete(home);
     }

@@ -255,4 +255,44 @@ class TreesTest {
     }
     return all.toString();
   }
+
+  /**
+   * Two deleters of one tree (a gc beside a destroy of the same {@code .destroyed-} directory) both
+   * end without an error: a directory the other removed while this one listed it is gone, which is
+   * what a delete wants.
+   */
+  @Test
+  void twoDeletersOfOneTreeBothSucceed() throws Exception {
+    for (int round = 0; round < 30; round++) {
+      Path tree = temp.resolve("shared-" + round);
+      for (int d = 0; d < 40; d++) {
+        Path dir = Files.createDirectories(tree.resolve("d" + d).resolve("inner"));
+        for (int f = 0; f < 40; f++) {
+          Files.writeString(dir.resolve("f" + f), "x");
+        }
+      }
+      List<Throwable> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
+      java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+      List<Thread> deleters = new ArrayList<>();
+      for (int t = 0; t < 3; t++) {
+        deleters.add(
+            Thread.ofPlatform()
+                .start(
+                    () -> {
+                      try {
+                        go.await();
+                        Trees.delete(tree);
+                      } catch (Throwable e) {
+                        failures.add(e);
+                      }
+                    }));
+      }
+      go.countDown();
+      for (Thread t : deleters) {
+        t.join();
+      }
+      assertThat(failures).as("round " + round).isEmpty();
+      assertThat(tree).doesNotExist();
+    }
+  }
 }

@@ -156,6 +156,22 @@ record SandboxCeilings(int cpus, long memoryBytes, int pids, long diskBytes, lon
     copy(field, source, "pids", pids, this.pids, "");
   }
 
+  /**
+   * Refuses a sandbox whose disk quota comes from {@code source}, as {@link #admitCopy} does its
+   * other sizes. A size of 0 (a sandbox made before disks, whose copy gets the engine's default) is
+   * held as that default; a negative one is not copied (the request sets its own, checked apart).
+   */
+  void admitCopiedDisk(String field, String source, long diskBytes, long diskInodes) {
+    if (diskBytes >= 0) {
+      long bytes = diskBytes == 0 ? ENGINE_DISK : diskBytes;
+      copy(field, source, "diskBytes", bytes, this.diskBytes, " bytes");
+    }
+    if (diskInodes >= 0) {
+      long inodes = diskInodes == 0 ? ENGINE_DISK_INODES : diskInodes;
+      copy(field, source, "diskInodes", inodes, this.diskInodes, "");
+    }
+  }
+
   private static void copy(
       String field, String source, String size, long value, long ceiling, String unit) {
     if (value > ceiling) {

@@ -103,6 +103,13 @@ final class Sandboxes {
               saved.cpus(),
               saved.memoryBytes(),
               saved.pids());
+      limits
+          .ceilings()
+          .admitCopiedDisk( // unless the request sets its own, checked below
+              "snapshot",
+              "snapshot '" + spec.snapshot() + "'",
+              spec.diskBytes() == null ? saved.diskBytes() : -1,
+              spec.diskInodes() == null ? saved.diskInodes() : -1);
       admitDisk(spec, b);
       b.snapshot(saved.name());
     } else {
@@ -343,7 +350,10 @@ final class Sandboxes {
 
   private LocalSandbox.Builder configure(CreateSpec s) {
     LocalSandbox.Builder b =
-        LocalSandbox.builder().home(engine.home()).diskReserve(engine.diskReserve());
+        LocalSandbox.builder()
+            .home(engine.home())
+            .diskReserve(engine.diskReserve())
+            .diskOvercommit(engine.diskOvercommit());
     field(
         "image",
         () -> {
@@ -582,6 +592,9 @@ final class Sandboxes {
           .ceilings()
           .admitCopy(
               null, "sandbox " + row.id(), parent.cpus(), parent.memoryBytes(), parent.pids());
+      limits
+          .ceilings()
+          .admitCopiedDisk(null, "sandbox " + row.id(), parent.diskBytes(), parent.diskInodes());
     }
     takeCreateToken(org);
     try (Reservation _ = reserve(org)) {

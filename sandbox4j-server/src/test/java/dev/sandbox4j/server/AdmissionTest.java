@@ -208,6 +208,53 @@ class AdmissionTest {
     }
   }
 
+  /**
+   * A disk quota that comes from a snapshot or a fork's parent, saved when the disk ceiling was
+   * higher, is held to the ceiling of now (the engine shows it in SandboxInfo/SnapshotInfo); a
+   * request that sets its own disk under the ceiling is not refused for the snapshot's.
+   */
+  @Test
+  void copiedDiskSizesAreHeldToTheDiskCeilingOfNow() throws Exception {
+    TestServer.requireLocalEngine();
+    long big = 512L << 20;
+    long ceiling = 256L << 20;
+    try (TestServer s = new TestServer(data, b -> b.maxDiskPerSandbox(big))) {
+      String key = s.key("disks");
+      String id = s.create(key, "{\"diskBytes\": " + big + ", \"diskInodes\": 4096}");
+      assertThat(
+              s.call(key, "POST", "/v1/sandboxes/" + id + "/snapshots", "{\"name\": \"wide\"}")
+                  .status())
+          .isEqualTo(201);
+      s.track(id);
+      s.server.close();
+      s.server =
+          SandboxServer.builder()
+              .engine(s.engine)
+              .dataDirectory(data)
+              .requestLog(l -> {})
+              .maxDiskPerSandbox(ceiling)
+              .build()
+              .start();
+      TestServer.Answer fromSnapshot =
+          s.call(key, "POST", "/v1/sandboxes", "{\"snapshot\": \"wide\"}");
+      assertThat(fromSnapshot.status()).as(fromSnapshot.text()).isEqualTo(400);
+      assertThat(fromSnapshot.error().get("field").asText()).isEqualTo("snapshot");
+      assertThat(fromSnapshot.error().get("message").asText())
+          .contains("diskBytes", Long.toString(big), Long.toString(ceiling));
+      TestServer.Answer fork =
+          s.call(key, "POST", "/v1/sandboxes/" + id + "/fork", "{\"filesOnly\": true}");
+      assertThat(fork.status()).as(fork.text()).isEqualTo(400);
+      assertThat(fork.error().get("message").asText())
+          .contains("diskBytes", Long.toString(big), "ceiling");
+      TestServer.Answer live = s.call(key, "POST", "/v1/sandboxes/" + id + "/fork", "{}");
+      assertThat(live.status()).as(live.text()).isEqualTo(400);
+
+      s.create(key, "{\"snapshot\": \"wide\", \"diskBytes\": " + ceiling + "}"); // its own
+      assertThat(s.call(key, "GET", "/v1/sandboxes", null).json().get("items")).hasSize(2);
+      s.call(key, "DELETE", "/v1/snapshots/wide", null);
+    }
+  }
+
   private static void assertRefused(TestServer.Answer a, String field, long ceiling)
       throws Exception {
     assertThat(a.status()).as(a.text()).isEqualTo(400);
