@@ -848,7 +848,6 @@ final class NativeFs {
   private static final long SYS_MOUNT_SETATTR = 442;
   private static final long OPEN_TREE_CLONE = 1;
   private static final long OPEN_TREE_CLOEXEC = 02000000;
-  private static final long AT_EMPTY_PATH = 0x1000;
   private static final long MOVE_MOUNT_F_EMPTY_PATH = 4;
   static final long MOUNT_ATTR_RDONLY = 0x1;
   static final long MOUNT_ATTR_NOSUID = 0x2;
@@ -884,7 +883,7 @@ final class NativeFs {
         long r =
             (long)
                 SYSCALL_5.invokeExact(
-                    state, SYS_MOUNT_SETATTR, tree, empty, AT_EMPTY_PATH, attr, 32L);
+                    state, SYS_MOUNT_SETATTR, tree, empty, (long) AT_EMPTY_PATH, attr, 32L);
         if (r != 0) {
           throw new Errno("mount_setattr", errno(state));
         }
