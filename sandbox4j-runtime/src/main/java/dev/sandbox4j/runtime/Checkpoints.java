@@ -156,7 +156,7 @@ final class Checkpoints {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
       StateDirectory.createPrivateDirectories(work);
-      StateDirectory.shareWithSandbox(images, Image.UID_SHIFT);
+      StateDirectory.shareWithSandbox(images, engine.record(id).hostBase());
       Files.deleteIfExists(bundle.resolve("init.pid"));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);

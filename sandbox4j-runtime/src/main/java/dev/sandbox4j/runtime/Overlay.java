@@ -95,6 +95,62 @@ final class Overlay {
 
   private static final long SEALED = NativeFs.MS_NOSUID | NativeFs.MS_NODEV;
 
+  /** Where a sandbox's idmapped lowers are bound while its overlay is mounted. */
+  static final String LOWERS = "lowers";
+
+  /**
+   * Mounts a sandbox's root like {@link #mount(List, Path, Path, Path)}, its layers (owned by the
+   * canonical ids {@link Image#UID_SHIFT}{@code ..}) seen as owned by the sandbox's block {@code
+   * hostBase..} ({@link IdBlocks}): each is bound idmapped ({@link NativeFs#idmappedBind}, a user
+   * namespace mapping the canonical block to {@code hostBase}) at {@code dir/lowers/<n>} and used
+   * as an overlay lower; once the overlay is mounted (it keeps private clones of its lowers), the
+   * binds are detached. The binds are read-only and {@code nodev}, not {@code nosuid}: overlay
+   * honours a lower mount's {@code nosuid}, and the container's {@code sudo} must stay setuid (the
+   * overlay itself is sealed, see the class comment). With {@code hostBase} the canonical block (a
+   * sandbox made before blocks existed, an image build's step), the layers are used as they are.
+   */
+  static void mount(List<Path> lowers, Path upper, Path work, Path target, Path dir, int hostBase) {
+    if (hostBase == Image.UID_SHIFT) {
+      mount(lowers, upper, work, target);
+      return;
+    }
+    if (!NativeFs.AVAILABLE) {
+      throw new WorkspaceException(
+          "cannot mount the layers idmapped: native file operations are unavailable");
+    }
+    Path binds = dir.resolve(LOWERS);
+    List<Path> mapped = new java.util.ArrayList<>();
+    int userns = UserNamespaces.create(Image.UID_SHIFT, hostBase, Image.ID_RANGE);
+    try {
+      Files.createDirectories(binds);
+      for (int i = 0; i < lowers.size(); i++) {
+        Path bind = binds.resolve(Integer.toString(i));
+        Files.createDirectories(bind);
+        try {
+          NativeFs.umount2(bind, NativeFs.MNT_DETACH); // a bind an interrupted mount left
+        } catch (NativeFs.Errno notMounted) {
+          // the usual case
+        }
+        NativeFs.idmappedBind(
+            lowers.get(i), bind, userns, NativeFs.MOUNT_ATTR_RDONLY | NativeFs.MOUNT_ATTR_NODEV);
+        mapped.add(bind);
+      }
+      mount(mapped, upper, work, target);
+    } catch (IOException | NativeFs.Errno e) {
+      throw new WorkspaceException(
+          "cannot bind the layers of " + target + " idmapped to " + hostBase + ": " + e, e);
+    } finally {
+      NativeFs.close(userns);
+      for (Path bind : mapped) {
+        try {
+          NativeFs.umount2(bind, NativeFs.MNT_DETACH);
+        } catch (NativeFs.Errno e) {
+          // not mounted: nothing to detach
+        }
+      }
+    }
+  }
+
   /**
    * Runs {@code start} (a runtime's {@code run} or {@code restore}, which bind the root into the
    * container's mount namespace) with setuid allowed on the host mount {@code target}, and forbids
