@@ -290,9 +290,9 @@ final class Engine {
         }
         long idBase = 0;
         try {
-          // A block of host ids of its own (IdBlocks); an image build's step (no disk) runs in the
-          // canonical block, which its layer, moved into the store, must be owned by.
-          idBase = spec.disk() == null ? 0 : IdBlocks.allocate(home, id);
+          // A block of host ids of its own (IdBlocks): image build steps too (their layer is
+          // shifted back to the canonical ids before it enters the store, see RecipeBuild).
+          idBase = IdBlocks.allocate(home, id);
           SandboxRecord record =
               new SandboxRecord(
                   SandboxRecord.FORMAT_VERSION,

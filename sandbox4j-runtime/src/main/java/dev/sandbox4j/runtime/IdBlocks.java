@@ -59,19 +59,24 @@ final class IdBlocks {
 
   /** Claims a free block for sandbox {@code id} of {@code home}; returns its first host id. */
   static long allocate(Path home, String id) {
+    return allocate(CLAIMS, home, id);
+  }
+
+  /** {@link #allocate(Path, String)} with the claims in {@code claims} (tests). */
+  static long allocate(Path claims, Path home, String id) {
     String me = owner(home, id);
     List<long[]> subordinate = subordinateRanges();
     int start = Math.floorMod(me.hashCode(), BLOCKS);
     try {
-      StateDirectory.createPrivateDirectories(CLAIMS);
-      try (FileLock lock = FileLock.acquire(CLAIMS.resolve(".lock"))) {
+      StateDirectory.createPrivateDirectories(claims);
+      try (FileLock lock = FileLock.acquire(claims.resolve(".lock"))) {
         for (int i = 0; i < BLOCKS; i++) {
           int n = (start + i) % BLOCKS;
           long base = BASE + (long) n * Image.ID_RANGE;
           if (overlaps(subordinate, base)) {
             continue;
           }
-          Path claim = CLAIMS.resolve(Integer.toString(n));
+          Path claim = claims.resolve(Integer.toString(n));
           try {
             Files.writeString(claim, me, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
             return base;
@@ -84,7 +89,7 @@ final class IdBlocks {
         }
       }
     } catch (IOException e) {
-      throw new WorkspaceException("cannot claim a host id block under " + CLAIMS + ": " + e, e);
+      throw new WorkspaceException("cannot claim a host id block under " + claims + ": " + e, e);
     }
     throw new WorkspaceException(
         "no free host id block left: " + BLOCKS + " sandboxes exist on this host");
@@ -96,17 +101,22 @@ final class IdBlocks {
    * other live sandbox holds is refused, never shared.
    */
   static void reclaim(Path home, String id, long idBase) {
+    reclaim(CLAIMS, home, id, idBase);
+  }
+
+  /** {@link #reclaim(Path, String, long)} with the claims in {@code claims} (tests). */
+  static void reclaim(Path claims, Path home, String id, long idBase) {
     if (!isBlock(idBase)) {
       return; // the canonical block of a sandbox made before blocks existed
     }
     String me = owner(home, id);
-    Path claim = CLAIMS.resolve(Long.toString((idBase - BASE) / Image.ID_RANGE));
+    Path claim = claims.resolve(Long.toString((idBase - BASE) / Image.ID_RANGE));
     try {
       if (me.equals(readClaim(claim))) {
         return;
       }
-      StateDirectory.createPrivateDirectories(CLAIMS);
-      try (FileLock lock = FileLock.acquire(CLAIMS.resolve(".lock"))) {
+      StateDirectory.createPrivateDirectories(claims);
+      try (FileLock lock = FileLock.acquire(claims.resolve(".lock"))) {
         String holder = readClaim(claim);
         if (me.equals(holder)) {
           return;
@@ -132,11 +142,16 @@ final class IdBlocks {
 
   /** Frees the block {@code idBase} of sandbox {@code id} if it still holds it. */
   static void free(Path home, String id, long idBase) {
+    free(CLAIMS, home, id, idBase);
+  }
+
+  /** {@link #free(Path, String, long)} with the claims in {@code claims} (tests). */
+  static void free(Path claims, Path home, String id, long idBase) {
     if (!isBlock(idBase)) {
       return;
     }
-    Path claim = CLAIMS.resolve(Long.toString((idBase - BASE) / Image.ID_RANGE));
-    try (FileLock lock = FileLock.acquire(CLAIMS.resolve(".lock"))) {
+    Path claim = claims.resolve(Long.toString((idBase - BASE) / Image.ID_RANGE));
+    try (FileLock lock = FileLock.acquire(claims.resolve(".lock"))) {
       if (owner(home, id).equals(readClaim(claim))) {
         Files.deleteIfExists(claim);
       }
@@ -147,14 +162,19 @@ final class IdBlocks {
 
   /** Removes the claims of {@code home}'s sandboxes that no longer exist; a line per claim. */
   static List<String> gc(Path home) {
+    return gc(CLAIMS, home);
+  }
+
+  /** {@link #gc(Path)} with the claims in {@code claims} (tests). */
+  static List<String> gc(Path claims, Path home) {
     List<String> removed = new ArrayList<>();
-    if (!Files.isDirectory(CLAIMS)) {
+    if (!Files.isDirectory(claims)) {
       return removed;
     }
     String prefix = home.toAbsolutePath().normalize() + "\n";
-    try (FileLock lock = FileLock.acquire(CLAIMS.resolve(".lock"));
-        Stream<Path> claims = Files.list(CLAIMS)) {
-      for (Path claim : claims.toList()) {
+    try (FileLock lock = FileLock.acquire(claims.resolve(".lock"));
+        Stream<Path> listed = Files.list(claims)) {
+      for (Path claim : listed.toList()) {
         String name = claim.getFileName().toString();
         if (!name.matches("[0-9]+")) {
           continue;
@@ -171,7 +191,7 @@ final class IdBlocks {
         }
       }
     } catch (IOException e) {
-      throw new WorkspaceException("gc cannot read " + CLAIMS + ": " + e, e);
+      throw new WorkspaceException("gc cannot read " + claims + ": " + e, e);
     }
     return removed;
   }

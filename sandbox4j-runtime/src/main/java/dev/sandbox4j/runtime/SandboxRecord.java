@@ -26,7 +26,7 @@ import java.util.Objects;
  *
  * <p>{@code idBase} is the first host id of the sandbox's own block ({@link IdBlocks}): its user
  * namespace maps container ids {@code 0..65535} there. 0 in records of sandboxes made before blocks
- * existed (and of image build steps), which run in the canonical block {@link Image#UID_SHIFT}.
+ * existed, which keep running in the canonical block {@link Image#UID_SHIFT}.
  */
 record SandboxRecord(
     int formatVersion,
