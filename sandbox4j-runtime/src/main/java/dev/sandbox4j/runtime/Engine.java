@@ -420,7 +420,7 @@ final class Engine {
       IdBlocks.reclaim(home, id, record.idBase());
       if (!Overlay.isMounted(rootfs)) {
         Overlay.mount(
-            image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, dir, hostBase);
+            image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, hostBase);
       }
       RootfsPaths.requireShell(rootfs, image.name());
       // Every container start (create, start, restore) comes through here: no sandbox ever runs

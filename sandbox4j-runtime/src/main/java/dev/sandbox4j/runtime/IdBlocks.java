@@ -62,29 +62,66 @@ final class IdBlocks {
     return allocate(CLAIMS, home, id);
   }
 
-  /** {@link #allocate(Path, String)} with the claims in {@code claims} (tests). */
+  /**
+   * {@link #allocate(Path, String)} with the claims in {@code claims} (tests). A free block is
+   * claimed without the lock: creating its file exclusively is atomic, and a claim file is only
+   * ever deleted or taken over under the lock, so no lock holder can judge a fresh claim stale.
+   * Only when no block is free are the claims of sandboxes that no longer exist taken over, under
+   * it.
+   */
   static long allocate(Path claims, Path home, String id) {
     String me = owner(home, id);
     List<long[]> subordinate = subordinateRanges();
     int start = Math.floorMod(me.hashCode(), BLOCKS);
     try {
-      StateDirectory.createPrivateDirectories(claims);
+      if (!Files.isDirectory(claims)) {
+        StateDirectory.createPrivateDirectories(claims);
+      }
+      // The claim is written whole to a file of its own first, then linked into place (link fails
+      // if the name exists): nobody ever reads a claim half written.
+      Path written = Files.createTempFile(claims, ".new-", "", StateDirectory.privateFile());
+      try {
+        Files.writeString(written, me, StandardOpenOption.WRITE);
+        // First a block whose user namespace this JVM keeps: its idmapped mounts start no process.
+        for (long base : UserNamespaces.cachedBlocks()) {
+          if (isBlock(base) && !overlaps(subordinate, base)) {
+            try {
+              Files.createLink(
+                  claims.resolve(Long.toString((base - BASE) / Image.ID_RANGE)), written);
+              return base;
+            } catch (FileAlreadyExistsException taken) {
+              // in use again
+            }
+          }
+        }
+        for (int i = 0; i < BLOCKS; i++) {
+          int n = (start + i) % BLOCKS;
+          if (overlaps(subordinate, BASE + (long) n * Image.ID_RANGE)) {
+            continue;
+          }
+          try {
+            Files.createLink(claims.resolve(Integer.toString(n)), written);
+            return BASE + (long) n * Image.ID_RANGE;
+          } catch (FileAlreadyExistsException taken) {
+            // the next one
+          }
+        }
+      } finally {
+        Files.deleteIfExists(written);
+      }
       try (FileLock lock = FileLock.acquire(claims.resolve(".lock"))) {
         for (int i = 0; i < BLOCKS; i++) {
           int n = (start + i) % BLOCKS;
           long base = BASE + (long) n * Image.ID_RANGE;
+          Path claim = claims.resolve(Integer.toString(n));
           if (overlaps(subordinate, base)) {
             continue;
           }
-          Path claim = claims.resolve(Integer.toString(n));
-          try {
-            Files.writeString(claim, me, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+          String holder = readClaim(claim);
+          if (holder == null || isStale(holder)) {
+            // freed meanwhile, or its sandbox is gone: taken over
+            AtomicFiles.write(claim, me.getBytes(StandardCharsets.UTF_8));
             return base;
-          } catch (FileAlreadyExistsException taken) {
-            if (isStale(readClaim(claim))) {
-              Files.writeString(claim, me); // its sandbox is gone: freed by nobody, taken over
-              return base;
-            }
           }
         }
       }

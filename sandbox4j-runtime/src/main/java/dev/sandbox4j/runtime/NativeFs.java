@@ -910,6 +910,48 @@ final class NativeFs {
     }
   }
 
+  /**
+   * A detached clone of the mount tree at {@code source} with its ids shown through the user
+   * namespace {@code usernsFd} and {@code attributes} set, like {@link #idmappedBind} but mounted
+   * nowhere: the returned descriptor ({@code O_CLOEXEC}; the caller closes it) names it, and {@code
+   * /proc/self/fd/<fd>} reaches it for as long as it is open (an overlay lower, say, which keeps a
+   * private clone of it).
+   */
+  static int idmappedTree(Path source, int usernsFd, long attributes) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment empty = cString(arena, new byte[0]);
+      long tree =
+          (long)
+              SYSCALL_3.invokeExact(
+                  state,
+                  SYS_OPEN_TREE,
+                  (long) AT_FDCWD,
+                  cString(arena, utf8(source)),
+                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (tree < 0) {
+        throw new Errno("open_tree", errno(state));
+      }
+      MemorySegment attr = arena.allocate(32); // struct mount_attr
+      attr.set(ValueLayout.JAVA_LONG, 0, MOUNT_ATTR_IDMAP | attributes); // attr_set
+      attr.set(ValueLayout.JAVA_LONG, 24, usernsFd); // userns_fd
+      long r =
+          (long)
+              SYSCALL_5.invokeExact(
+                  state, SYS_MOUNT_SETATTR, tree, empty, (long) AT_EMPTY_PATH, attr, 32L);
+      if (r != 0) {
+        Errno e = new Errno("mount_setattr", errno(state));
+        close((int) tree);
+        throw e;
+      }
+      return (int) tree;
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
   /** {@code umount2(target, flags)}. */
   static void umount2(Path target, int flags) throws Errno {
     try (Arena arena = Arena.ofConfined()) {

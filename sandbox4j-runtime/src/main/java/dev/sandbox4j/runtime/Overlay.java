@@ -95,21 +95,20 @@ final class Overlay {
 
   private static final long SEALED = NativeFs.MS_NOSUID | NativeFs.MS_NODEV;
 
-  /** Where a sandbox's idmapped lowers are bound while its overlay is mounted. */
-  static final String LOWERS = "lowers";
-
   /**
    * Mounts a sandbox's root like {@link #mount(List, Path, Path, Path)}, its layers (owned by the
    * canonical ids {@link Image#UID_SHIFT}{@code ..}) seen as owned by the sandbox's block {@code
-   * hostBase..} ({@link IdBlocks}): each is bound idmapped ({@link NativeFs#idmappedBind}, a user
-   * namespace mapping the canonical block to {@code hostBase}) at {@code dir/lowers/<n>} and used
-   * as an overlay lower; once the overlay is mounted (it keeps private clones of its lowers), the
-   * binds are detached. The binds are read-only and {@code nodev}, not {@code nosuid}: overlay
-   * honours a lower mount's {@code nosuid}, and the container's {@code sudo} must stay setuid (the
-   * overlay itself is sealed, see the class comment). With {@code hostBase} the canonical block (a
-   * sandbox made before blocks existed, an image build's step), the layers are used as they are.
+   * hostBase..} ({@link IdBlocks}): each layer is cloned as a detached idmapped mount ({@link
+   * NativeFs#idmappedTree}, through a user namespace mapping the canonical block to {@code
+   * hostBase}, {@link UserNamespaces#forBlock}) and given to overlay as a lower by its descriptor
+   * ({@code /proc/self/fd/<n>}); the overlay keeps private clones of its lowers, so the descriptors
+   * are closed right after, and nothing is left mounted but the overlay. The clones are read-only
+   * and {@code nodev}, not {@code nosuid}: overlay honours a lower mount's {@code nosuid}, and the
+   * container's {@code sudo} must stay setuid (the overlay itself is sealed, see the class
+   * comment). With {@code hostBase} the canonical block (a sandbox made before blocks existed), the
+   * layers are used as they are.
    */
-  static void mount(List<Path> lowers, Path upper, Path work, Path target, Path dir, int hostBase) {
+  static void mount(List<Path> lowers, Path upper, Path work, Path target, int hostBase) {
     if (hostBase == Image.UID_SHIFT) {
       mount(lowers, upper, work, target);
       return;
@@ -118,36 +117,29 @@ final class Overlay {
       throw new WorkspaceException(
           "cannot mount the layers idmapped: native file operations are unavailable");
     }
-    Path binds = dir.resolve(LOWERS);
-    List<Path> mapped = new java.util.ArrayList<>();
-    int userns = UserNamespaces.create(Image.UID_SHIFT, hostBase, Image.ID_RANGE);
+    List<Integer> trees = new java.util.ArrayList<>();
+    int userns = UserNamespaces.forBlock(hostBase);
     try {
-      Files.createDirectories(binds);
-      for (int i = 0; i < lowers.size(); i++) {
-        Path bind = binds.resolve(Integer.toString(i));
-        Files.createDirectories(bind);
-        try {
-          NativeFs.umount2(bind, NativeFs.MNT_DETACH); // a bind an interrupted mount left
-        } catch (NativeFs.Errno notMounted) {
-          // the usual case
-        }
-        NativeFs.idmappedBind(
-            lowers.get(i), bind, userns, NativeFs.MOUNT_ATTR_RDONLY | NativeFs.MOUNT_ATTR_NODEV);
-        mapped.add(bind);
+      for (Path layer : lowers) {
+        trees.add(
+            NativeFs.idmappedTree(
+                layer, userns, NativeFs.MOUNT_ATTR_RDONLY | NativeFs.MOUNT_ATTR_NODEV));
       }
-      mount(mapped, upper, work, target);
-    } catch (IOException | NativeFs.Errno e) {
+      // Short names: about 60 layers fit the one page of options.
+      mount(trees.stream().map(fd -> Path.of("/proc/self/fd/" + fd)).toList(), upper, work, target);
+    } catch (NativeFs.Errno e) {
       throw new WorkspaceException(
-          "cannot bind the layers of " + target + " idmapped to " + hostBase + ": " + e, e);
+          "cannot clone the layers of " + target + " idmapped to " + hostBase + ": " + e, e);
     } finally {
-      NativeFs.close(userns);
-      for (Path bind : mapped) {
-        try {
-          NativeFs.umount2(bind, NativeFs.MNT_DETACH);
-        } catch (NativeFs.Errno e) {
-          // not mounted: nothing to detach
-        }
-      }
+      // Closing a detached mount tree unmounts it, which waits for an RCU grace period: done off
+      // the create's path (nothing is mounted anywhere meanwhile: the trees are detached).
+      Thread.ofVirtual()
+          .name("sandbox4j-idmapped-close")
+          .start(
+              () -> {
+                NativeFs.close(userns);
+                trees.forEach(NativeFs::close);
+              });
     }
   }
 
