@@ -24,11 +24,11 @@ import java.util.stream.Stream;
  * memory, open files (paths in the sandbox's root, which for a fork is a copy), pipes, unix and TCP
  * sockets inside the sandbox (listening ones, tested; established ones on loopback with both ends
  * in the tree are dumped with {@code --tcp-established}, untested), the namespaces (pid, ipc, uts,
- * mount, network with its loopback, user 0→100000:65536), the seccomp filter of every process, and
- * the cgroups the engine made per command (CRIU creates them under the new sandbox's cgroup: {@code
- * --manage-cgroups-mode soft}). crun adds the bind mounts of the bundle ({@code /dev/catatonit}) as
- * external mounts; the device nodes crun bind-mounts from the host into a user namespace's {@code
- * /dev} are mapped through a CRIU config file ({@code ext-mount-map}).
+ * mount, network with its loopback, user 0→the sandbox's block:65536), the seccomp filter of every
+ * process, and the cgroups the engine made per command (CRIU creates them under the new sandbox's
+ * cgroup: {@code --manage-cgroups-mode soft}). crun adds the bind mounts of the bundle ({@code
+ * /dev/catatonit}) as external mounts; the device nodes crun bind-mounts from the host into a user
+ * namespace's {@code /dev} are mapped through a CRIU config file ({@code ext-mount-map}).
  *
  * <p>What is not: a process whose parent is outside the sandbox (a command the engine is still
  * running, with its stdio on pipes to this JVM, and its descendants), which CRIU does not see as
