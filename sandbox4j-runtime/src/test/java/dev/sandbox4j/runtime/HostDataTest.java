@@ -275,6 +275,45 @@ class HostDataTest {
     assertThat(baseB).as("B's root is another host id than A's").isNotEqualTo(baseA);
   }
 
+  /**
+   * A sandbox made before blocks existed (its record has no {@code idBase}, its writable layer is
+   * owned by the canonical ids) keeps running in the canonical block after a restart, with its
+   * files as they were.
+   */
+  @Test
+  void aSandboxMadeBeforeBlocksKeepsTheCanonicalBlock() throws Exception {
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    ws.run(Command.shell("echo kept > /home/sandbox/old-file"));
+    Path dir = home.resolve("sandboxes").resolve(ref.id());
+    SandboxRecord record = sandboxes.engine().record(ref.id());
+    sandboxes.stop(ref);
+    // As the code before this change left it: no block in the record, canonical owners.
+    com.fasterxml.jackson.databind.node.ObjectNode json =
+        (com.fasterxml.jackson.databind.node.ObjectNode)
+            new com.fasterxml.jackson.databind.ObjectMapper()
+                .readTree(Files.readAllBytes(dir.resolve("state.json")));
+    json.remove("idBase");
+    Files.write(dir.resolve("state.json"), json.toString().getBytes(StandardCharsets.UTF_8));
+    SandboxDisk.ensureMounted(dir);
+    RootfsOwnership.shiftBlock(SandboxDisk.upper(dir), record.hostBase(), Image.UID_SHIFT);
+    Files.setAttribute(dir, "unix:gid", Image.UID_SHIFT, LinkOption.NOFOLLOW_LINKS);
+    IdBlocks.free(home, ref.id(), record.idBase());
+
+    LocalSandbox restarted = LocalSandbox.builder().home(home).progress(line -> {}).build();
+    Workspace again = Workspace.of(restarted.backend(ref).orElseThrow());
+    CommandResult r =
+        again.run(
+            Command.shell("cat /home/sandbox/old-file; id -u; sudo -n id -u; touch /home/sandbox/new"));
+    assertThat(r.stdoutText()).as(r.toString()).isEqualTo("kept\n1000\n0\n");
+    assertThat(hostRange(hostUidMap(ref))).containsExactly(Image.UID_SHIFT, 65536L);
+    assertThat(
+            Files.getAttribute(
+                dir.resolve("rootfs/home/sandbox/new"), "unix:uid", LinkOption.NOFOLLOW_LINKS))
+        .isEqualTo(Image.UID_SHIFT + 1000);
+    restarted.destroy(ref);
+  }
+
   /** Each sandbox's block (the host id of its root), from the live namespaces. */
   private static Map<String, Long> blocks(List<WorkspaceRef> refs) throws IOException {
     Map<String, Long> blocks = new java.util.TreeMap<>();
