@@ -304,7 +304,8 @@ class HostDataTest {
     Workspace again = Workspace.of(restarted.backend(ref).orElseThrow());
     CommandResult r =
         again.run(
-            Command.shell("cat /home/sandbox/old-file; id -u; sudo -n id -u; touch /home/sandbox/new"));
+            Command.shell(
+                "cat /home/sandbox/old-file; id -u; sudo -n id -u; touch /home/sandbox/new"));
     assertThat(r.stdoutText()).as(r.toString()).isEqualTo("kept\n1000\n0\n");
     assertThat(hostRange(hostUidMap(ref))).containsExactly(Image.UID_SHIFT, 65536L);
     assertThat(
