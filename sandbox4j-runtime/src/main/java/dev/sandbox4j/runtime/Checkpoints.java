@@ -156,7 +156,10 @@ final class Checkpoints {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
       StateDirectory.createPrivateDirectories(work);
-      StateDirectory.shareWithSandbox(images, engine.record(id).hostBase());
+      int hostBase = engine.record(id).hostBase();
+      // Its own block: a fork's images name its parent's (see CriuUserns).
+      CriuUserns.moveTo(images, hostBase);
+      StateDirectory.shareWithSandbox(images, hostBase);
       Files.deleteIfExists(bundle.resolve("init.pid"));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);
@@ -208,6 +211,9 @@ final class Checkpoints {
       throw new WorkspaceException("cannot prepare the fork local:" + child + ": " + e, e);
     }
     long[] frozen = new long[2];
+    // The copy is owned by the child's own block of host ids (IdBlocks), as restore maps it.
+    int parentBase = engine.record(parent).hostBase();
+    int childBase = engine.record(child).hostBase();
     Dump dump =
         dumpLeavingRunning(
             engine,
@@ -216,7 +222,10 @@ final class Checkpoints {
             () -> {
               frozen[0] = System.nanoTime();
               Lifecycle.copyTree(
-                  SandboxDisk.upper(engine.dir(parent)), SandboxDisk.upper(childDir));
+                  SandboxDisk.upper(engine.dir(parent)),
+                  SandboxDisk.upper(childDir),
+                  parentBase,
+                  childBase);
               frozen[1] = System.nanoTime();
             });
     try {

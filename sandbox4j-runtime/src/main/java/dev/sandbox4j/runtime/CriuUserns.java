@@ -38,14 +38,14 @@ final class CriuUserns {
   record Maps(List<Extent> uid, List<Extent> gid) {}
 
   /**
-   * Rewrites every user namespace image in {@code images} so that the extent its sandbox had,
-   * container 0 at host {@code fromBase} for {@value Image#ID_RANGE} ids, is at host {@code
-   * toBase}. Fails, naming the image, if there is no such image or a map is any other.
+   * Makes every user namespace image in {@code images} map container ids {@code 0..65535} to host
+   * ids from {@code toBase} (the block of the sandbox about to be restored from them), whichever
+   * block the dumped sandbox had: a wake keeps its own, a fork gets its own. Fails, naming the
+   * image, if there is no such image (every sandbox's dump has one: restored without, its tasks
+   * would not be in a user namespace of its own) or a map is other than one extent of {@value
+   * Image#ID_RANGE} ids from container 0, uids and gids alike.
    */
-  static void rebase(Path images, int fromBase, int toBase) {
-    if (fromBase == toBase) {
-      return;
-    }
+  static void moveTo(Path images, int toBase) {
     try {
       List<Path> found;
       try (Stream<Path> files = Files.list(images)) {
@@ -54,27 +54,31 @@ final class CriuUserns {
       }
       if (found.isEmpty()) {
         throw new WorkspaceException(
-            "the checkpoint in "
-                + images
-                + " has no user namespace image to give the fork its ids");
+            "the checkpoint in " + images + " has no user namespace image: refusing to restore it");
       }
       for (Path image : found) {
         Maps maps = read(Files.readAllBytes(image));
-        Extent expected = new Extent(0, fromBase, Image.ID_RANGE);
-        if (!maps.uid().equals(List.of(expected)) || !maps.gid().equals(List.of(expected))) {
+        if (maps.uid().size() != 1
+            || !maps.uid().equals(maps.gid())
+            || maps.uid().getFirst().first() != 0
+            || maps.uid().getFirst().count() != Image.ID_RANGE) {
           throw new WorkspaceException(
               "the checkpoint's user namespace ("
                   + image
                   + ") maps "
                   + maps
-                  + ", not the dumped sandbox's 0 -> "
-                  + fromBase);
+                  + ", not one block of "
+                  + Image.ID_RANGE
+                  + " ids from container 0: refusing to restore it");
         }
-        Extent moved = new Extent(0, toBase, Image.ID_RANGE);
-        AtomicFiles.write(image, write(new Maps(List.of(moved), List.of(moved))));
+        if (maps.uid().getFirst().lowerFirst() != toBase) {
+          Extent moved = new Extent(0, toBase, Image.ID_RANGE);
+          AtomicFiles.write(image, write(new Maps(List.of(moved), List.of(moved))));
+        }
       }
     } catch (IOException e) {
-      throw new WorkspaceException("cannot give the fork its own ids in " + images + ": " + e, e);
+      throw new WorkspaceException(
+          "cannot give the restored sandbox its own ids in " + images + ": " + e, e);
     }
   }
 

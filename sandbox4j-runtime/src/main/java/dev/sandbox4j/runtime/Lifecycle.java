@@ -434,7 +434,6 @@ final class Lifecycle {
                             forkImages,
                             () -> copyUpper.copy(SandboxDisk.upper(parentDir), upper))
                         .notCarried();
-                CriuUserns.rebase(forkImages, parentBase, childBase);
                 images = forkImages;
                 return null;
               } catch (WorkspaceException e) {
@@ -448,7 +447,6 @@ final class Lifecycle {
                 && Files.isDirectory(parentDir.resolve(CHECKPOINT))) {
               copyUpper.copy(SandboxDisk.upper(parentDir), upper);
               copyTree(parentDir.resolve(CHECKPOINT), forkImages);
-              CriuUserns.rebase(forkImages, parentBase, childBase);
               images = forkImages;
               return null;
             } else {

@@ -44,24 +44,24 @@ class CriuUsernsTest {
     Path images = Files.createDirectories(temp.resolve("images"));
     Files.write(images.resolve("userns-11.img"), canonical);
     long block = IdBlocks.BASE + 5 * 65536L;
-    CriuUserns.rebase(images, Image.UID_SHIFT, (int) block);
+    CriuUserns.moveTo(images, (int) block);
     CriuUserns.Maps moved = CriuUserns.read(Files.readAllBytes(images.resolve("userns-11.img")));
     CriuUserns.Extent expected = new CriuUserns.Extent(0, block, 65536);
     assertThat(moved).isEqualTo(new CriuUserns.Maps(List.of(expected), List.of(expected)));
   }
 
   @Test
-  void aMapThatIsNotTheDumpedSandboxsIsRefused() throws Exception {
+  void aMapOtherThanOneBlockFromContainerZeroIsRefused() throws Exception {
     Path images = Files.createDirectories(temp.resolve("images"));
-    CriuUserns.Extent other = new CriuUserns.Extent(0, 300000, 65536);
+    CriuUserns.Extent half = new CriuUserns.Extent(0, 300000, 1000);
     Files.write(
         images.resolve("userns-11.img"),
-        CriuUserns.write(new CriuUserns.Maps(List.of(other), List.of(other))));
-    assertThatThrownBy(() -> CriuUserns.rebase(images, Image.UID_SHIFT, (int) IdBlocks.BASE))
+        CriuUserns.write(new CriuUserns.Maps(List.of(half), List.of(half))));
+    assertThatThrownBy(() -> CriuUserns.moveTo(images, (int) IdBlocks.BASE))
         .isInstanceOf(WorkspaceException.class)
-        .hasMessageContaining("not the dumped sandbox's");
+        .hasMessageContaining("refusing to restore it");
     Path empty = Files.createDirectories(temp.resolve("empty"));
-    assertThatThrownBy(() -> CriuUserns.rebase(empty, Image.UID_SHIFT, (int) IdBlocks.BASE))
+    assertThatThrownBy(() -> CriuUserns.moveTo(empty, (int) IdBlocks.BASE))
         .hasMessageContaining("no user namespace image");
   }
 }

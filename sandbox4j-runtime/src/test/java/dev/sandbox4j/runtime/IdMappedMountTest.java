@@ -5,45 +5,53 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The building block of distinct id ranges per sandbox (issue 13 item 4): an idmapped bind shows a
- * layer's stored ids (the image's canonical 100000..) as another range, without a chown.
+ * The building block of distinct id ranges per sandbox (issue 13 item 4): a layer stored with the
+ * canonical ids, mounted as an overlay lower through a detached idmapped clone ({@link
+ * Overlay#mount(List, Path, Path, Path, int)}), shows its files owned by the sandbox's block,
+ * without a chown, and keeps setuid; the layer itself is unchanged and nothing is left mounted but
+ * the overlay.
  */
 class IdMappedMountTest {
   @TempDir Path temp;
 
   @Test
-  void anIdmappedBindShowsTheStoredIdsAsAnotherRange() throws Exception {
+  void anOverlayOfIdmappedLayersShowsTheCanonicalIdsAsTheSandboxsBlock() throws Exception {
     Prerequisites.requireLocalEngine();
-    Path layer = Files.createDirectories(temp.resolve("layer/etc"));
-    Files.writeString(layer.resolve("passwd"), "root:x:0:0::/root:/bin/sh\n");
-    for (Path p : new Path[] {layer.getParent(), layer, layer.resolve("passwd")}) {
+    Path layer = Files.createDirectories(temp.resolve("layer/usr/bin"));
+    Path sudo = Files.writeString(layer.resolve("sudo"), "binary");
+    for (Path p : List.of(layer.getParent().getParent(), layer.getParent(), layer, sudo)) {
       Files.setAttribute(p, "unix:uid", Image.UID_SHIFT, LinkOption.NOFOLLOW_LINKS);
       Files.setAttribute(p, "unix:gid", Image.UID_SHIFT + 1000, LinkOption.NOFOLLOW_LINKS);
     }
-    Path target = Files.createDirectories(temp.resolve("mapped"));
-    long start = System.nanoTime();
-    int ns = UserNamespaces.create(Image.UID_SHIFT, 300_000, Image.ID_RANGE);
-    long made = System.nanoTime();
+    Files.setAttribute(sudo, "unix:mode", 04755);
+    Path upper = Files.createDirectories(temp.resolve("upper"));
+    Path work = Files.createDirectories(temp.resolve("work"));
+    Path root = Files.createDirectories(temp.resolve("root"));
+    int block = (int) IdBlocks.BASE + 7 * Image.ID_RANGE;
+    Overlay.mount(List.of(layer.getParent().getParent()), upper, work, root, block);
     try {
-      NativeFs.idmappedBind(
-          layer.getParent(), target, ns, NativeFs.MOUNT_ATTR_RDONLY | NativeFs.MOUNT_ATTR_NODEV);
-      long mounted = System.nanoTime();
-      System.out.printf(
-          "user namespace %.2f ms, idmapped bind %.2f ms%n",
-          (made - start) / 1e6, (mounted - made) / 1e6);
-      Path seen = target.resolve("etc/passwd");
-      assertThat(Files.getAttribute(seen, "unix:uid", LinkOption.NOFOLLOW_LINKS))
-          .isEqualTo(300_000);
+      Path seen = root.resolve("usr/bin/sudo");
+      assertThat(Files.getAttribute(seen, "unix:uid", LinkOption.NOFOLLOW_LINKS)).isEqualTo(block);
       assertThat(Files.getAttribute(seen, "unix:gid", LinkOption.NOFOLLOW_LINKS))
-          .isEqualTo(301_000);
-      assertThat(Files.getAttribute(layer.resolve("passwd"), "unix:uid")).isEqualTo(100_000);
+          .isEqualTo(block + 1000);
+      assertThat((Integer) Files.getAttribute(seen, "unix:mode") & 04000)
+          .as("setuid kept: the idmapped lowers are not nosuid")
+          .isNotZero();
+      assertThat(Files.getAttribute(sudo, "unix:uid")).isEqualTo(Image.UID_SHIFT);
+      assertThat(
+              Files.readAllLines(Path.of("/proc/self/mountinfo")).stream()
+                  .filter(l -> l.contains(temp.toString()))
+                  .map(l -> l.split(" ")[4])
+                  .toList())
+          .as("only the overlay is mounted")
+          .containsExactly(root.toString());
     } finally {
-      NativeFs.close(ns);
-      NativeFs.umount2(target, NativeFs.MNT_DETACH);
+      Overlay.unmount(root);
     }
   }
 }
