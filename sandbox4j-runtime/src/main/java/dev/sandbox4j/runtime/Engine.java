@@ -635,18 +635,23 @@ final class Engine {
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
     Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
     Trees.delete(trash);
-    IdBlocks.free(home, id, idBase); // once nothing of it is left (else gc frees it)
+    // Once nothing of it is left; a record a crash tore no longer says which block it had.
+    if (idBase < 0) {
+      IdBlocks.freeAll(home, id);
+    } else {
+      IdBlocks.free(home, id, idBase);
+    }
   }
 
-  /** The block of host ids its record names; 0 if it has none or no whole record. */
+  /** The block of host ids its record names; 0 if none (made before blocks), -1 if unreadable. */
   private static long idBaseOf(Path dir) {
     try {
       Path state = dir.resolve("state.json");
       return Files.exists(state) && !SandboxRecord.isTorn(state)
           ? SandboxRecord.read(state).idBase()
-          : 0;
+          : -1;
     } catch (IOException e) {
-      return 0; // gc frees its block
+      return -1;
     }
   }
 

@@ -197,6 +197,24 @@ final class IdBlocks {
     }
   }
 
+  /** Frees every block sandbox {@code id} of {@code home} holds (its record lost which). */
+  static void freeAll(Path home, String id) {
+    if (!Files.isDirectory(CLAIMS)) {
+      return;
+    }
+    String me = owner(home, id);
+    try (FileLock lock = FileLock.acquire(CLAIMS.resolve(".lock"));
+        Stream<Path> listed = Files.list(CLAIMS)) {
+      for (Path claim : listed.toList()) {
+        if (claim.getFileName().toString().matches("[0-9]+") && me.equals(readClaim(claim))) {
+          Files.deleteIfExists(claim);
+        }
+      }
+    } catch (IOException e) {
+      // its home's gc frees it
+    }
+  }
+
   /** Removes the claims of {@code home}'s sandboxes that no longer exist; a line per claim. */
   static List<String> gc(Path home) {
     return gc(CLAIMS, home);
