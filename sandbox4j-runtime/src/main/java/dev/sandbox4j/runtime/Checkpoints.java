@@ -24,11 +24,11 @@ import java.util.stream.Stream;
  * memory, open files (paths in the sandbox's root, which for a fork is a copy), pipes, unix and TCP
  * sockets inside the sandbox (listening ones, tested; established ones on loopback with both ends
  * in the tree are dumped with {@code --tcp-established}, untested), the namespaces (pid, ipc, uts,
- * mount, network with its loopback, user 0→100000:65536), the seccomp filter of every process, and
- * the cgroups the engine made per command (CRIU creates them under the new sandbox's cgroup: {@code
- * --manage-cgroups-mode soft}). crun adds the bind mounts of the bundle ({@code /dev/catatonit}) as
- * external mounts; the device nodes crun bind-mounts from the host into a user namespace's {@code
- * /dev} are mapped through a CRIU config file ({@code ext-mount-map}).
+ * mount, network with its loopback, user 0→the sandbox's block:65536), the seccomp filter of every
+ * process, and the cgroups the engine made per command (CRIU creates them under the new sandbox's
+ * cgroup: {@code --manage-cgroups-mode soft}). crun adds the bind mounts of the bundle ({@code
+ * /dev/catatonit}) as external mounts; the device nodes crun bind-mounts from the host into a user
+ * namespace's {@code /dev} are mapped through a CRIU config file ({@code ext-mount-map}).
  *
  * <p>What is not: a process whose parent is outside the sandbox (a command the engine is still
  * running, with its stdio on pipes to this JVM, and its descendants), which CRIU does not see as
@@ -156,7 +156,10 @@ final class Checkpoints {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
       StateDirectory.createPrivateDirectories(work);
-      StateDirectory.shareWithSandbox(images, Image.UID_SHIFT);
+      int hostBase = engine.record(id).hostBase();
+      // Its own block: a fork's images name its parent's (see CriuUserns).
+      CriuUserns.moveTo(images, hostBase);
+      StateDirectory.shareWithSandbox(images, hostBase);
       Files.deleteIfExists(bundle.resolve("init.pid"));
     } catch (IOException e) {
       throw new WorkspaceException("cannot prepare the restore of local:" + id + ": " + e, e);
@@ -208,6 +211,9 @@ final class Checkpoints {
       throw new WorkspaceException("cannot prepare the fork local:" + child + ": " + e, e);
     }
     long[] frozen = new long[2];
+    // The copy is owned by the child's own block of host ids (IdBlocks), as restore maps it.
+    int parentBase = engine.record(parent).hostBase();
+    int childBase = engine.record(child).hostBase();
     Dump dump =
         dumpLeavingRunning(
             engine,
@@ -216,7 +222,10 @@ final class Checkpoints {
             () -> {
               frozen[0] = System.nanoTime();
               Lifecycle.copyTree(
-                  SandboxDisk.upper(engine.dir(parent)), SandboxDisk.upper(childDir));
+                  SandboxDisk.upper(engine.dir(parent)),
+                  SandboxDisk.upper(childDir),
+                  parentBase,
+                  childBase);
               frozen[1] = System.nanoTime();
             });
     try {

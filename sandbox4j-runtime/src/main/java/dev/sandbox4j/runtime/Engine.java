@@ -288,7 +288,11 @@ final class Engine {
         } catch (NoSuchFileException collectedMeanwhile) {
           continue; // a concurrent gc took the fresh directory for a crash leftover
         }
+        long idBase = 0;
         try {
+          // A block of host ids of its own (IdBlocks): image build steps too (their layer is
+          // shifted back to the canonical ids before it enters the store, see RecipeBuild).
+          idBase = IdBlocks.allocate(home, id);
           SandboxRecord record =
               new SandboxRecord(
                   SandboxRecord.FORMAT_VERSION,
@@ -302,12 +306,13 @@ final class Engine {
                   spec.limits().pids(),
                   image.layerIds(),
                   spec.disk() == null ? 0 : spec.disk().bytes(),
-                  spec.disk() == null ? 0 : spec.disk().inodes());
+                  spec.disk() == null ? 0 : spec.disk().inodes(),
+                  idBase);
           // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
           // (a .new- directory, or this record torn or CREATING), and no container survives one.
           record.writeNew(staging.resolve("state.json"));
           // Its root traverses it to reach rootfs/ (see StateDirectory); nobody else may.
-          StateDirectory.openToSandbox(staging, Image.UID_SHIFT);
+          StateDirectory.openToSandbox(staging, record.hostBase());
           Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
           return new Reserved(id, record, lock);
         } catch (NoSuchFileException collectedMeanwhile) {
@@ -316,6 +321,7 @@ final class Engine {
         } catch (IOException | RuntimeException e) {
           lock.close();
           Trees.delete(staging);
+          IdBlocks.free(home, id, idBase);
           throw e;
         }
       }
@@ -350,8 +356,9 @@ final class Engine {
       Files.writeString(etc.resolve("resolv.conf"), Networks.resolvConf());
       owned.add(etc.resolve("resolv.conf"));
     }
+    int owner = SandboxRecord.read(dir.resolve("state.json")).hostBase();
     for (Path p : owned) {
-      chown(p, Image.UID_SHIFT);
+      chown(p, owner);
     }
   }
 
@@ -406,9 +413,14 @@ final class Engine {
     Path rootfs = dir.resolve("rootfs");
     Optional<Path> hosts =
         Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
+    int hostBase;
     try {
+      SandboxRecord record = SandboxRecord.read(dir.resolve("state.json"));
+      hostBase = record.hostBase();
+      IdBlocks.reclaim(home, id, record.idBase());
       if (!Overlay.isMounted(rootfs)) {
-        Overlay.mount(image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs);
+        Overlay.mount(
+            image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, hostBase);
       }
       RootfsPaths.requireShell(rootfs, image.name());
       // Every container start (create, start, restore) comes through here: no sandbox ever runs
@@ -424,7 +436,14 @@ final class Engine {
     OciConfig.write(
         dir.resolve("bundle"),
         OciConfig.build(
-            id, rootfs, cgroups.pathOf(id), BASE_ENV, limits, runtime.compiledSeccomp(), hosts));
+            id,
+            rootfs,
+            cgroups.pathOf(id),
+            BASE_ENV,
+            limits,
+            runtime.compiledSeccomp(),
+            hosts,
+            hostBase));
     return new Bundle(dir.resolve("bundle"), rules);
   }
 
@@ -599,6 +618,7 @@ final class Engine {
   }
 
   private void teardown(String id, Path dir) throws IOException {
+    long idBase = idBaseOf(dir);
     java.util.concurrent.CompletableFuture<Void> unrouted = networks.unroute(dir, id);
     Freezer.thaw(cgroups, id); // a frozen process would not die
     runtime.delete(id);
@@ -615,6 +635,24 @@ final class Engine {
     Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
     Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
     Trees.delete(trash);
+    // Once nothing of it is left; a record a crash tore no longer says which block it had.
+    if (idBase < 0) {
+      IdBlocks.freeAll(home, id);
+    } else {
+      IdBlocks.free(home, id, idBase);
+    }
+  }
+
+  /** The block of host ids its record names; 0 if none (made before blocks), -1 if unreadable. */
+  private static long idBaseOf(Path dir) {
+    try {
+      Path state = dir.resolve("state.json");
+      return Files.exists(state) && !SandboxRecord.isTorn(state)
+          ? SandboxRecord.read(state).idBase()
+          : -1;
+    } catch (IOException e) {
+      return -1;
+    }
   }
 
   // ---- list and gc ------------------------------------------------------------------------
@@ -700,6 +738,7 @@ final class Engine {
     }
     removed.addAll(networks.gc(sandboxes));
     removed.addAll(SpareDisks.gc(home));
+    removed.addAll(IdBlocks.gc(home));
     removed.addAll(images.gc());
     return removed;
   }

@@ -14,9 +14,10 @@ import java.util.Objects;
  * it takes away: a whiteout (character device 0/0) hides a name of the layers below, and the {@code
  * trusted.overlay.opaque=y} attribute makes a directory hide their whole directory.
  *
- * <p>Every file is already owned by host ids shifted by {@link #UID_SHIFT}: sandboxes run in a user
- * namespace that maps container ids {@code 0..ID_RANGE-1} to host {@code UID_SHIFT..}, so a file
- * owned by host uid 100000 is root's inside, and nothing in an image is owned by real host root.
+ * <p>Every file is already owned by host ids shifted by {@link #UID_SHIFT} (the canonical block): a
+ * sandbox sees them through idmapped mounts that map the canonical block to its own block of host
+ * ids ({@link IdBlocks}, {@link Overlay}), so a file owned by host uid 100000 is root's inside, and
+ * nothing in an image is owned by real host root.
  *
  * @param name its name in the store
  * @param layerIds the ids of its layers, <b>bottom first</b> (the base system first, the last step

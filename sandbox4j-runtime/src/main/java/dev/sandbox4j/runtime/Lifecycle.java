@@ -412,9 +412,13 @@ final class Lifecycle {
     public void prepare(Path dir, String id) throws IOException {
       Path upper = SandboxDisk.upper(dir); // on the fork's own disk: the copy counts against it
       Path forkImages = dir.resolve(FORK_IMAGES);
+      int childBase = SandboxRecord.read(dir.resolve("state.json")).hostBase();
       locked(
           parentId,
           (parentDir, p) -> {
+            // The copy is owned by the fork's own block of host ids, never its parent's.
+            int parentBase = p.hostBase();
+            Copier copyUpper = (from, to) -> copyTree(from, to, parentBase, childBase);
             if (unavailable.isPresent()) {
               reason =
                   unavailable.get().equals(FILES_ONLY_ASKED)
@@ -428,7 +432,7 @@ final class Lifecycle {
                             engine,
                             parentId,
                             forkImages,
-                            () -> copyTree(SandboxDisk.upper(parentDir), upper))
+                            () -> copyUpper.copy(SandboxDisk.upper(parentDir), upper))
                         .notCarried();
                 images = forkImages;
                 return null;
@@ -441,7 +445,7 @@ final class Lifecycle {
               }
             } else if (p.status() == SandboxRecord.Status.HIBERNATED
                 && Files.isDirectory(parentDir.resolve(CHECKPOINT))) {
-              copyTree(SandboxDisk.upper(parentDir), upper);
+              copyUpper.copy(SandboxDisk.upper(parentDir), upper);
               copyTree(parentDir.resolve(CHECKPOINT), forkImages);
               images = forkImages;
               return null;
@@ -453,7 +457,7 @@ final class Lifecycle {
                       + describe(p.status())
                       + ": it had no running processes to copy";
             }
-            copyFrozen(parentDir, p, upper);
+            copyFrozen(parentDir, p, upper, copyUpper);
             return null;
           });
       Files.createDirectories(SandboxDisk.work(dir));
@@ -464,14 +468,15 @@ final class Lifecycle {
     }
 
     /** A files-only copy: the parent frozen meanwhile if it runs. */
-    private void copyFrozen(Path parentDir, SandboxRecord p, Path upper) throws IOException {
+    private void copyFrozen(Path parentDir, SandboxRecord p, Path upper, Copier copyUpper)
+        throws IOException {
       boolean freeze = p.status() == SandboxRecord.Status.RUNNING;
       if (freeze) {
         write(parentDir, p, SandboxRecord.Status.SUSPENDED);
         Freezer.freeze(engine.cgroups(), parentId);
       }
       try {
-        copyTree(SandboxDisk.upper(parentDir), upper);
+        copyUpper.copy(SandboxDisk.upper(parentDir), upper);
       } finally {
         if (freeze) {
           Freezer.thaw(engine.cgroups(), parentId);
@@ -568,7 +573,8 @@ final class Lifecycle {
                 saved[0] = record;
                 // Pinned while the sandbox's record still keeps them: it may be destroyed after.
                 images.pin(build, images.ofLayers(record.image(), ImageStore.layersOf(record)));
-                copyTree(SandboxDisk.upper(dir), layer);
+                // Back to the canonical ids every layer of the store has (IdBlocks).
+                copyTree(SandboxDisk.upper(dir), layer, record.hostBase(), Image.UID_SHIFT);
                 return null;
               });
           SandboxRecord record = saved[0];
@@ -680,11 +686,24 @@ final class Lifecycle {
    * not exist: see {@link Trees#copy}.
    */
   static void copyTree(Path from, Path to) {
+    copyTree(from, to, 0, 0);
+  }
+
+  /** A copy of one writable layer to another place. */
+  private interface Copier {
+    void copy(Path from, Path to);
+  }
+
+  /**
+   * {@link #copyTree(Path, Path)} with the owners shifted from the block of host ids at {@code
+   * fromBase} to the one at {@code toBase} (see {@link Trees#copy(Path, Path, int, int)}).
+   */
+  static void copyTree(Path from, Path to, int fromBase, int toBase) {
     try {
       // A sandbox's disk starts with an empty upper directory: the copy makes it anew, with the
       // source's owner, mode and overlay xattrs (a non-empty one is an error, never merged into).
       Files.deleteIfExists(to);
-      Trees.copy(from, to);
+      Trees.copy(from, to, fromBase, toBase);
     } catch (IOException e) {
       throw new WorkspaceException(e.getMessage(), e);
     }

@@ -142,10 +142,11 @@ final class NativeFs {
   private static final MethodHandle LGETXATTR;
   private static final MethodHandle MOUNT;
   private static final MethodHandle UMOUNT2;
+  private static final MethodHandle SYSCALL_5; // mount_setattr
 
   static {
     boolean available = false;
-    MethodHandle[] h = new MethodHandle[24];
+    MethodHandle[] h = new MethodHandle[25];
     String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
     String arch = System.getProperty("os.arch", "");
     if (os.equals("linux") && (arch.equals("amd64") || arch.equals("aarch64"))) {
@@ -242,6 +243,12 @@ final class NativeFs {
         h[23] =
             linker.downcallHandle(
                 libc.find("umount2").orElseThrow(), FunctionDescriptor.of(i, a, i), errno);
+        h[24] =
+            linker.downcallHandle(
+                syscall,
+                FunctionDescriptor.of(l, l, l, a, l, a, l),
+                errno,
+                Linker.Option.firstVariadicArg(1));
         available = true;
       } catch (RuntimeException | Error unavailable) {
         available = false; // no native access or no libc: SandboxFiles is not used
@@ -249,6 +256,7 @@ final class NativeFs {
     }
     AVAILABLE = available;
     SYSCALL_4 = h[0];
+    SYSCALL_5 = h[24];
     SYSCALL_3 = h[1];
     SYSCALL_2 = h[2];
     OPENAT = h[3];
@@ -827,6 +835,60 @@ final class NativeFs {
       if (r != 0) {
         throw new Errno("mount", errno(state));
       }
+    } catch (Errno | RuntimeException | Error e) {
+      throw e;
+    } catch (Throwable t) {
+      throw new IllegalStateException(t);
+    }
+  }
+
+  // The new mount API: the same numbers on x86-64 and aarch64.
+  private static final long SYS_OPEN_TREE = 428;
+  private static final long SYS_MOUNT_SETATTR = 442;
+  private static final long OPEN_TREE_CLONE = 1;
+  private static final long OPEN_TREE_CLOEXEC = 02000000;
+  static final long MOUNT_ATTR_RDONLY = 0x1;
+  static final long MOUNT_ATTR_NOSUID = 0x2;
+  static final long MOUNT_ATTR_NODEV = 0x4;
+  private static final long MOUNT_ATTR_IDMAP = 0x00100000;
+
+  /**
+   * A detached clone of the mount tree at {@code source} with its ids shown through the user
+   * namespace {@code usernsFd} (an idmapped mount: a file whose on-disk uid is {@code k} in that
+   * namespace shows as the host id {@code k} maps to) and {@code attributes} set, mounted nowhere
+   * ({@code open_tree(OPEN_TREE_CLONE)}, {@code mount_setattr(MOUNT_ATTR_IDMAP)}, no {@code
+   * move_mount}): the returned descriptor ({@code O_CLOEXEC}; the caller closes it) names it, and
+   * {@code /proc/self/fd/<fd>} reaches it for as long as it is open (an overlay lower, say, which
+   * keeps a private clone of it).
+   */
+  static int idmappedTree(Path source, int usernsFd, long attributes) throws Errno {
+    try (Arena arena = Arena.ofConfined()) {
+      MemorySegment state = arena.allocate(CAPTURE);
+      MemorySegment empty = cString(arena, new byte[0]);
+      long tree =
+          (long)
+              SYSCALL_3.invokeExact(
+                  state,
+                  SYS_OPEN_TREE,
+                  (long) AT_FDCWD,
+                  cString(arena, utf8(source)),
+                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (tree < 0) {
+        throw new Errno("open_tree", errno(state));
+      }
+      MemorySegment attr = arena.allocate(32); // struct mount_attr
+      attr.set(ValueLayout.JAVA_LONG, 0, MOUNT_ATTR_IDMAP | attributes); // attr_set
+      attr.set(ValueLayout.JAVA_LONG, 24, usernsFd); // userns_fd
+      long r =
+          (long)
+              SYSCALL_5.invokeExact(
+                  state, SYS_MOUNT_SETATTR, tree, empty, (long) AT_EMPTY_PATH, attr, 32L);
+      if (r != 0) {
+        Errno e = new Errno("mount_setattr", errno(state));
+        close((int) tree);
+        throw e;
+      }
+      return (int) tree;
     } catch (Errno | RuntimeException | Error e) {
       throw e;
     } catch (Throwable t) {

@@ -86,6 +86,22 @@ final class OciConfig {
       Limits limits,
       Optional<String> compiledSeccomp,
       Optional<Path> hosts) {
+    return build(id, rootfs, cgroupsPath, env, limits, compiledSeccomp, hosts, Image.UID_SHIFT);
+  }
+
+  /**
+   * {@link #build(String, Path, String, Map, Limits, Optional, Optional)} with container ids {@code
+   * 0..65535} mapped to host ids from {@code hostBase} (the sandbox's own block, {@link IdBlocks}).
+   */
+  static byte[] build(
+      String id,
+      Path rootfs,
+      String cgroupsPath,
+      Map<String, String> env,
+      Limits limits,
+      Optional<String> compiledSeccomp,
+      Optional<Path> hosts,
+      int hostBase) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
     process.put("user", Map.of("uid", 0, "gid", 0));
@@ -116,7 +132,7 @@ final class OciConfig {
             Map.of("type", "user"),
             Map.of("type", "cgroup")));
     List<Map<String, Object>> mapping =
-        List.of(Map.of("containerID", 0, "hostID", Image.UID_SHIFT, "size", Image.ID_RANGE));
+        List.of(Map.of("containerID", 0, "hostID", hostBase, "size", Image.ID_RANGE));
     linux.put("uidMappings", mapping);
     linux.put("gidMappings", mapping);
     linux.put("cgroupsPath", cgroupsPath);

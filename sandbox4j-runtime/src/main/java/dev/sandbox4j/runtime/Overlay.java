@@ -96,6 +96,54 @@ final class Overlay {
   private static final long SEALED = NativeFs.MS_NOSUID | NativeFs.MS_NODEV;
 
   /**
+   * Mounts a sandbox's root like {@link #mount(List, Path, Path, Path)}, its layers (owned by the
+   * canonical ids {@link Image#UID_SHIFT}{@code ..}) seen as owned by the sandbox's block {@code
+   * hostBase..} ({@link IdBlocks}): each layer is cloned as a detached idmapped mount ({@link
+   * NativeFs#idmappedTree}, through a user namespace mapping the canonical block to {@code
+   * hostBase}, {@link UserNamespaces#forBlock}) and given to overlay as a lower by its descriptor
+   * ({@code /proc/self/fd/<n>}); the overlay keeps private clones of its lowers, so the descriptors
+   * are closed right after, and nothing is left mounted but the overlay. The clones are read-only
+   * and {@code nodev}, not {@code nosuid}: overlay honours a lower mount's {@code nosuid}, and the
+   * container's {@code sudo} must stay setuid (the overlay itself is sealed, see the class
+   * comment). With {@code hostBase} the canonical block (a sandbox made before blocks existed), the
+   * layers are used as they are.
+   */
+  static void mount(List<Path> lowers, Path upper, Path work, Path target, int hostBase) {
+    if (hostBase == Image.UID_SHIFT) {
+      mount(lowers, upper, work, target);
+      return;
+    }
+    if (!NativeFs.AVAILABLE) {
+      throw new WorkspaceException(
+          "cannot mount the layers idmapped: native file operations are unavailable");
+    }
+    List<Integer> trees = new java.util.ArrayList<>();
+    int userns = UserNamespaces.forBlock(hostBase);
+    try {
+      for (Path layer : lowers) {
+        trees.add(
+            NativeFs.idmappedTree(
+                layer, userns, NativeFs.MOUNT_ATTR_RDONLY | NativeFs.MOUNT_ATTR_NODEV));
+      }
+      // Short names: about 60 layers fit the one page of options.
+      mount(trees.stream().map(fd -> Path.of("/proc/self/fd/" + fd)).toList(), upper, work, target);
+    } catch (NativeFs.Errno e) {
+      throw new WorkspaceException(
+          "cannot clone the layers of " + target + " idmapped to " + hostBase + ": " + e, e);
+    } finally {
+      // Closing a detached mount tree unmounts it, which waits for an RCU grace period: done off
+      // the create's path (nothing is mounted anywhere meanwhile: the trees are detached).
+      Thread.ofVirtual()
+          .name("sandbox4j-idmapped-close")
+          .start(
+              () -> {
+                NativeFs.close(userns);
+                trees.forEach(NativeFs::close);
+              });
+    }
+  }
+
+  /**
    * Runs {@code start} (a runtime's {@code run} or {@code restore}, which bind the root into the
    * container's mount namespace) with setuid allowed on the host mount {@code target}, and forbids
    * it again after, whether {@code start} succeeded or not. The window is the runtime's start; the

@@ -252,11 +252,14 @@ final class RecipeBuild {
       }
       // Stop it, then take its writable layer (its overlay work dir stays behind and goes with it).
       Path layer = build.dir().resolve("step-" + id);
+      int block = engine.record(id).hostBase();
       try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
         engine.runtime().delete(id);
         Overlay.unmount(dir.resolve("rootfs"));
         move(dir.resolve("upper"), layer);
       }
+      // The step ran in its own block of host ids; a layer of the store has the canonical ones.
+      RootfsOwnership.shiftBlock(layer, block, Image.UID_SHIFT);
       dropSandboxOwnFiles(layer);
       return layer;
     } finally {

@@ -48,6 +48,65 @@ final class RootfsOwnership {
     return walk(layer, true);
   }
 
+  /**
+   * Moves the owners of {@code root}'s files from one block of host ids to another, in place: a uid
+   * or gid in {@code fromBase..fromBase+65535} becomes the same offset from {@code toBase}, others
+   * are kept (an image build step's writable layer, owned by the step's own block, becoming a layer
+   * of the store, owned by the canonical ids: see {@link IdBlocks}). Symlinks are changed
+   * themselves, never followed; setuid and setgid bits are set again after the chown. For a tree
+   * nothing runs in (the step's container is gone, the layer moved into the build's own directory).
+   */
+  static void shiftBlock(Path root, int fromBase, int toBase) throws IOException {
+    if (fromBase == toBase) {
+      return;
+    }
+    Set<Object> seen = new HashSet<>();
+    Files.walkFileTree(
+        root,
+        new SimpleFileVisitor<>() {
+          @Override
+          public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs)
+              throws IOException {
+            move(dir, attrs);
+            return FileVisitResult.CONTINUE;
+          }
+
+          @Override
+          public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
+              throws IOException {
+            if (seen.add(attrs.fileKey())) { // a hard link seen again is moved already
+              move(file, attrs);
+            }
+            return FileVisitResult.CONTINUE;
+          }
+
+          private void move(Path path, BasicFileAttributes attrs) throws IOException {
+            Map<String, Object> unix = Files.readAttributes(path, "unix:uid,gid,mode", NOFOLLOW);
+            int uid = (Integer) unix.get("uid");
+            int gid = (Integer) unix.get("gid");
+            int mode = (Integer) unix.get("mode");
+            int newUid = moved(uid);
+            int newGid = moved(gid);
+            if (newUid != uid) {
+              Files.setAttribute(path, "unix:uid", newUid, NOFOLLOW);
+            }
+            if (newGid != gid) {
+              Files.setAttribute(path, "unix:gid", newGid, NOFOLLOW);
+            }
+            if ((newUid != uid || newGid != gid)
+                && !attrs.isSymbolicLink()
+                && (mode & SETUID_SETGID) != 0) {
+              Files.setAttribute(path, "unix:mode", mode & 07777, NOFOLLOW);
+            }
+          }
+
+          private int moved(int id) {
+            long offset = (id & 0xffffffffL) - fromBase;
+            return offset >= 0 && offset < Image.ID_RANGE ? (int) (toBase + offset) : id;
+          }
+        });
+  }
+
   /** The size of the regular files under {@code root}, each inode once; changes nothing. */
   static long sizeOf(Path root) throws IOException {
     long[] total = {0};

@@ -50,15 +50,16 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p><b>Permissions.</b> The system calls run on a small pool of platform threads shared by every
  * sandbox of the JVM. For each operation the thread takes the file system identity of the sandbox
- * user (host uid and gid {@code 101000} = container {@code 1000}, that group only), with the
- * per-thread {@code setfsuid}, {@code setfsgid} and raw {@code setgroups} system calls, and gives
- * it back before the operation returns. A non-zero fsuid clears the file system capabilities
- * ({@code CAP_DAC_OVERRIDE} and the like) from the thread's effective set, so the kernel checks
- * permissions exactly as for the sandbox's user, and files it creates belong to that user. The
- * identity is given back before anything else runs on the thread, because a thread created from it
- * (a virtual thread scheduler's carrier, say) would inherit it. A probe checks once that the kernel
- * does drop the capabilities; if it does not, or native access is not available, every operation
- * goes through {@code fallback} (commands in the sandbox).
+ * user (container {@code 1000}: host uid and gid {@code hostBase + 1000} in the sandbox's own block
+ * of host ids, {@link IdBlocks}, that group only), with the per-thread {@code setfsuid}, {@code
+ * setfsgid} and raw {@code setgroups} system calls, and gives it back before the operation returns.
+ * A non-zero fsuid clears the file system capabilities ({@code CAP_DAC_OVERRIDE} and the like) from
+ * the thread's effective set, so the kernel checks permissions exactly as for the sandbox's user,
+ * and files it creates belong to that user. The identity is given back before anything else runs on
+ * the thread, because a thread created from it (a virtual thread scheduler's carrier, say) would
+ * inherit it. A probe checks once that the kernel does drop the capabilities; if it does not, or
+ * native access is not available, every operation goes through {@code fallback} (commands in the
+ * sandbox).
  *
  * <p><b>What still goes through {@code fallback}:</b> paths under {@code /proc}, {@code /sys} and
  * {@code /dev}, which in the sandbox are its own mounts (the host sees only the empty directories
@@ -72,7 +73,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * of the invalid bytes (still inside the root).
  */
 final class SandboxFiles implements SupportsFileSystem {
+  /** The identity {@link Pool#probe} checks with (any non-root id does). */
   static final int UID = Image.UID_SHIFT + 1000;
+
   static final int GID = Image.UID_SHIFT + 1000;
   private static final int UMASK = 022;
   private static final int MAX_DEPTH = 256;
@@ -96,6 +99,23 @@ final class SandboxFiles implements SupportsFileSystem {
   }
 
   private static volatile Boolean usable;
+
+  /** The host uid (= gid) of the sandbox's user; 0 until read from its record. */
+  private volatile int userId;
+
+  /**
+   * The host uid and gid of container user 1000 in this sandbox: in its own block of host ids
+   * ({@link IdBlocks}), never another sandbox's. Read once from its record (a sandbox's block never
+   * changes).
+   */
+  private int userId() {
+    int u = userId;
+    if (u == 0) {
+      u = engine.record(id).hostBase() + 1000;
+      userId = u;
+    }
+    return u;
+  }
 
   /**
    * Whether this JVM can use the native path: checked once, by a probe (outside any class
@@ -767,7 +787,9 @@ final class SandboxFiles implements SupportsFileSystem {
       throw unavailable(e);
     }
     try {
-      Future<T> future = Pool.EXECUTOR.submit(() -> Pool.asSandboxUser(() -> task.run(root)));
+      int user = userId();
+      Future<T> future =
+          Pool.EXECUTOR.submit(() -> Pool.asSandboxUser(user, user, () -> task.run(root)));
       // Waits for the task even if interrupted: the root's descriptor is closed only after it,
       // since a number closed under a running task could be reused for a host directory. Tasks
       // are short (nothing they do waits on the sandbox).
@@ -895,8 +917,8 @@ final class SandboxFiles implements SupportsFileSystem {
      * Runs {@code body} with the sandbox user's file system identity, on this (pool) thread, and
      * restores the thread's own identity afterwards, whatever happens.
      */
-    static <T> T asSandboxUser(Body<T> body) throws NativeFs.Errno {
-      NativeFs.Identity saved = NativeFs.assume(UID, GID);
+    static <T> T asSandboxUser(int uid, int gid, Body<T> body) throws NativeFs.Errno {
+      NativeFs.Identity saved = NativeFs.assume(uid, gid);
       try {
         return body.run();
       } finally {
@@ -922,6 +944,8 @@ final class SandboxFiles implements SupportsFileSystem {
             EXECUTOR.submit(
                 () ->
                     asSandboxUser(
+                        UID,
+                        GID,
                         () -> {
                           try {
                             NativeFs.close(

@@ -23,6 +23,10 @@ import java.util.Objects;
  *
  * <p>{@code diskBytes} and {@code diskInodes} are the quota of its writable layer ({@link
  * SandboxDisk}); 0 in records of sandboxes made before disks existed, which have none.
+ *
+ * <p>{@code idBase} is the first host id of the sandbox's own block ({@link IdBlocks}): its user
+ * namespace maps container ids {@code 0..65535} there. 0 in records of sandboxes made before blocks
+ * existed, which keep running in the canonical block {@link Image#UID_SHIFT}.
  */
 record SandboxRecord(
     int formatVersion,
@@ -36,7 +40,8 @@ record SandboxRecord(
     int pids,
     List<String> layers,
     long diskBytes,
-    long diskInodes) {
+    long diskInodes,
+    long idBase) {
 
   static final int FORMAT_VERSION = 1;
 
@@ -93,6 +98,41 @@ record SandboxRecord(
     this(formatVersion, id, status, image, created, labels, cpus, memoryBytes, pids, layers, 0, 0);
   }
 
+  /** A record without a block of host ids of its own (as written before blocks existed). */
+  SandboxRecord(
+      int formatVersion,
+      String id,
+      Status status,
+      String image,
+      String created,
+      Map<String, String> labels,
+      int cpus,
+      long memoryBytes,
+      int pids,
+      List<String> layers,
+      long diskBytes,
+      long diskInodes) {
+    this(
+        formatVersion,
+        id,
+        status,
+        image,
+        created,
+        labels,
+        cpus,
+        memoryBytes,
+        pids,
+        layers,
+        diskBytes,
+        diskInodes,
+        0);
+  }
+
+  /** The host id its container id 0 maps to: its own block, or the canonical one. */
+  int hostBase() {
+    return IdBlocks.hostBase(idBase);
+  }
+
   SandboxRecord withStatus(Status next) {
     return new SandboxRecord(
         formatVersion,
@@ -106,7 +146,8 @@ record SandboxRecord(
         pids,
         layers,
         diskBytes,
-        diskInodes);
+        diskInodes,
+        idBase);
   }
 
   /** The quota of its writable layer, or null if it has no disk of its own. */

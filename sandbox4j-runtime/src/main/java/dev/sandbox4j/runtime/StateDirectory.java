@@ -246,7 +246,16 @@ final class StateDirectory {
       }
     }
     Overlay.seal(sandbox.resolve("rootfs"));
-    openToSandbox(sandbox, Image.UID_SHIFT);
+    int group = Image.UID_SHIFT;
+    Path state = sandbox.resolve("state.json");
+    if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
+      try {
+        group = SandboxRecord.read(state).hostBase(); // its own block
+      } catch (IOException unreadable) {
+        // a newer version's record: the canonical group, as before blocks
+      }
+    }
+    openToSandbox(sandbox, group);
   }
 
   /** Directories 0700, files 0600, recursively; symlinks are left alone and not followed. */

@@ -195,6 +195,18 @@ final class Trees {
    *     the tree is deeper than {@value #MAX_COPY_DEPTH} directories
    */
   static void copy(Path from, Path to) throws IOException {
+    copy(from, to, 0, 0);
+  }
+
+  /**
+   * {@link #copy(Path, Path)}, the owners shifted from one block of host ids to another: a uid or
+   * gid in {@code fromBase..fromBase+65535} becomes the same offset from {@code toBase} (a
+   * sandbox's writable layer copied for another sandbox, or for a layer of the store: {@link
+   * IdBlocks}). Ids outside that block are kept. Each new entry is given its owner by descriptor,
+   * or with {@code fchownat(AT_SYMLINK_NOFOLLOW)} for a symlink or special file, never following a
+   * link; setuid and setgid bits are set again after the chown that clears them.
+   */
+  static void copy(Path from, Path to, int fromBase, int toBase) throws IOException {
     try (Beneath source = Beneath.open(from)) {
       int dst;
       try {
@@ -206,7 +218,7 @@ final class Trees {
                 bytes(to.toString()),
                 NativeFs.O_RDONLY | NativeFs.O_DIRECTORY | NativeFs.O_NOFOLLOW,
                 0);
-        Copy copy = new Copy(from);
+        Copy copy = new Copy(from, fromBase, toBase);
         try {
           copy.directory(source.fd(), dst, "", 0);
           copy.finish(source.fd(), dst, st, "");
@@ -232,8 +244,21 @@ final class Trees {
     final Map<List<Long>, Integer> links = new HashMap<>();
     boolean clone = true; // until the file system refuses a clone once
 
-    Copy(Path from) {
+    final int fromBase;
+    final int toBase;
+
+    Copy(Path from, int fromBase, int toBase) {
       this.from = from;
+      this.fromBase = fromBase;
+      this.toBase = toBase;
+    }
+
+    /** {@code id} shifted from {@link #fromBase}'s block to {@link #toBase}'s. */
+    int shift(int id) {
+      long offset = (id & 0xffffffffL) - fromBase;
+      return fromBase != toBase && offset >= 0 && offset < Image.ID_RANGE
+          ? (int) (toBase + offset)
+          : id;
     }
 
     void directory(int src, int dst, String where, int depth) throws IOException, NativeFs.Errno {
@@ -299,13 +324,13 @@ final class Trees {
             throw e;
           }
           NativeFs.symlinkat(target, dst, name);
-          NativeFs.lchownAt(dst, name, st.uid(), st.gid());
+          NativeFs.lchownAt(dst, name, shift(st.uid()), shift(st.gid()));
           NativeFs.setTimesAt(dst, name, st.accessed(), st.modified());
         } else {
           // A FIFO, socket or device node (overlay's whiteouts are character devices 0/0):
           // recreated from its lstat, never opened.
           NativeFs.mknodat(dst, name, st.mode(), st.rdevMajor(), st.rdevMinor());
-          NativeFs.lchownAt(dst, name, st.uid(), st.gid());
+          NativeFs.lchownAt(dst, name, shift(st.uid()), shift(st.gid()));
           NativeFs.chmodAt(dst, name, st.mode() & 07777); // ours, just made: not a symlink
           NativeFs.setTimesAt(dst, name, st.accessed(), st.modified());
         }
@@ -352,7 +377,7 @@ final class Trees {
           clone = NativeFs.copyData(in, out, st.size(), clone);
         }
         NativeFs.copyXattrs(in, out);
-        NativeFs.fchown(out, st.uid(), st.gid());
+        NativeFs.fchown(out, shift(st.uid()), shift(st.gid()));
         NativeFs.fchmod(out, st.mode() & 07777); // after the chown, which clears setuid
         NativeFs.setTimes(out, st.accessed(), st.modified());
         if (key != null && links.size() < MAX_LINKED) {
@@ -368,7 +393,7 @@ final class Trees {
     /** A directory's attributes, once its entries are copied (they changed its times). */
     void finish(int src, int dst, NativeFs.Stat st, String path) throws NativeFs.Errno {
       NativeFs.copyXattrs(src, dst);
-      NativeFs.fchown(dst, st.uid(), st.gid());
+      NativeFs.fchown(dst, shift(st.uid()), shift(st.gid()));
       NativeFs.fchmod(dst, st.mode() & 07777);
       NativeFs.setTimes(dst, st.accessed(), st.modified());
     }

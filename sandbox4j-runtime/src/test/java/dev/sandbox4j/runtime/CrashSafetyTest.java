@@ -576,6 +576,20 @@ class CrashSafetyTest {
     if (crunContainers().contains(id)) {
       left.add("crun container " + id);
     }
+    if (Files.isDirectory(IdBlocks.CLAIMS)) { // its block of host ids, claimed host-wide
+      String claim = home.toAbsolutePath().normalize() + "\n" + id;
+      try (Stream<Path> claims = Files.list(IdBlocks.CLAIMS)) {
+        for (Path c : claims.filter(c -> c.getFileName().toString().matches("[0-9]+")).toList()) {
+          try {
+            if (Files.readString(c).equals(claim)) {
+              left.add("host id claim " + c);
+            }
+          } catch (java.nio.file.NoSuchFileException freedMeanwhile) {
+            // freed by another sandbox's destroy
+          }
+        }
+      }
+    }
     try (Stream<Path> hierarchies = Files.list(Path.of("/sys/fs/cgroup"))) {
       for (Path h : hierarchies.toList()) {
         Path cgroup = h.resolve(Cgroups.parentFor(home)).resolve(id);

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -148,6 +149,245 @@ class HostDataTest {
     assertThat(exposed).as("paths under the home another host user can read or write").isEmpty();
   }
 
+  /**
+   * No two sandboxes' ids own anything of each other's, in any state (issue 13 item 4): the host
+   * ranges their user namespaces map to (read on the host, from each container's init) are
+   * disjoint, none is the canonical block that owns the image layers, and a file root writes inside
+   * lands on the host owned by the sandbox's own block. Checked after create, a files-only fork, a
+   * live fork (child and parent), a snapshot and a sandbox made from it, stop and start, hibernate
+   * and wake, and an engine restart (a new provider, as a new JVM). On main every sandbox mapped
+   * 0..65535 to host 100000..165535.
+   */
+  @Test
+  void twoSandboxesShareNoHostIds() throws Exception {
+    List<WorkspaceRef> live = new ArrayList<>();
+    Workspace a = Workspace.of(sandboxes.newBackend());
+    live.add(a.open());
+    Workspace b = Workspace.of(sandboxes.newBackend());
+    live.add(b.open());
+    a.run(Command.shell("nohup sleep 600 >/dev/null 2>&1 </dev/null &"));
+    assertOwnBlocks("after create", live);
+
+    live.add(sandboxes.forkFiles(live.get(0)).ref());
+    assertOwnBlocks("after a files-only fork", live);
+
+    boolean checkpoints = Checkpoints.unavailable(sandboxes.engine().runtime()).isEmpty();
+    if (checkpoints || System.getenv("CI") != null) {
+      ForkResult fork = sandboxes.fork(live.get(0));
+      live.add(fork.ref());
+      assertThat(fork.processesCopied()).as(fork.reason()).isTrue();
+      assertOwnBlocks("after a live fork (its child and its parent)", live);
+    }
+
+    String snapshot = "ids-" + java.util.UUID.randomUUID().toString().substring(0, 8);
+    sandboxes.snapshot(live.get(0), snapshot);
+    try {
+      Path layer = sandboxes.engine().images().find(snapshot).orElseThrow().layers().getLast();
+      assertThat(Files.getAttribute(layer.resolve("etc"), "unix:uid", LinkOption.NOFOLLOW_LINKS))
+          .as("a snapshot's layer is owned by the canonical ids, like every layer of the store")
+          .isEqualTo(Image.UID_SHIFT);
+      Workspace fromSnapshot =
+          Workspace.of(
+              LocalSandbox.builder()
+                  .home(home)
+                  .snapshot(snapshot)
+                  .progress(line -> {})
+                  .build()
+                  .newBackend());
+      live.add(fromSnapshot.open());
+      assertOwnBlocks("after a snapshot and a create from it", live);
+    } finally {
+      for (WorkspaceRef r : live.subList(live.size() - 1, live.size())) {
+        sandboxes.destroy(r);
+      }
+      live.removeLast();
+      sandboxes.removeSnapshot(snapshot);
+    }
+
+    Map<String, Long> before = blocks(live);
+    sandboxes.stop(live.get(1));
+    sandboxes.start(live.get(1));
+    if (checkpoints || System.getenv("CI") != null) {
+      sandboxes.hibernate(live.get(0));
+      Workspace.of(sandboxes.backend(live.get(0)).orElseThrow()).run(Command.shell("true"));
+    }
+    assertOwnBlocks("after stop and start, hibernate and wake", live);
+    assertThat(blocks(live)).as("each sandbox keeps its block through them").isEqualTo(before);
+
+    LocalSandbox restarted = LocalSandbox.builder().home(home).progress(line -> {}).build();
+    for (WorkspaceRef r : live) {
+      Workspace.of(restarted.backend(r).orElseThrow()).run(Command.shell("true"));
+    }
+    assertOwnBlocks("after an engine restart", live);
+    assertThat(blocks(live)).as("each sandbox keeps its block across a restart").isEqualTo(before);
+    for (WorkspaceRef r : live) {
+      sandboxes.destroy(r);
+    }
+  }
+
+  /**
+   * A file that root in sandbox A makes setuid root, or merely owns, is owned on the host by A's
+   * block, and the host id of another sandbox's root cannot write it even where it can reach it
+   * (given A's group, which traverses A's directory). On main both roots were host uid 100000.
+   */
+  @Test
+  void oneSandboxRootsFilesAreNotAnotherSandboxRoots() throws Exception {
+    Workspace a = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef refA = a.open();
+    Workspace b = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef refB = b.open();
+    Exec.checkAsRoot(
+        sandboxes.engine(),
+        refA.id(),
+        List.of(
+            "/bin/sh",
+            "-c",
+            "cp /bin/bash /usr/local/bin/rootsh && chown 0:0 /usr/local/bin/rootsh"
+                + " && chmod 4755 /usr/local/bin/rootsh && echo root > /etc/owned-by-root"));
+    int baseA = (int) hostRange(hostUidMap(refA))[0];
+    int baseB = (int) hostRange(hostUidMap(refB))[0];
+    Path dirA = home.resolve("sandboxes").resolve(refA.id());
+    int groupA = (Integer) Files.getAttribute(dirA, "unix:gid", LinkOption.NOFOLLOW_LINKS);
+    CommandResult write =
+        asUserWith(
+            baseB,
+            List.of(groupA),
+            null,
+            "/bin/sh",
+            "-c",
+            "for f in \"$@\"; do echo x >> \"$f\" && echo WROTE \"$f\"; done",
+            "sh",
+            dirA.resolve("rootfs/usr/local/bin/rootsh").toString(),
+            dirA.resolve("rootfs/etc/owned-by-root").toString());
+    assertThat(write.stdoutText())
+        .as("B's root's host id writes nothing of A's root's: %s", write)
+        .doesNotContain("WROTE");
+    assertThat(write.stderrText()).contains("Permission denied");
+    for (String file : List.of("usr/local/bin/rootsh", "etc/owned-by-root")) {
+      Path onHost = dirA.resolve("rootfs").resolve(file);
+      assertThat(Files.getAttribute(onHost, "unix:uid", LinkOption.NOFOLLOW_LINKS))
+          .as("/%s, root's in A, is owned on the host by A's block", file)
+          .isEqualTo(baseA);
+      assertThat(Files.getAttribute(SandboxDisk.upper(dirA).resolve(file), "unix:uid"))
+          .as("/%s in A's writable layer", file)
+          .isEqualTo(baseA);
+    }
+    assertThat(baseB).as("B's root is another host id than A's").isNotEqualTo(baseA);
+  }
+
+  /**
+   * A sandbox made before blocks existed (its record has no {@code idBase}, its writable layer is
+   * owned by the canonical ids) keeps running in the canonical block after a restart, with its
+   * files as they were.
+   */
+  @Test
+  void aSandboxMadeBeforeBlocksKeepsTheCanonicalBlock() throws Exception {
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    WorkspaceRef ref = ws.open();
+    ws.run(Command.shell("echo kept > /home/sandbox/old-file"));
+    Path dir = home.resolve("sandboxes").resolve(ref.id());
+    SandboxRecord record = sandboxes.engine().record(ref.id());
+    sandboxes.stop(ref);
+    // As the code before this change left it: no block in the record, canonical owners.
+    com.fasterxml.jackson.databind.node.ObjectNode json =
+        (com.fasterxml.jackson.databind.node.ObjectNode)
+            new com.fasterxml.jackson.databind.ObjectMapper()
+                .readTree(Files.readAllBytes(dir.resolve("state.json")));
+    json.remove("idBase");
+    Files.write(dir.resolve("state.json"), json.toString().getBytes(StandardCharsets.UTF_8));
+    SandboxDisk.ensureMounted(dir);
+    RootfsOwnership.shiftBlock(SandboxDisk.upper(dir), record.hostBase(), Image.UID_SHIFT);
+    Files.setAttribute(dir, "unix:gid", Image.UID_SHIFT, LinkOption.NOFOLLOW_LINKS);
+    IdBlocks.free(home, ref.id(), record.idBase());
+
+    LocalSandbox restarted = LocalSandbox.builder().home(home).progress(line -> {}).build();
+    Workspace again = Workspace.of(restarted.backend(ref).orElseThrow());
+    CommandResult r =
+        again.run(
+            Command.shell(
+                "cat /home/sandbox/old-file; id -u; sudo -n id -u; touch /home/sandbox/new"));
+    assertThat(r.stdoutText()).as(r.toString()).isEqualTo("kept\n1000\n0\n");
+    assertThat(hostRange(hostUidMap(ref))).containsExactly(Image.UID_SHIFT, 65536L);
+    assertThat(
+            Files.getAttribute(
+                dir.resolve("rootfs/home/sandbox/new"), "unix:uid", LinkOption.NOFOLLOW_LINKS))
+        .isEqualTo(Image.UID_SHIFT + 1000);
+    restarted.destroy(ref);
+  }
+
+  /** Each sandbox's block (the host id of its root), from the live namespaces. */
+  private static Map<String, Long> blocks(List<WorkspaceRef> refs) throws IOException {
+    Map<String, Long> blocks = new java.util.TreeMap<>();
+    for (WorkspaceRef r : refs) {
+      blocks.put(r.id(), hostRange(hostUidMap(r))[0]);
+    }
+    return blocks;
+  }
+
+  /**
+   * Every sandbox of {@code refs} runs (read on the host) in a block of host ids of its own: its
+   * uid and gid maps, of its init and of a command, are one extent of 65536 ids, disjoint from
+   * every other's and from the canonical block; a file root makes inside lands owned by that block.
+   */
+  private static void assertOwnBlocks(String when, List<WorkspaceRef> refs) throws Exception {
+    Map<String, long[]> ranges = new java.util.TreeMap<>();
+    for (WorkspaceRef r : refs) {
+      Workspace ws = Workspace.of(sandboxes.backend(r).orElseThrow());
+      String inside =
+          ws.run(Command.shell("cat /proc/self/uid_map /proc/self/gid_map")).stdoutText();
+      long[] range = hostRange(hostUidMap(r));
+      assertThat(inside.lines().map(l -> l.strip().replaceAll("\\s+", " ")).toList())
+          .as("%s: local:%s's commands map as its init does, uids and gids alike", when, r.id())
+          .containsExactly("0 " + range[0] + " 65536", "0 " + range[0] + " 65536");
+      assertThat(range[0] + range[1] <= Image.UID_SHIFT || range[0] >= Image.UID_SHIFT + 65536)
+          .as("%s: local:%s is not in the canonical block that owns the layers", when, r.id())
+          .isTrue();
+      String name = "owner-probe-" + java.util.UUID.randomUUID();
+      Exec.checkAsRoot(
+          sandboxes.engine(), r.id(), List.of("/bin/sh", "-c", "echo x > /var/tmp/" + name));
+      Path onHost =
+          home.resolve("sandboxes").resolve(r.id()).resolve("rootfs/var/tmp").resolve(name);
+      assertThat(
+              List.of(
+                  Files.getAttribute(onHost, "unix:uid", LinkOption.NOFOLLOW_LINKS),
+                  Files.getAttribute(onHost, "unix:gid", LinkOption.NOFOLLOW_LINKS)))
+          .as("%s: a file root writes in local:%s is owned on the host by its block", when, r.id())
+          .containsExactly((int) range[0], (int) range[0]);
+      ranges.put(r.id(), range);
+    }
+    for (var x : ranges.entrySet()) {
+      for (var y : ranges.entrySet()) {
+        if (!x.getKey().equals(y.getKey())) {
+          long[] rx = x.getValue();
+          long[] ry = y.getValue();
+          assertThat(rx[0] + rx[1] <= ry[0] || ry[0] + ry[1] <= rx[0])
+              .as(
+                  "%s: host ids %d..+%d of local:%s and %d..+%d of local:%s are disjoint",
+                  when, rx[0], rx[1], x.getKey(), ry[0], ry[1], y.getKey())
+              .isTrue();
+        }
+      }
+    }
+  }
+
+  /** The uid_map of sandbox {@code ref}'s container init, read on the host. */
+  private static String hostUidMap(WorkspaceRef ref) throws IOException {
+    long pid =
+        OciRuntime.initPid(home.resolve("sandboxes").resolve(ref.id()).resolve("bundle"))
+            .orElseThrow(() -> new AssertionError("local:" + ref.id() + " has no init"));
+    String uid = Files.readString(Path.of("/proc", Long.toString(pid), "uid_map"));
+    String gid = Files.readString(Path.of("/proc", Long.toString(pid), "gid_map"));
+    assertThat(gid.strip()).as("local:%s maps gids as uids", ref.id()).isEqualTo(uid.strip());
+    return uid;
+  }
+
+  /** {hostID, size} of a one-line uid_map. */
+  private static long[] hostRange(String uidMap) {
+    String[] f = uidMap.strip().split("\\s+");
+    assertThat(f).as(uidMap).hasSize(3);
+    return new long[] {Long.parseLong(f[1]), Long.parseLong(f[2])};
+  }
+
   @Test
   void checkpointMemoryImagesAreOwnerOnly() throws Exception {
     Prerequisites.require(
@@ -243,10 +483,16 @@ class HostDataTest {
 
   private static CommandResult asNobodyWith(List<Integer> groups, String input, String... argv)
       throws Exception {
+    return asUserWith(NOBODY, groups, input, argv);
+  }
+
+  /** Runs {@code argv} as host uid and gid {@code user} with {@code groups}, nothing else. */
+  private static CommandResult asUserWith(
+      int user, List<Integer> groups, String input, String... argv) throws Exception {
     List<String> command = new ArrayList<>();
     command.add("setpriv");
-    command.add("--reuid=" + NOBODY);
-    command.add("--regid=" + NOBODY);
+    command.add("--reuid=" + user);
+    command.add("--regid=" + user);
     if (groups.isEmpty()) {
       command.add("--clear-groups");
     } else {

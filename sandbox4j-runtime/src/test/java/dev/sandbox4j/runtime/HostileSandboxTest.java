@@ -183,6 +183,7 @@ class HostileSandboxTest {
     for (Target target : enter(state)) {
       String where = state + ", " + target.what() + " (local:" + target.id() + ")";
       assertConfinedAsAtCreate(where, target);
+      assertInItsOwnIdBlock(where, target);
       assertEscapesAreRefused(where, target);
     }
   }
@@ -395,6 +396,60 @@ class HostileSandboxTest {
                     .isEqualTo(map);
               });
     }
+  }
+
+  /**
+   * The sandbox runs in a block of host ids of its own (issue 13 item 4): its init's uid and gid
+   * maps, read on the host, are one extent of 65536 ids outside the canonical block that owns the
+   * image layers, disjoint from those of every other running sandbox of the home (the reference,
+   * the neighbour, a fork's parent), and a file root writes inside is owned on the host by it.
+   */
+  private void assertInItsOwnIdBlock(String where, Target target) throws Exception {
+    long[] own = hostRange(target.id());
+    assertThat(own[1]).as("%s: its user namespace maps 65536 ids", where).isEqualTo(65536);
+    assertThat(own[0] >= Image.UID_SHIFT + 65536 || own[0] + own[1] <= Image.UID_SHIFT)
+        .as("%s: host ids %d.. are not the canonical block that owns the layers", where, own[0])
+        .isTrue();
+    for (SandboxRecord other : sandboxes.engine().list()) {
+      if (other.id().equals(target.id())
+          || !sandboxes
+              .engine()
+              .runtime()
+              .status(other.id())
+              .filter("running"::equals)
+              .isPresent()) {
+        continue;
+      }
+      long[] theirs = hostRange(other.id());
+      assertThat(own[0] + own[1] <= theirs[0] || theirs[0] + theirs[1] <= own[0])
+          .as(
+              "%s: host ids %d..+%d are disjoint from local:%s's %d..+%d",
+              where, own[0], own[1], other.id(), theirs[0], theirs[1])
+          .isTrue();
+    }
+    String name = "owner-probe-" + UUID.randomUUID();
+    check(target.ws(), "sudo sh -c 'echo x > /var/tmp/" + name + "'");
+    Path onHost =
+        home.resolve("sandboxes").resolve(target.id()).resolve("rootfs/var/tmp").resolve(name);
+    assertThat(
+            List.of(
+                Files.getAttribute(onHost, "unix:uid", java.nio.file.LinkOption.NOFOLLOW_LINKS),
+                Files.getAttribute(onHost, "unix:gid", java.nio.file.LinkOption.NOFOLLOW_LINKS)))
+        .as("%s: a file root writes inside is owned on the host by its own block", where)
+        .containsExactly((int) own[0], (int) own[0]);
+  }
+
+  /** {hostID, size} of sandbox {@code id}'s user namespace, read on the host from its init. */
+  private long[] hostRange(String id) throws IOException {
+    long pid =
+        OciRuntime.initPid(home.resolve("sandboxes").resolve(id).resolve("bundle"))
+            .orElseThrow(() -> new AssertionError("local:" + id + " has no init"));
+    String uid = Files.readString(Path.of("/proc", Long.toString(pid), "uid_map")).strip();
+    String gid = Files.readString(Path.of("/proc", Long.toString(pid), "gid_map")).strip();
+    assertThat(gid).as("local:%s maps gids as uids", id).isEqualTo(uid);
+    String[] f = uid.split("\\s+");
+    assertThat(f).as(uid).hasSize(3);
+    return new long[] {Long.parseLong(f[1]), Long.parseLong(f[2])};
   }
 
   /**

@@ -501,9 +501,13 @@ class IsolationTest {
     assertThat(hostSysctls())
         .as("the host's sysctls are unchanged after root inside tried to write them")
         .isEqualTo(before);
+    int base = SANDBOXES.engine().record(shared.open().id()).hostBase();
+    assertThat((long) base)
+        .as("user namespace: the sandbox has a block of host ids of its own, not the canonical one")
+        .matches(IdBlocks::isBlock);
     assertThat(ok(shared, "cat /proc/self/uid_map").strip().split("\\s+"))
-        .as("user namespace: ids 0..65535 inside are host ids 100000.. (root is not host root)")
-        .containsExactly("0", "100000", "65536");
+        .as("user namespace: ids 0..65535 inside are host ids %d.. (root is not host root)", base)
+        .containsExactly("0", Integer.toString(base), "65536");
 
     String name = "owned-by-" + UUID.randomUUID();
     ok(shared, "sudo touch /" + name + " && touch /home/sandbox/" + name);
@@ -513,14 +517,14 @@ class IsolationTest {
       Path rootFile = upper.resolve(name);
       Path userFile = upper.resolve("home/sandbox").resolve(name);
       assertThat(Files.getAttribute(rootFile, "unix:uid", LinkOption.NOFOLLOW_LINKS))
-          .as("user namespace: a file root inside creates is owned by host uid 100000, not 0")
-          .isEqualTo(100_000);
+          .as("user namespace: a file root inside creates is owned by its block's first id, not 0")
+          .isEqualTo(base);
       assertThat(Files.getAttribute(rootFile, "unix:gid", LinkOption.NOFOLLOW_LINKS))
-          .as("user namespace: its group is host gid 100000, not 0")
-          .isEqualTo(100_000);
+          .as("user namespace: its group is its block's first gid, not 0")
+          .isEqualTo(base);
       assertThat(Files.getAttribute(userFile, "unix:uid", LinkOption.NOFOLLOW_LINKS))
-          .as("user namespace: the sandbox user (1000 inside) is host uid 101000")
-          .isEqualTo(101_000);
+          .as("user namespace: the sandbox user (1000 inside) is host uid base + 1000")
+          .isEqualTo(base + 1000);
     } finally {
       run(shared, "sudo rm -f /" + name + " /home/sandbox/" + name);
     }

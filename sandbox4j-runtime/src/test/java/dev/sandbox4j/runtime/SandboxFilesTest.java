@@ -68,14 +68,18 @@ class SandboxFilesTest {
     Path rootfs =
         SANDBOXES.home().resolve("sandboxes").resolve(ws.ref().get().id()).resolve("rootfs");
     String wd = ws.workingDirectory();
+    int user = SANDBOXES.engine().record(ws.ref().get().id()).hostBase() + 1000;
+    assertThat((long) user - 1000)
+        .as("the sandbox's own block of host ids")
+        .matches(IdBlocks::isBlock);
     for (String p : List.of("owned", "owned/file.txt", "owned/dir", "owned/dir/sub")) {
       Path host = rootfs.resolve(wd.substring(1)).resolve(p);
       assertThat(Files.getAttribute(host, "unix:uid", LinkOption.NOFOLLOW_LINKS))
-          .as("%s is owned by host uid 101000 (container 1000)", p)
-          .isEqualTo(SandboxFiles.UID);
+          .as("%s is owned by host uid base + 1000 (container 1000)", p)
+          .isEqualTo(user);
       assertThat(Files.getAttribute(host, "unix:gid", LinkOption.NOFOLLOW_LINKS))
-          .as("%s has host gid 101000 (container 1000)", p)
-          .isEqualTo(SandboxFiles.GID);
+          .as("%s has host gid base + 1000 (container 1000)", p)
+          .isEqualTo(user);
     }
     assertThat(ok("stat -c '%u:%g %a' owned owned/file.txt owned/dir/sub"))
         .isEqualTo("1000:1000 755\n1000:1000 644\n1000:1000 755\n");

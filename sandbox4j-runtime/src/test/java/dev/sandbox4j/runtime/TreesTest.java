@@ -41,6 +41,79 @@ class TreesTest {
     Prerequisites.require("root".equals(System.getProperty("user.name")), "root");
   }
 
+  /**
+   * A fork's or snapshot's copy moves the owners from one sandbox's block of host ids to another's
+   * (issue 13 item 4): every id of the source block lands at the same offset of the target block,
+   * ids outside it are kept, symlinks and special files are changed themselves (never followed),
+   * and setuid/setgid bits survive the chown.
+   */
+  @Test
+  void aCopyShiftsOwnersFromOneBlockToAnother() throws Exception {
+    int from = (int) IdBlocks.BASE;
+    int to = (int) IdBlocks.BASE + 3 * 65536;
+    Path src = Files.createDirectories(temp.resolve("from"));
+    Path dir = Files.createDirectories(src.resolve("home/sandbox"));
+    chown(src, from, from);
+    chown(src.resolve("home"), from, from);
+    chown(dir, from + 1000, from + 1000);
+    Path suid = Files.writeString(src.resolve("rootsh"), "binary");
+    chown(suid, from, from + 50);
+    Files.setAttribute(suid, "unix:mode", 06755);
+    Path outsider = Files.writeString(dir.resolve("host-root"), "x");
+    chown(outsider, 0, 0);
+    Path link = Files.createSymbolicLink(dir.resolve("link"), suid);
+    chown(link, from + 1000, from + 1000);
+    Path victim = Files.writeString(temp.resolve("victim"), "host file");
+    chown(victim, 7, 7);
+    Files.createSymbolicLink(src.resolve("escape"), victim);
+    NativeFs.mknodWhiteout(dir.resolve("gone"));
+    chown(dir.resolve("gone"), from + 1000, from + 1000);
+
+    Path dst = temp.resolve("to");
+    Trees.copy(src, dst, from, to);
+
+    assertThat(owner(dst)).isEqualTo(List.of(to, to));
+    assertThat(owner(dst.resolve("home/sandbox"))).isEqualTo(List.of(to + 1000, to + 1000));
+    assertThat(owner(dst.resolve("rootsh"))).isEqualTo(List.of(to, to + 50));
+    assertThat(Files.getAttribute(dst.resolve("rootsh"), "unix:mode", NOFOLLOW))
+        .as("setuid and setgid kept through the chown")
+        .isEqualTo(0100000 | 06755);
+    assertThat(owner(dst.resolve("home/sandbox/host-root")))
+        .as("an id outside the block is kept")
+        .isEqualTo(List.of(0, 0));
+    assertThat(owner(dst.resolve("home/sandbox/link"))).isEqualTo(List.of(to + 1000, to + 1000));
+    assertThat(owner(dst.resolve("home/sandbox/gone"))).isEqualTo(List.of(to + 1000, to + 1000));
+    assertThat(owner(victim)).as("a symlink's target is never changed").isEqualTo(List.of(7, 7));
+    assertThat(owner(suid)).as("the source is left as it was").isEqualTo(List.of(from, from + 50));
+  }
+
+  @Test
+  void aLayerIsShiftedBackToTheCanonicalIdsInPlace() throws Exception {
+    int from = (int) IdBlocks.BASE + 65536;
+    Path layer = Files.createDirectories(temp.resolve("layer/usr/bin"));
+    chown(layer.getParent().getParent(), from, from);
+    chown(layer.getParent(), from, from);
+    chown(layer, from, from);
+    Path sudo = Files.writeString(layer.resolve("sudo"), "binary");
+    chown(sudo, from, from);
+    Files.setAttribute(sudo, "unix:mode", 04755);
+    Path victim = Files.writeString(temp.resolve("victim"), "host file");
+    chown(victim, 7, 7);
+    Files.createSymbolicLink(layer.resolve("escape"), victim);
+
+    RootfsOwnership.shiftBlock(layer.getParent().getParent(), from, Image.UID_SHIFT);
+
+    assertThat(owner(layer)).isEqualTo(List.of(Image.UID_SHIFT, Image.UID_SHIFT));
+    assertThat(owner(sudo)).isEqualTo(List.of(Image.UID_SHIFT, Image.UID_SHIFT));
+    assertThat(Files.getAttribute(sudo, "unix:mode", NOFOLLOW)).isEqualTo(0100000 | 04755);
+    assertThat(owner(victim)).isEqualTo(List.of(7, 7));
+  }
+
+  private static List<Object> owner(Path p) throws IOException {
+    return List.of(
+        Files.getAttribute(p, "unix:uid", NOFOLLOW), Files.getAttribute(p, "unix:gid", NOFOLLOW));
+  }
+
   @Test
   void aCopyKeepsOwnersModesTimesLinksXattrsSpecialFilesAndHoles() throws Exception {
     Path from = Files.createDirectories(temp.resolve("from"));
