@@ -28,6 +28,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.api.parallel.Execution;
 import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.ResourceAccessMode;
+import org.junit.jupiter.api.parallel.ResourceLock;
 
 /**
  * Issue 5, timers: each timer, with short values, does what it says, enforced by the home's
@@ -36,11 +38,15 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
  * without touching anyone else's.
  *
  * <p>The tests mostly wait for timers and each watches only its own sandboxes, so they run at the
- * same time. The one that kills the supervisor has a home of its own ({@link #restartHome}): the
- * others' timers never lose their supervisor meanwhile.
+ * same time. The one that kills the supervisor has a home of its own ({@link #restartHome}), and
+ * runs alone ({@link #ALONE}): its scenario expects its 8 s idle timer and its suspend to be done
+ * well before its 40 s lifetime, which the others' CPU-bound sandbox could delay.
  */
 @Execution(ExecutionMode.CONCURRENT)
 class TimersTest {
+  /** Taken for writing by the supervisor-killing test, for reading by the others. */
+  private static final String ALONE = "TimersTest.restarts";
+
   @TempDir static Path temp;
 
   private static Path home;
@@ -110,6 +116,7 @@ class TimersTest {
   // ---- each timer -------------------------------------------------------------------------
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void sandboxTimeoutEndsTheSandboxAtItsMinimumOfTenSeconds() throws Exception {
     Instant start = Instant.now();
     LocalSandbox provider = builder().sandboxTimeout(Duration.ofSeconds(10)).build();
@@ -137,6 +144,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void sandboxTimeoutIsBounded() {
     assertThatThrownBy(() -> builder().sandboxTimeout(Duration.ofSeconds(9)))
         .isInstanceOf(IllegalArgumentException.class)
@@ -148,6 +156,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void idleTimeoutEndsAnIdleSandboxButNotOneRunningACommand() throws Exception {
     LocalSandbox provider = builder().idleTimeout(Duration.ofSeconds(3)).build();
     Workspace idle = Workspace.of(provider.newBackend());
@@ -166,6 +175,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void autoSuspendSuspendsAnIdleSandboxAndAnExecWakesIt() throws Exception {
     LocalSandbox provider = builder().autoSuspendTimeout(Duration.ofSeconds(3)).build();
     Workspace ws = Workspace.of(provider.newBackend());
@@ -198,6 +208,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void aCpuBoundSandboxIsNotSuspended() throws Exception {
     LocalSandbox provider = builder().autoSuspendTimeout(Duration.ofSeconds(3)).build();
     Workspace ws = Workspace.of(provider.newBackend());
@@ -214,6 +225,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void deleteAfterEndsTheSandboxAtThatTime() throws Exception {
     Instant at = Instant.now().plusSeconds(6);
     LocalSandbox provider = builder().deleteAfter(at).build();
@@ -234,6 +246,7 @@ class TimersTest {
    * that finishes the job.
    */
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ_WRITE)
   void timersSurviveKillingTheManagingJvmAndTheSupervisor() throws Exception {
     List<String> argv =
         List.of(
