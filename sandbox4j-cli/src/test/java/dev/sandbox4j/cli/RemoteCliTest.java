@@ -147,6 +147,11 @@ class RemoteCliTest {
         .as("a server keeps a sandbox's env for every command")
         .isEqualTo("kept by the server\n");
 
+    Run loop = run("exec", "--shell", ref, "--", "for i in 1 2 3; do echo $i; done");
+    assertThat(loop.out())
+        .as("the script reaches the sandbox's shell unexpanded")
+        .isEqualTo("1\n2\n3\n");
+
     Run workdir = run("exec", "--workdir", "/tmp", ref, "--", "pwd");
     assertThat(workdir.exitCode()).as(workdir.err()).isZero();
     assertThat(workdir.out()).isEqualTo("/tmp\n");

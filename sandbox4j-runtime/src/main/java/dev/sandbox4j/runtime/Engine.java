@@ -180,6 +180,13 @@ final class Engine {
   /** {@link #create(Spec, Consumer)} with the writable layer {@code upper} makes (for a fork). */
   String create(Spec spec, Consumer<String> progress, UpperLayer upper) {
     SandboxDisk.checkReserve(home, diskReserve());
+    try {
+      // before the image: a default-image build in a home no sandbox can use is wasted (and
+      // leaves its mounts behind if interrupted)
+      StateDirectory.requireReachable(home);
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
+    }
     Image image = image(spec, progress);
     Reserved reserved = reserve(image, spec);
     String id = reserved.id();

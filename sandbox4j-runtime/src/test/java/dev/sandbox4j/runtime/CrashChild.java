@@ -40,7 +40,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <p>{@code READY} is printed right before the phase starts (after the JVM has started and warmed
  * up), and {@code DONE} when a phase is over ({@code DONE n} after a loop's n-th iteration), so the
- * parent can measure a phase and time its kill within it.
+ * parent can measure a phase and time its kill within it. Before READY it prints {@code WARM} and
+ * waits for a line on stdin: the parent starts many children at once (a JVM's start is most of a
+ * child's time) and lets each go when it times that one's kill.
  */
 public final class CrashChild {
   /** The label key marking sandboxes made by the crash test. */
@@ -61,7 +63,7 @@ public final class CrashChild {
           create(provider, args.length > 4 ? args[3] : null, args.length > 4 ? args[4] : null);
       case "exec" -> exec(provider, WorkspaceRef.parse(args[3]));
       case "destroy" -> {
-        say("READY");
+        ready();
         for (int i = 3; i < args.length; i++) {
           provider.destroy(WorkspaceRef.parse(args[i]));
           say("DESTROYED " + args[i]);
@@ -114,13 +116,24 @@ public final class CrashChild {
     }
   }
 
+  /** Says WARM, waits for the parent's go (a line on stdin, or its end), then says READY. */
+  private static void ready() {
+    say("WARM");
+    try {
+      System.in.read();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    say("READY");
+  }
+
   private static void say(String line) {
     OUT.println(line);
     OUT.flush();
   }
 
   private static void create(LocalSandbox provider, String path, String text) {
-    say("READY");
+    ready();
     Workspace ws = Workspace.of(provider.newBackend());
     WorkspaceRef ref = ws.open();
     say("REF " + ref);
@@ -133,7 +146,7 @@ public final class CrashChild {
 
   private static void exec(LocalSandbox provider, WorkspaceRef ref) {
     Workspace ws = Workspace.of(provider.backend(ref).orElseThrow());
-    say("READY");
+    ready();
     AtomicBoolean started = new AtomicBoolean();
     CommandResult r =
         ws.run(
@@ -153,7 +166,7 @@ public final class CrashChild {
   }
 
   private static void loop(LocalSandbox provider) {
-    say("READY");
+    ready();
     for (int i = 0; i < 1000; i++) {
       Workspace ws = Workspace.of(provider.newBackend());
       WorkspaceRef ref = ws.open();
@@ -172,7 +185,7 @@ public final class CrashChild {
   private static void lifecycle(LocalSandbox provider, WorkspaceRef ref, String snapshot) {
     Workspace ws = Workspace.of(provider.backend(ref).orElseThrow());
     boolean hibernate = Checkpoints.unavailable(provider.engine().runtime()).isEmpty();
-    say("READY");
+    ready();
     for (int i = 0; i < 1000; i++) {
       provider.suspend(ref);
       ws.run(Command.shell("echo " + i + " >> lifecycle.txt"));

@@ -10,7 +10,6 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.BufferedReader;
-import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -34,6 +33,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -101,8 +101,11 @@ class CrashSafetyTest {
   void killDuringCreate() throws Exception {
     Set<String> printed = new TreeSet<>();
     long[] samples = new long[3];
+    List<Child> calibrations = Child.startAll("create-calibration", samples.length, i -> CREATE);
+    List<Child> children = Child.startAll("create", 12, i -> CREATE);
+    Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
-      Child calibration = Child.start("create-calibration-" + i, "create");
+      Child calibration = calibrations.get(i);
       samples[i] = calibration.millisUntil("DONE");
       assertThat(calibration.awaitExit()).as("create-calibration's exit code").isZero();
       printed.addAll(calibration.refs());
@@ -110,8 +113,7 @@ class CrashSafetyTest {
     long millis = median(samples);
     log("create: a whole create takes " + millis + " ms after READY (median of 3)");
     int reported = 0;
-    for (int i = 0; i < 12; i++) {
-      Child child = Child.start("create-" + i, "create");
+    for (Child child : children) {
       List<String> refs = child.killAfter(delayWithin(millis * 5 / 4));
       reported += refs.size();
       printed.addAll(refs);
@@ -124,20 +126,23 @@ class CrashSafetyTest {
   void killDuringExec() throws Exception {
     Set<String> refs = new TreeSet<>();
     long[] samples = new long[3];
+    List<WorkspaceRef> sandboxes = openAll(samples.length + 12);
+    sandboxes.forEach(r -> refs.add(r.id()));
+    List<Child> calibrations =
+        Child.startAll(
+            "exec-calibration", samples.length, i -> args("exec", sandboxes.get(i).toString()));
+    List<Child> children =
+        Child.startAll("exec", 12, i -> args("exec", sandboxes.get(samples.length + i).toString()));
+    Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
-      WorkspaceRef ref = Workspace.of(provider.newBackend()).open();
-      refs.add(ref.id());
-      Child calibration = Child.start("exec-calibration-" + i, "exec", ref.toString());
+      Child calibration = calibrations.get(i);
       samples[i] = calibration.millisUntil("STARTED");
       calibration.killAfter(0);
     }
     long millis = median(samples);
     log("exec: attach until the command runs takes " + millis + " ms after READY (median of 3)");
     int started = 0;
-    for (int i = 0; i < 12; i++) {
-      WorkspaceRef ref = Workspace.of(provider.newBackend()).open();
-      refs.add(ref.id());
-      Child child = Child.start("exec-" + i, "exec", ref.toString());
+    for (Child child : children) {
       child.killAfter(delayWithin(millis * 2));
       started += child.lines().contains("STARTED") ? 1 : 0;
     }
@@ -150,10 +155,19 @@ class CrashSafetyTest {
   void killDuringDestroy() throws Exception {
     Set<String> refs = new TreeSet<>();
     long[] samples = new long[3];
+    List<WorkspaceRef> sandboxes = openAll(samples.length + 12);
+    sandboxes.forEach(r -> refs.add(r.id()));
+    List<Child> calibrations =
+        Child.startAll(
+            "destroy-calibration",
+            samples.length,
+            i -> args("destroy", sandboxes.get(i).toString()));
+    List<Child> children =
+        Child.startAll(
+            "destroy", 12, i -> args("destroy", sandboxes.get(samples.length + i).toString()));
+    Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
-      WorkspaceRef ref = Workspace.of(provider.newBackend()).open();
-      refs.add(ref.id());
-      Child calibration = Child.start("destroy-calibration-" + i, "destroy", ref.toString());
+      Child calibration = calibrations.get(i);
       samples[i] = calibration.millisUntil("DONE");
       assertThat(calibration.awaitExit()).as("destroy-calibration's exit code").isZero();
     }
@@ -161,9 +175,8 @@ class CrashSafetyTest {
     log("destroy: a whole destroy takes " + millis + " ms after READY (median of 3)");
     int finished = 0;
     for (int i = 0; i < 12; i++) {
-      WorkspaceRef ref = Workspace.of(provider.newBackend()).open();
-      refs.add(ref.id());
-      Child child = Child.start("destroy-" + i, "destroy", ref.toString());
+      WorkspaceRef ref = sandboxes.get(samples.length + i);
+      Child child = children.get(i);
       child.killAfter(delayWithin(millis * 5 / 4));
       finished += child.lines().contains("DESTROYED " + ref) ? 1 : 0;
     }
@@ -175,12 +188,14 @@ class CrashSafetyTest {
   void killDuringLoop() throws Exception {
     Set<String> printed = new TreeSet<>();
     Child calibration = Child.start("loop-calibration", "loop");
+    List<Child> children = Child.startAll("loop", 10, i -> args("loop"));
+    Child.awaitWarm(List.of(calibration), children);
     long millis = calibration.millisUntil("DONE 3") / 3;
     printed.addAll(calibration.killAfter(0));
     log("loop: an iteration takes " + millis + " ms (mean of 3)");
-    for (int i = 0; i < 10; i++) {
-      Child child = Child.start("loop-" + i, "loop");
-      printed.addAll(child.killAfter(delayWithin(millis * 4)));
+    for (Child child : children) {
+      // within two iterations: every step of one, both in a first and in a later iteration
+      printed.addAll(child.killAfter(delayWithin(millis * 2)));
     }
     evaluate("loop", printed, false);
   }
@@ -195,23 +210,28 @@ class CrashSafetyTest {
     Set<String> parents = new TreeSet<>();
     List<String> names = new ArrayList<>();
     try {
-      WorkspaceRef first = Workspace.of(provider.newBackend()).open();
-      parents.add(first.id());
+      List<WorkspaceRef> sandboxes = openAll(1 + 8);
+      sandboxes.forEach(r -> parents.add(r.id()));
+      WorkspaceRef first = sandboxes.getFirst();
       String calibrationName = TAG + "-cal";
       names.add(calibrationName);
       Child calibration =
           Child.start("lifecycle-calibration", "lifecycle", first.toString(), calibrationName);
+      for (int i = 0; i < 8; i++) {
+        names.add(TAG + "-" + i);
+        Workspace.of(provider.backend(sandboxes.get(1 + i)).orElseThrow())
+            .run(Command.shell("sleep 1000 > /dev/null 2>&1 &"));
+      }
+      List<Child> children =
+          Child.startAll(
+              "lifecycle",
+              8,
+              i -> args("lifecycle", sandboxes.get(1 + i).toString(), TAG + "-" + i));
+      Child.awaitWarm(List.of(calibration), children);
       long millis = calibration.millisUntil("DONE 2") / 2;
       calibration.killAfter(0);
       log("lifecycle: an iteration takes " + millis + " ms (mean of 2)");
-      for (int i = 0; i < 8; i++) {
-        WorkspaceRef ref = Workspace.of(provider.newBackend()).open();
-        parents.add(ref.id());
-        Workspace.of(provider.backend(ref).orElseThrow())
-            .run(Command.shell("sleep 1000 > /dev/null 2>&1 &"));
-        String name = TAG + "-" + i;
-        names.add(name);
-        Child child = Child.start("lifecycle-" + i, "lifecycle", ref.toString(), name);
+      for (Child child : children) {
         child.killAfter(delayWithin(millis * 3 / 2));
       }
       // Forks carry the parents' label: evaluate finds them among the new ids.
@@ -240,6 +260,30 @@ class CrashSafetyTest {
     }
     Prerequisites.requireCheckpointRestore(
         provider.engine().runtime(), "the hibernate and live-fork kills");
+  }
+
+  private static final String[] CREATE = {"create"};
+
+  private static String[] args(String... args) {
+    return args;
+  }
+
+  /**
+   * Opens {@code count} sandboxes of the test's provider, a few at a time (the engine creates
+   * concurrently); the test owns them from here.
+   */
+  private static List<WorkspaceRef> openAll(int count) throws Exception {
+    try (var pool = java.util.concurrent.Executors.newFixedThreadPool(3)) {
+      List<java.util.concurrent.Future<WorkspaceRef>> opened = new ArrayList<>();
+      for (int i = 0; i < count; i++) {
+        opened.add(pool.submit(() -> Workspace.of(provider.newBackend()).open()));
+      }
+      List<WorkspaceRef> refs = new ArrayList<>();
+      for (var f : opened) {
+        refs.add(f.get());
+      }
+      return refs;
+    }
   }
 
   private static long median(long[] samples) {
@@ -758,13 +802,26 @@ class CrashSafetyTest {
   // ---- the child JVM ------------------------------------------------------------------------
 
   /** A running {@link CrashChild}, its stdout collected line by line. */
+  /** Every child started: those a failed phase never let go are killed after it. */
+  private static final List<Child> STARTED = new CopyOnWriteArrayList<>();
+
+  @AfterEach
+  void killChildrenLeftWaiting() {
+    for (Child child : STARTED) {
+      child.process.destroyForcibly();
+    }
+    STARTED.clear();
+  }
+
   private static final class Child {
     private final String name;
     private final Process process;
     private final List<String> lines = new CopyOnWriteArrayList<>();
     private final Map<String, Long> firstSeen = new ConcurrentHashMap<>();
+    private final CountDownLatch warm = new CountDownLatch(1);
     private final CountDownLatch ready = new CountDownLatch(1);
     private final Thread reader;
+    private boolean released;
 
     private Child(String name, Process process) {
       this.name = name;
@@ -784,11 +841,27 @@ class CrashSafetyTest {
       argv.add(home.toString());
       argv.add(TAG);
       argv.addAll(List.of(modeAndArgs));
+      // stdin is a pipe: the child waits on it for its go (see awaitReady)
       ProcessBuilder builder =
-          new ProcessBuilder(argv)
-              .redirectError(LOGS.resolve(name + ".stderr").toFile())
-              .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
-      return new Child(name, builder.start());
+          new ProcessBuilder(argv).redirectError(LOGS.resolve(name + ".stderr").toFile());
+      Child child = new Child(name, builder.start());
+      STARTED.add(child);
+      return child;
+    }
+
+    /**
+     * Starts {@code count} children at once, the i-th named {@code prefix-i} with the arguments
+     * {@code args.apply(i)}: their JVMs start and warm up in parallel, and each waits for its go
+     * ({@link #awaitReady}) before its phase.
+     */
+    static List<Child> startAll(
+        String prefix, int count, java.util.function.IntFunction<String[]> args)
+        throws IOException {
+      List<Child> children = new ArrayList<>();
+      for (int i = 0; i < count; i++) {
+        children.add(start(prefix + "-" + i, args.apply(i)));
+      }
+      return children;
     }
 
     private void read() {
@@ -798,7 +871,9 @@ class CrashSafetyTest {
         for (String line; (line = in.readLine()) != null; ) {
           lines.add(line);
           firstSeen.putIfAbsent(line, System.nanoTime());
-          if (line.equals("READY")) {
+          if (line.equals("WARM")) {
+            warm.countDown();
+          } else if (line.equals("READY")) {
             ready.countDown();
           }
         }
@@ -825,14 +900,51 @@ class CrashSafetyTest {
       return List.copyOf(lines);
     }
 
+    /**
+     * Waits until every child given has warmed up: so that no JVM still starting takes CPU from a
+     * calibration or a timed phase.
+     */
+    @SafeVarargs
+    static void awaitWarm(List<Child>... groups) throws InterruptedException {
+      for (List<Child> group : groups) {
+        for (Child child : group) {
+          if (!child.warm.await(120, TimeUnit.SECONDS)) {
+            child.process.destroyForcibly();
+            throw new AssertionError(
+                child.name + " never warmed up; see " + LOGS.resolve(child.name + ".stderr"));
+          }
+        }
+      }
+    }
+
+    /**
+     * Waits until the child has warmed up (WARM), lets it go, and waits for its READY: from there
+     * on its phase runs. A child started with others may have warmed up long before.
+     */
     void awaitReady() throws InterruptedException {
+      if (!released) {
+        if (!warm.await(120, TimeUnit.SECONDS)) {
+          process.destroyForcibly();
+          throw new AssertionError(
+              name + " never warmed up; see " + LOGS.resolve(name + ".stderr"));
+        }
+        released = true;
+        try {
+          process.getOutputStream().write('\n');
+          process.getOutputStream().close();
+        } catch (IOException e) {
+          // it died meanwhile: READY never comes, reported below
+        }
+      }
       if (!ready.await(60, TimeUnit.SECONDS)) {
         process.destroyForcibly();
         throw new AssertionError(name + " never got ready; see " + LOGS.resolve(name + ".stderr"));
       }
     }
 
+    /** Lets the child go if not yet ({@link #awaitReady}), then waits for its exit. */
     int awaitExit() throws InterruptedException {
+      awaitReady();
       if (!process.waitFor(120, TimeUnit.SECONDS)) {
         process.destroyForcibly();
         throw new AssertionError(name + " did not finish; see " + LOGS.resolve(name + ".stderr"));

@@ -438,12 +438,16 @@ class HostDataTest {
   void aHomeTheSandboxesCannotReachIsRefusedWithItsReason() throws Exception {
     Path closed = Files.createDirectories(temp.resolve("closed"));
     Files.setPosixFilePermissions(closed, PosixFilePermissions.fromString("rwx------"));
+    List<String> progress = new java.util.concurrent.CopyOnWriteArrayList<>();
     LocalSandbox unreachable =
-        LocalSandbox.builder().home(closed.resolve("home")).progress(line -> {}).build();
+        LocalSandbox.builder().home(closed.resolve("home")).progress(progress::add).build();
     org.assertj.core.api.Assertions.assertThatThrownBy(
             () -> Workspace.of(unreachable.newBackend()).open())
         .hasMessageContaining(closed + " is mode rwx------")
         .hasMessageContaining("chmod o+x");
+    // refused before anything is made: no image build (its mounts), nothing in the home
+    assertThat(progress).as("progress before the refusal").isEmpty();
+    assertThat(closed.resolve("home").resolve("images")).doesNotExist();
   }
 
   private static String mode(Path p) throws IOException {

@@ -18,7 +18,6 @@ import java.net.InetSocketAddress;
 import java.net.NetworkInterface;
 import java.net.ServerSocket;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -615,8 +614,8 @@ class HostileSandboxTest {
       loopback.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
       wildcard.bind(new InetSocketAddress(0));
       AtomicInteger accepted = new AtomicInteger();
-      CompletableFuture<Void> a = acceptAll(loopback, accepted);
-      CompletableFuture<Void> b = acceptAll(wildcard, accepted);
+      CompletableFuture<Void> a = IsolationTest.acceptAll(loopback, accepted);
+      CompletableFuture<Void> b = IsolationTest.acceptAll(wildcard, accepted);
 
       List<List<Object>> targets = new ArrayList<>();
       int portProxy = PortProxy.port(home);
@@ -958,24 +957,5 @@ class HostileSandboxTest {
       }
     }
     return "254:0";
-  }
-
-  private static CompletableFuture<Void> acceptAll(ServerSocket server, AtomicInteger accepted) {
-    return CompletableFuture.runAsync(
-        () -> {
-          while (!server.isClosed()) {
-            try {
-              server.setSoTimeout(200);
-              try (Socket s = server.accept()) {
-                accepted.incrementAndGet();
-              }
-            } catch (SocketTimeoutException timeout) {
-              // poll again until the test closes the server
-            } catch (IOException closed) {
-              return;
-            }
-          }
-        },
-        THREADS);
   }
 }

@@ -1005,7 +1005,11 @@ class IsolationTest {
         .doesNotContain(secret);
   }
 
-  private static CompletableFuture<Void> acceptAll(ServerSocket server, AtomicInteger accepted) {
+  /**
+   * Accepts (and closes) every connection to {@code server} until it is closed, counting them in
+   * {@code accepted}; also used by {@link HostileSandboxTest}.
+   */
+  static CompletableFuture<Void> acceptAll(ServerSocket server, AtomicInteger accepted) {
     return CompletableFuture.runAsync(
         () -> {
           while (!server.isClosed()) {

@@ -309,7 +309,9 @@ class NetworkingTest {
       assertThat(connect(ws, SITE_B, 80)).isIn("refused", "unreachable");
       assertThat(run(ws, "pgrep -c sleep").strip()).isEqualTo("1");
     }
-    assertThat(namespaces()).filteredOn(n -> n.endsWith(ref.id())).hasSize(1);
+    assertThat(namespaces(SANDBOXES.engine().networks()))
+        .filteredOn(n -> n.endsWith(ref.id()))
+        .hasSize(1);
     Prerequisites.requireCheckpointRestore(SANDBOXES.engine().runtime(), "the hibernate half");
   }
 
@@ -544,8 +546,8 @@ class NetworkingTest {
     Networks networks = SANDBOXES.engine().networks();
     Workspace warm = sandbox(LocalSandbox.builder()); // the table and gateway exist from here
     int rules = ruleCount(networks);
-    List<String> links = links();
-    List<String> namespaces = namespaces();
+    List<String> links = links(networks);
+    List<String> namespaces = namespaces(networks);
     WorkspaceRef ref =
         Workspace.of(
                 LocalSandbox.builder()
@@ -555,12 +557,12 @@ class NetworkingTest {
                     .newBackend())
             .open();
     assertThat(ruleCount(networks)).isGreaterThan(rules);
-    assertThat(links()).hasSize(links.size() + 1);
-    assertThat(namespaces()).hasSize(namespaces.size() + 1);
+    assertThat(links(networks)).hasSize(links.size() + 1);
+    assertThat(namespaces(networks)).hasSize(namespaces.size() + 1);
     SANDBOXES.destroy(ref);
     assertThat(ruleCount(networks)).isEqualTo(rules);
-    assertThat(links()).isEqualTo(links);
-    assertThat(namespaces()).isEqualTo(namespaces);
+    assertThat(links(networks)).isEqualTo(links);
+    assertThat(namespaces(networks)).isEqualTo(namespaces);
     assertThat(warm.run(Command.shell("true")).exitCode()).isZero();
   }
 
@@ -570,8 +572,8 @@ class NetworkingTest {
     Workspace warm = sandbox(LocalSandbox.builder()); // the table exists from here
     Path slots = SANDBOXES.home().resolve("network").resolve("slots");
     int rules = ruleCount(networks);
-    List<String> links = links();
-    List<String> namespaces = namespaces();
+    List<String> links = links(networks);
+    List<String> namespaces = namespaces(networks);
     List<String> slotsBefore = names(slots);
     String killed = null;
     for (int attempt = 0; attempt < 6 && killed == null; attempt++) {
@@ -634,8 +636,8 @@ class NetworkingTest {
     List<String> removed = SANDBOXES.gc();
     assertThat(removed).anyMatch(l -> l.contains(victim));
     assertThat(ruleCount(networks)).isEqualTo(rules);
-    assertThat(links()).isEqualTo(links);
-    assertThat(namespaces()).isEqualTo(namespaces);
+    assertThat(links(networks)).isEqualTo(links);
+    assertThat(namespaces(networks)).isEqualTo(namespaces);
     assertThat(names(slots)).isEqualTo(slotsBefore);
     assertThat(warm.run(Command.shell("true")).exitCode()).isZero();
   }
@@ -669,21 +671,35 @@ class NetworkingTest {
     return n;
   }
 
-  static List<String> links() {
+  /**
+   * The host's network links of the home of {@code networks} (named {@code s4<hash>-<slot>}): other
+   * homes on this host create and remove theirs meanwhile.
+   */
+  static List<String> links(Networks networks) {
+    String vethZero = networks.vethName(0);
+    String prefix = vethZero.substring(0, vethZero.length() - 1);
     try (var s = Files.list(Path.of("/sys/class/net"))) {
-      return s.map(p -> p.getFileName().toString()).sorted().toList();
+      return s.map(p -> p.getFileName().toString())
+          .filter(n -> n.startsWith(prefix))
+          .sorted()
+          .toList();
     } catch (IOException e) {
       throw new java.io.UncheckedIOException(e);
     }
   }
 
-  static List<String> namespaces() {
+  /** The named network namespaces of the home of {@code networks} ({@code s4j-<hash>-<id>}). */
+  static List<String> namespaces(Networks networks) {
+    String prefix = networks.netnsName("");
     Path dir = Path.of("/run/netns");
     if (!Files.isDirectory(dir)) {
       return List.of();
     }
     try (var s = Files.list(dir)) {
-      return s.map(p -> p.getFileName().toString()).sorted().toList();
+      return s.map(p -> p.getFileName().toString())
+          .filter(n -> n.startsWith(prefix))
+          .sorted()
+          .toList();
     } catch (IOException e) {
       throw new java.io.UncheckedIOException(e);
     }

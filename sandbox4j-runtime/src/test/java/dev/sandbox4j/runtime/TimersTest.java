@@ -26,18 +26,36 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
+import org.junit.jupiter.api.parallel.ResourceAccessMode;
+import org.junit.jupiter.api.parallel.ResourceLock;
 
 /**
  * Issue 5, timers: each timer, with short values, does what it says, enforced by the home's
- * supervisor process; and they survive killing the managing JVM and the supervisor. Works in a
- * private home seeded with the shared default image, so that it can kill that home's supervisor
+ * supervisor process; and they survive killing the managing JVM and the supervisor. Works in
+ * private homes seeded with the shared default image, so that it can kill a home's supervisor
  * without touching anyone else's.
+ *
+ * <p>The tests mostly wait for timers and each watches only its own sandboxes, so they run at the
+ * same time. The one that kills the supervisor has a home of its own ({@link #restartHome}), and
+ * runs alone ({@link #ALONE}): its scenario expects its 8 s idle timer and its suspend to be done
+ * well before its 40 s lifetime, which the others' CPU-bound sandbox could delay.
  */
+@Execution(ExecutionMode.CONCURRENT)
 class TimersTest {
+  /** Taken for writing by the supervisor-killing test, for reading by the others. */
+  private static final String ALONE = "TimersTest.restarts";
+
   @TempDir static Path temp;
 
   private static Path home;
   private static LocalSandbox sandboxes;
+
+  /** The home of {@link #timersSurviveKillingTheManagingJvmAndTheSupervisor} alone. */
+  private static Path restartHome;
+
+  private static LocalSandbox restartSandboxes;
 
   @BeforeAll
   static void setUp() throws Exception {
@@ -45,11 +63,21 @@ class TimersTest {
     home = TestImages.privateHome(temp);
     TestImages.seedDefault(home);
     sandboxes = builder().build();
+    restartHome = Files.createDirectories(temp.resolve("restarts").resolve("home"));
+    Files.setPosixFilePermissions(
+        restartHome.getParent(),
+        java.nio.file.attribute.PosixFilePermissions.fromString("rwx--x--x"));
+    TestImages.seedDefault(restartHome);
+    restartSandboxes = LocalSandbox.builder().home(restartHome).progress(line -> {}).build();
   }
 
   @AfterAll
   static void tearDown() throws IOException {
-    TestImages.destroyAllAndDelete(sandboxes, home);
+    try {
+      TestImages.destroyAllAndDelete(restartSandboxes, restartHome);
+    } finally {
+      TestImages.destroyAllAndDelete(sandboxes, home);
+    }
   }
 
   private static LocalSandbox.Builder builder() {
@@ -82,12 +110,13 @@ class TimersTest {
   }
 
   private static List<ProcessHandle> supervisors() {
-    return TestImages.supervisors(home);
+    return TestImages.supervisors(restartHome);
   }
 
   // ---- each timer -------------------------------------------------------------------------
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void sandboxTimeoutEndsTheSandboxAtItsMinimumOfTenSeconds() throws Exception {
     Instant start = Instant.now();
     LocalSandbox provider = builder().sandboxTimeout(Duration.ofSeconds(10)).build();
@@ -115,6 +144,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void sandboxTimeoutIsBounded() {
     assertThatThrownBy(() -> builder().sandboxTimeout(Duration.ofSeconds(9)))
         .isInstanceOf(IllegalArgumentException.class)
@@ -126,6 +156,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void idleTimeoutEndsAnIdleSandboxButNotOneRunningACommand() throws Exception {
     LocalSandbox provider = builder().idleTimeout(Duration.ofSeconds(3)).build();
     Workspace idle = Workspace.of(provider.newBackend());
@@ -144,6 +175,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void autoSuspendSuspendsAnIdleSandboxAndAnExecWakesIt() throws Exception {
     LocalSandbox provider = builder().autoSuspendTimeout(Duration.ofSeconds(3)).build();
     Workspace ws = Workspace.of(provider.newBackend());
@@ -176,6 +208,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void aCpuBoundSandboxIsNotSuspended() throws Exception {
     LocalSandbox provider = builder().autoSuspendTimeout(Duration.ofSeconds(3)).build();
     Workspace ws = Workspace.of(provider.newBackend());
@@ -192,6 +225,7 @@ class TimersTest {
   }
 
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ)
   void deleteAfterEndsTheSandboxAtThatTime() throws Exception {
     Instant at = Instant.now().plusSeconds(6);
     LocalSandbox provider = builder().deleteAfter(at).build();
@@ -212,6 +246,7 @@ class TimersTest {
    * that finishes the job.
    */
   @Test
+  @ResourceLock(value = ALONE, mode = ResourceAccessMode.READ_WRITE)
   void timersSurviveKillingTheManagingJvmAndTheSupervisor() throws Exception {
     List<String> argv =
         List.of(
@@ -222,7 +257,7 @@ class TimersTest {
             "-cp",
             System.getProperty("java.class.path"),
             TimersChild.class.getName(),
-            home.toString());
+            restartHome.toString());
     Process child =
         new ProcessBuilder(argv)
             .redirectError(temp.resolve("child.stderr").toFile())
@@ -242,7 +277,7 @@ class TimersTest {
     killSupervisors();
 
     // No JVM of the user from here: the test reads files only, and starts a supervisor itself.
-    Supervisor.spawn(home, OciRuntime.defaultCrun().orElseThrow());
+    Supervisor.spawn(restartHome, OciRuntime.defaultCrun().orElseThrow());
     await("idle sandbox ended", Duration.ofSeconds(40), () -> !exists(ids.get("idle")));
     assertThat(tombstone(ids.get("idle"))).contains("idle for its idleTimeout of 8s");
     await(
@@ -252,7 +287,7 @@ class TimersTest {
     assertThat(exists(ids.get("lifetime"))).as("lifetime not over yet").isTrue();
 
     killSupervisors();
-    sandboxes.list(); // any use of the engine starts the supervisor again
+    restartSandboxes.list(); // any use of the engine starts the supervisor again
     await("a new supervisor", Duration.ofSeconds(20), () -> !supervisors().isEmpty());
     await("lifetime ended", Duration.ofSeconds(60), () -> !exists(ids.get("lifetime")));
     assertThat(tombstone(ids.get("lifetime"))).contains("its sandboxTimeout of 40s passed");
@@ -270,12 +305,12 @@ class TimersTest {
   }
 
   private static boolean exists(String id) {
-    return Files.exists(home.resolve("sandboxes").resolve(id).resolve("state.json"));
+    return Files.exists(restartHome.resolve("sandboxes").resolve(id).resolve("state.json"));
   }
 
   private static String status(String id) {
     try {
-      return SandboxRecord.read(home.resolve("sandboxes").resolve(id).resolve("state.json"))
+      return SandboxRecord.read(restartHome.resolve("sandboxes").resolve(id).resolve("state.json"))
           .status()
           .name();
     } catch (IOException e) {
@@ -284,6 +319,6 @@ class TimersTest {
   }
 
   private static String tombstone(String id) throws IOException {
-    return Files.readString(home.resolve("ended").resolve(id + ".json"));
+    return Files.readString(restartHome.resolve("ended").resolve(id + ".json"));
   }
 }

@@ -31,10 +31,17 @@ final class StdinPipe extends InputStream {
     }
   }
 
-  /** Ends the input: the reader sees EOF after what was queued. */
-  void finish() {
-    while (!closed && !chunks.offer(EOF)) {
-      chunks.poll(); // full: drop the oldest rather than block a close or cancel
+  /**
+   * Ends the input: the reader sees EOF after everything queued. Waits while the queue is full, as
+   * {@link #feed} does (dropping a chunk to make room lost the client's data), and gives up once
+   * the reader closed. A cancel or a closed socket ends the input with {@link #close}, which never
+   * waits.
+   */
+  void finish() throws InterruptedException {
+    while (!closed) {
+      if (chunks.offer(EOF, 100, TimeUnit.MILLISECONDS)) {
+        return;
+      }
     }
   }
 

@@ -92,8 +92,9 @@ class RestartTest {
     try (TestServer s = new TestServer(data, b -> b.keepAlive(java.time.Duration.ofMillis(100)))) {
       String key = s.key("gone");
       String id = s.create(key, "{}");
+      // silent at first too: a keepalive arrives before the command has written its pid
       byte[] body =
-          "{\"shell\": \"echo $$ > /tmp/nd-pid; echo started; exec sleep 1000\"}"
+          "{\"shell\": \"sleep 1; echo $$ > /tmp/nd-pid; echo started; exec sleep 1000\"}"
               .getBytes(StandardCharsets.UTF_8);
       try (Socket raw = new Socket("127.0.0.1", s.server.uri().getPort())) {
         raw.setSoTimeout(60_000);
@@ -111,8 +112,9 @@ class RestartTest {
         out.flush();
         ByteArrayOutputStream received = new ByteArrayOutputStream();
         byte[] buf = new byte[4096];
-        // wait for a keepalive: the command started and is silent
-        while (!received.toString(StandardCharsets.UTF_8).contains("keepalive")) {
+        // wait for its output (a keepalive says nothing of where the command is): it has
+        // written its pid and is silent from here on
+        while (!received.toString(StandardCharsets.UTF_8).contains("\"type\":\"stdout\"")) {
           int n = raw.getInputStream().read(buf);
           assertThat(n).isPositive();
           received.write(buf, 0, n);

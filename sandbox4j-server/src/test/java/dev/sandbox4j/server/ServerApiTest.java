@@ -120,6 +120,26 @@ class ServerApiTest {
     assertThat(TestServer.stdout(env, "stdout")).isEqualTo("y\n");
   }
 
+  /**
+   * The script reaches the sandbox's shell byte for byte: neither the server nor the engine expands
+   * a {@code $} on the way (a loop's {@code $i} once seemed to arrive empty; that was the caller's
+   * own shell, expanding it inside double quotes before the CLI ran).
+   */
+  @Test
+  void aShellLoopsVariableIsExpandedOnlyByTheSandboxsShell() throws Exception {
+    String loop = "for i in 1 2 3; do echo \\\"$i\\\" $i; done; echo \\\"$GREETING\\\"";
+    assertThat(TestServer.stdout(s.exec(key, sandbox, "{\"shell\": \"" + loop + "\"}"), "stdout"))
+        .isEqualTo("1 1\n2 2\n3 3\nhi\n");
+    assertThat(
+            TestServer.stdout(
+                s.exec(key, sandbox, "{\"argv\": [\"sh\", \"-c\", \"" + loop + "\"]}"), "stdout"))
+        .isEqualTo("1 1\n2 2\n3 3\nhi\n");
+    Socket ws = Socket.open(s, key, sandbox);
+    ws.send("{\"shell\": \"" + loop + "\", \"stdin\": false}");
+    assertThat(ws.closed.get(30, TimeUnit.SECONDS)).isEqualTo(1000);
+    assertThat(TestServer.stdout(ws.events(), "stdout")).isEqualTo("1 1\n2 2\n3 3\nhi\n");
+  }
+
   @Test
   void execTimeoutEndsWithATimeoutErrorEvent() throws Exception {
     List<JsonNode> events =
