@@ -99,6 +99,7 @@ final class Checkpoints {
     long start = System.nanoTime();
     Duration took;
     try {
+      outOfVfork(engine, id, () -> runtime.resume(id), () -> runtime.pause(id));
       engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
       try {
         checkpoint(runtime, id, images, true);
@@ -123,16 +124,98 @@ final class Checkpoints {
     List<String> notCarried = notCarried(engine, id);
     prepare(images);
     long start = System.nanoTime();
+    // Frozen by the engine, not by CRIU: so that no process is inside vfork when CRIU seizes them
+    // (outOfVfork), and a freeze that does not finish fails on its own bounded wait.
+    Freezer.freeze(engine.cgroups(), id);
+    try {
+      outOfVfork(
+          engine,
+          id,
+          () -> Freezer.thaw(engine.cgroups(), id),
+          () -> Freezer.freeze(engine.cgroups(), id));
+    } catch (RuntimeException e) {
+      Freezer.thaw(engine.cgroups(), id);
+      throw e;
+    }
     engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
     try {
       checkpoint(engine.runtime(), id, images, false);
     } catch (RuntimeException e) {
+      Freezer.thaw(engine.cgroups(), id);
       engine.attachNetwork(id, engine.dir(id).resolve("bundle")); // it goes on running
       throw e;
     }
     Duration took = Duration.ofNanos(System.nanoTime() - start);
     engine.runtime().delete(id); // and with it whatever CRIU did not carry
     return new Dump(images, size(images), took, notCarried);
+  }
+
+  /** How many times {@link #outOfVfork} thaws a sandbox for its vforked children to exec. */
+  private static final int VFORK_THAWS = 100;
+
+  /**
+   * Returns once no process of frozen sandbox {@code id} is waiting inside {@code vfork}, thawing
+   * it for a moment ({@code thaw}, then {@code freeze}) while one is. CRIU cannot dump such a
+   * parent: it waits uninterruptibly until its child execs or exits, CRIU stops that child before
+   * it can, and the dump fails after CRIU's 10 s timeout ("Unseizable non-zombie ... state D").
+   * Debian's {@code sh} (dash) starts commands with vfork, so a shell loop is often in that window.
+   * The sandbox is frozen on entry and on return.
+   *
+   * @throws WorkspaceException if a process is still inside vfork after {@value #VFORK_THAWS} thaws
+   *     (a vforked child that never execs: the dump could not succeed)
+   */
+  static void outOfVfork(Engine engine, String id, Runnable thaw, Runnable freeze) {
+    for (int attempt = 0; ; attempt++) {
+      Optional<Long> inVfork = inVfork(engine.cgroups().pids(id));
+      if (inVfork.isEmpty()) {
+        if (attempt > 0) {
+          System.getLogger(Checkpoints.class.getName())
+              .log(
+                  System.Logger.Level.INFO,
+                  "local sandbox {0}: thawed {1} time(s) before its checkpoint, for a process"
+                      + " inside vfork",
+                  id,
+                  attempt);
+        }
+        return;
+      }
+      if (attempt == VFORK_THAWS) {
+        throw new WorkspaceException(
+            "cannot checkpoint sandbox local:"
+                + id
+                + ": process "
+                + inVfork.get()
+                + " stays inside vfork (its child never runs a program or exits), which"
+                + " checkpoint/restore cannot carry");
+      }
+      thaw.run();
+      try {
+        Thread.sleep(2);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        freeze.run();
+        throw new WorkspaceException("interrupted while checkpointing local:" + id, e);
+      }
+      freeze.run();
+    }
+  }
+
+  /** The first of {@code pids} with a thread waiting for its vfork child, if any. */
+  static Optional<Long> inVfork(List<Long> pids) {
+    for (long pid : pids) {
+      try (Stream<Path> tasks = Files.list(Path.of("/proc", Long.toString(pid), "task"))) {
+        for (Path task : tasks.toList()) {
+          // wait_for_vfork_done is inlined into kernel_clone: a thread blocked there waits for
+          // its vfork child (clone with CLONE_VFORK, vfork, posix_spawn)
+          if (Files.readString(task.resolve("wchan")).strip().equals("kernel_clone")) {
+            return Optional.of(pid);
+          }
+        }
+      } catch (IOException | java.io.UncheckedIOException e) {
+        // it ended meanwhile
+      }
+    }
+    return Optional.empty();
   }
 
   /**
