@@ -523,14 +523,19 @@ class LifecycleTest {
     WorkspaceRef ref = ws.open();
     // Never silent for 3 s while it runs, but frozen for 4 s in the middle of its silent
     // stretch. It prints before that stretch, so the time `crun exec` takes to start it (over a
-    // second on a loaded host) is not part of the silence the test measures.
+    // second on a loaded host) is not part of the silence the test measures. Its sleep is running
+    // (the background process is sleep, not yet the shell forked for it) before /tmp/started
+    // exists, so the freeze falls inside the sleep: a sleep begun only after the thaw would add
+    // 2 s of real silence.
     Path tmp = SandboxDisk.upper(dir(ref)).resolve("tmp");
     var run =
         java.util.concurrent.CompletableFuture.supplyAsync(
             () ->
                 ws.run(
                         Command.shell(
-                            "echo a; touch /tmp/started; sleep 2; touch /tmp/ending; echo b"))
+                            "echo a; sleep 2 &"
+                                + " until read c < /proc/$!/comm && [ \"$c\" = sleep ]; do :; done;"
+                                + " touch /tmp/started; wait; touch /tmp/ending; echo b"))
                     .stdoutText());
     long end = System.nanoTime() + Duration.ofSeconds(60).toNanos();
     while (!Files.exists(tmp.resolve("started")) && !run.isDone() && System.nanoTime() < end) {
