@@ -18,7 +18,7 @@ import java.util.stream.Stream;
  * joins time, ipc and uts), and nothing else in the images holds host ids (creds, ghost files,
  * ttys, IPC and sockets are saved as the namespace sees them). So a fork restored from a copy of
  * its parent's images would run in its parent's block unless that image is rewritten: {@link
- * #moveTo} rewrites it in the copy every restore reads.
+ * #moveTo} rewrites it before every restore.
  *
  * <p>The image is CRIU's: two magic numbers ({@code IMG_COMMON_MAGIC}, {@code USERNS_MAGIC}), then
  * one entry, a little-endian u32 size and a protobuf {@code userns_entry} (images/userns.proto:
