@@ -163,15 +163,32 @@ class TimersTest {
     WorkspaceRef idleRef = idle.open();
     Workspace busy = Workspace.of(provider.newBackend());
     WorkspaceRef busyRef = busy.open();
+    // The command runs until the test releases it: however late the supervisor ends the idle
+    // sandbox, the busy one is still running its command at that moment.
     CompletableFuture<CommandResult> command =
-        CompletableFuture.supplyAsync(() -> busy.run(Command.shell("sleep 10; echo done")));
+        CompletableFuture.supplyAsync(
+            () ->
+                busy.run(
+                    Command.shell("while [ ! -e /tmp/release ]; do sleep 0.2; done; echo done")));
     await("the idle sandbox ends", Duration.ofSeconds(30), () -> state(idleRef).equals("gone"));
-    assertThat(state(busyRef)).as("the sandbox running a command").isEqualTo("running");
+    assertThat(state(busyRef))
+        .as("the sandbox running a command; supervisor log:\n%s", supervisorLog())
+        .isEqualTo("running");
+    assertThat(command).as("the busy command").isNotDone();
+    sh(busy, "touch /tmp/release");
     CommandResult r = command.get();
     assertThat(r.stdoutText()).isEqualTo("done\n");
     assertThatThrownBy(() -> idle.run(Command.shell("true")))
         .hasMessageContaining("ended: it was idle for its idleTimeout of 3s");
     await("the other ends once idle", Duration.ofSeconds(30), () -> state(busyRef).equals("gone"));
+  }
+
+  private static String supervisorLog() {
+    try {
+      return Files.readString(home.resolve(Supervisor.LOG_FILE));
+    } catch (IOException e) {
+      return "(none: " + e + ")";
+    }
   }
 
   @Test
