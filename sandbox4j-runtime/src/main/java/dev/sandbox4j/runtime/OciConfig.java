@@ -59,39 +59,13 @@ final class OciConfig {
   record Limits(long memoryBytes, int cpus, int pids) {}
 
   /**
-   * The spec of sandbox {@code id}. {@code compiledSeccomp}, if present, is {@link
-   * SeccompProfile#DEFAULT} as the runtime compiled it before (base64 BPF, see {@link
-   * OciRuntime#compiledSeccomp}): crun then loads it as it is instead of compiling the profile
-   * again. The profile stays in the spec for runtimes that ignore the annotation.
-   */
-  static byte[] build(
-      String id,
-      Path rootfs,
-      String cgroupsPath,
-      Map<String, String> env,
-      Limits limits,
-      Optional<String> compiledSeccomp) {
-    return build(id, rootfs, cgroupsPath, env, limits, compiledSeccomp, Optional.empty());
-  }
-
-  /**
-   * {@link #build(String, Path, String, Map, Limits, Optional)} with {@code hosts} bind-mounted
-   * read-only at {@code /etc/hosts} (the names of a named network's members, see {@link Networks}).
-   */
-  static byte[] build(
-      String id,
-      Path rootfs,
-      String cgroupsPath,
-      Map<String, String> env,
-      Limits limits,
-      Optional<String> compiledSeccomp,
-      Optional<Path> hosts) {
-    return build(id, rootfs, cgroupsPath, env, limits, compiledSeccomp, hosts, Image.UID_SHIFT);
-  }
-
-  /**
-   * {@link #build(String, Path, String, Map, Limits, Optional, Optional)} with container ids {@code
-   * 0..65535} mapped to host ids from {@code hostBase} (the sandbox's own block, {@link IdBlocks}).
+   * The spec of sandbox {@code id}, with container ids {@code 0..65535} mapped to host ids from
+   * {@code hostBase} (the sandbox's own block, {@link IdBlocks}). {@code compiledSeccomp}, if
+   * present, is {@link SeccompProfile#DEFAULT} as the runtime compiled it before (base64 BPF, see
+   * {@link OciRuntime#compiledSeccomp}): crun then loads it as it is instead of compiling the
+   * profile again. The profile stays in the spec for runtimes that ignore the annotation. {@code
+   * hosts}, if present, is bind-mounted read-only at {@code /etc/hosts} (the names of a named
+   * network's members, see {@link Networks}).
    */
   static byte[] build(
       String id,

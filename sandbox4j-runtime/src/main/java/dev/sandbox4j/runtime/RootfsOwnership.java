@@ -60,66 +60,31 @@ final class RootfsOwnership {
     if (fromBase == toBase) {
       return;
     }
-    Set<Object> seen = new HashSet<>();
-    Files.walkFileTree(
+    eachOnce(
         root,
-        new SimpleFileVisitor<>() {
-          @Override
-          public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs)
-              throws IOException {
-            move(dir, attrs);
-            return FileVisitResult.CONTINUE;
-          }
-
-          @Override
-          public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
-              throws IOException {
-            if (seen.add(attrs.fileKey())) { // a hard link seen again is moved already
-              move(file, attrs);
-            }
-            return FileVisitResult.CONTINUE;
-          }
-
-          private void move(Path path, BasicFileAttributes attrs) throws IOException {
-            Map<String, Object> unix = Files.readAttributes(path, "unix:uid,gid,mode", NOFOLLOW);
-            int uid = (Integer) unix.get("uid");
-            int gid = (Integer) unix.get("gid");
-            int mode = (Integer) unix.get("mode");
-            int newUid = moved(uid);
-            int newGid = moved(gid);
-            if (newUid != uid) {
-              Files.setAttribute(path, "unix:uid", newUid, NOFOLLOW);
-            }
-            if (newGid != gid) {
-              Files.setAttribute(path, "unix:gid", newGid, NOFOLLOW);
-            }
-            if ((newUid != uid || newGid != gid)
-                && !attrs.isSymbolicLink()
-                && (mode & SETUID_SETGID) != 0) {
-              Files.setAttribute(path, "unix:mode", mode & 07777, NOFOLLOW);
-            }
-          }
-
-          private int moved(int id) {
-            long offset = (id & 0xffffffffL) - fromBase;
-            return offset >= 0 && offset < Image.ID_RANGE ? (int) (toBase + offset) : id;
-          }
+        (path, attrs) -> {
+          Map<String, Object> unix = Files.readAttributes(path, "unix:uid,gid,mode", NOFOLLOW);
+          int uid = (Integer) unix.get("uid");
+          int gid = (Integer) unix.get("gid");
+          int newUid = moved(uid, fromBase, toBase);
+          int newGid = moved(gid, fromBase, toBase);
+          chown(path, attrs, unix, newUid == uid ? -1 : newUid, newGid == gid ? -1 : newGid);
         });
+  }
+
+  private static int moved(int id, int fromBase, int toBase) {
+    long offset = (id & 0xffffffffL) - fromBase;
+    return offset >= 0 && offset < Image.ID_RANGE ? (int) (toBase + offset) : id;
   }
 
   /** The size of the regular files under {@code root}, each inode once; changes nothing. */
   static long sizeOf(Path root) throws IOException {
     long[] total = {0};
-    Set<Object> seen = new HashSet<>();
-    Files.walkFileTree(
+    eachOnce(
         root,
-        new SimpleFileVisitor<>() {
-          @Override
-          public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) {
-            if (attrs.isRegularFile() && seen.add(attrs.fileKey())) {
-              total[0] += attrs.size();
-            }
-            return FileVisitResult.CONTINUE;
+        (path, attrs) -> {
+          if (attrs.isRegularFile()) {
+            total[0] += attrs.size();
           }
         });
     return total[0];
@@ -127,38 +92,53 @@ final class RootfsOwnership {
 
   private static long walk(Path root, boolean strict) throws IOException {
     long[] total = {0};
+    eachOnce(
+        root,
+        (path, attrs) -> {
+          if (strict && attrs.isOther() && isUnsafeDevice(path)) {
+            Files.delete(path);
+            return;
+          }
+          shift(path, attrs, strict);
+          if (attrs.isRegularFile()) {
+            total[0] += attrs.size();
+          }
+        });
+    return total[0];
+  }
+
+  /** What a walk does to one directory or file. */
+  private interface Step {
+    void apply(Path path, BasicFileAttributes attrs) throws IOException;
+  }
+
+  /**
+   * Applies {@code step} to every directory under {@code root} and to every other file once: a hard
+   * link seen again was handled already (strict mode would take its shifted ids for ids outside the
+   * range). walkFileTree without FOLLOW_LINKS reports a symlink as a file and never enters its
+   * target.
+   */
+  private static void eachOnce(Path root, Step step) throws IOException {
     Set<Object> seen = new HashSet<>();
-    // walkFileTree without FOLLOW_LINKS reports a symlink as a file and never enters its target.
     Files.walkFileTree(
         root,
         new SimpleFileVisitor<>() {
           @Override
           public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs)
               throws IOException {
-            shift(dir, attrs, strict);
+            step.apply(dir, attrs);
             return FileVisitResult.CONTINUE;
           }
 
           @Override
           public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
               throws IOException {
-            // A hard link seen again: shifted already (strict mode would take it for an id
-            // outside the range).
-            if (!seen.add(attrs.fileKey())) {
-              return FileVisitResult.CONTINUE;
-            }
-            if (strict && attrs.isOther() && isUnsafeDevice(file)) {
-              Files.delete(file);
-              return FileVisitResult.CONTINUE;
-            }
-            shift(file, attrs, strict);
-            if (attrs.isRegularFile()) {
-              total[0] += attrs.size();
+            if (seen.add(attrs.fileKey())) {
+              step.apply(file, attrs);
             }
             return FileVisitResult.CONTINUE;
           }
         });
-    return total[0];
   }
 
   /** A block device, or a character device other than 0/0 (an overlayfs whiteout). */
@@ -174,20 +154,31 @@ final class RootfsOwnership {
     Map<String, Object> unix = Files.readAttributes(path, "unix:uid,gid,mode", NOFOLLOW);
     int uid = (Integer) unix.get("uid");
     int gid = (Integer) unix.get("gid");
-    int mode = (Integer) unix.get("mode");
-    boolean changed = false;
     // Ids already >= UID_SHIFT were shifted before (a hard link seen twice, or a re-run).
-    if (strict || uid < Image.UID_SHIFT) {
-      // "unix:uid" takes a number, so ids without a host user name work; NOFOLLOW means lchown.
-      Files.setAttribute(path, "unix:uid", shifted(path, uid, "uid"), NOFOLLOW);
-      changed = true;
+    chown(
+        path,
+        attrs,
+        unix,
+        strict || uid < Image.UID_SHIFT ? shifted(path, uid, "uid") : -1,
+        strict || gid < Image.UID_SHIFT ? shifted(path, gid, "gid") : -1);
+  }
+
+  /**
+   * Sets the uid and gid that are not -1 (as chown(2) reads -1: unchanged; lchown: "unix:uid" takes
+   * a number, so ids without a host user name work) and then the setuid/setgid bits again: the
+   * kernel clears them on chown, even root's, and sudo must stay setuid root.
+   */
+  private static void chown(
+      Path path, BasicFileAttributes attrs, Map<String, Object> unix, int uid, int gid)
+      throws IOException {
+    if (uid != -1) {
+      Files.setAttribute(path, "unix:uid", uid, NOFOLLOW);
     }
-    if (strict || gid < Image.UID_SHIFT) {
-      Files.setAttribute(path, "unix:gid", shifted(path, gid, "gid"), NOFOLLOW);
-      changed = true;
+    if (gid != -1) {
+      Files.setAttribute(path, "unix:gid", gid, NOFOLLOW);
     }
-    // The kernel clears setuid/setgid on chown, even root's; sudo must stay setuid root.
-    if (changed && !attrs.isSymbolicLink() && (mode & SETUID_SETGID) != 0) {
+    int mode = (Integer) unix.get("mode");
+    if ((uid != -1 || gid != -1) && !attrs.isSymbolicLink() && (mode & SETUID_SETGID) != 0) {
       Files.setAttribute(path, "unix:mode", mode & 07777, NOFOLLOW);
     }
   }

@@ -83,7 +83,7 @@ record SandboxRecord(
     layers = layers == null ? null : List.copyOf(layers);
   }
 
-  /** A record without a disk of its own (as written before disks existed). */
+  /** A record without a disk or a block of host ids of its own (as written before either). */
   SandboxRecord(
       int formatVersion,
       String id,
@@ -95,23 +95,6 @@ record SandboxRecord(
       long memoryBytes,
       int pids,
       List<String> layers) {
-    this(formatVersion, id, status, image, created, labels, cpus, memoryBytes, pids, layers, 0, 0);
-  }
-
-  /** A record without a block of host ids of its own (as written before blocks existed). */
-  SandboxRecord(
-      int formatVersion,
-      String id,
-      Status status,
-      String image,
-      String created,
-      Map<String, String> labels,
-      int cpus,
-      long memoryBytes,
-      int pids,
-      List<String> layers,
-      long diskBytes,
-      long diskInodes) {
     this(
         formatVersion,
         id,
@@ -123,8 +106,8 @@ record SandboxRecord(
         memoryBytes,
         pids,
         layers,
-        diskBytes,
-        diskInodes,
+        0,
+        0,
         0);
   }
 

@@ -177,17 +177,8 @@ class AdmissionTest {
                   .status())
           .isEqualTo(201);
       s.track(id);
-      s.server.close();
       // the operator lowers the ceilings: the same data directory and engine
-      s.server =
-          SandboxServer.builder()
-              .engine(s.engine)
-              .dataDirectory(data)
-              .requestLog(l -> {})
-              .maxMemoryPerSandbox(GIB)
-              .maxPidsPerSandbox(256)
-              .build()
-              .start();
+      s.restart(b -> b.maxMemoryPerSandbox(GIB).maxPidsPerSandbox(256));
       TestServer.Answer fromSnapshot =
           s.call(key, "POST", "/v1/sandboxes", "{\"snapshot\": \"big\"}");
       assertThat(fromSnapshot.status()).as(fromSnapshot.text()).isEqualTo(400);
@@ -226,15 +217,7 @@ class AdmissionTest {
                   .status())
           .isEqualTo(201);
       s.track(id);
-      s.server.close();
-      s.server =
-          SandboxServer.builder()
-              .engine(s.engine)
-              .dataDirectory(data)
-              .requestLog(l -> {})
-              .maxDiskPerSandbox(ceiling)
-              .build()
-              .start();
+      s.restart(b -> b.maxDiskPerSandbox(ceiling));
       TestServer.Answer fromSnapshot =
           s.call(key, "POST", "/v1/sandboxes", "{\"snapshot\": \"wide\"}");
       assertThat(fromSnapshot.status()).as(fromSnapshot.text()).isEqualTo(400);

@@ -146,12 +146,19 @@ final class TestServer implements AutoCloseable {
 
   /** Restarts the server on the same data directory (a new port). */
   void restart() {
+    restart(b -> b);
+  }
+
+  /** Closes the server and starts another on the same engine and data, with other options. */
+  void restart(java.util.function.UnaryOperator<SandboxServer.Builder> options) {
     server.close();
     server =
-        SandboxServer.builder()
-            .engine(engine)
-            .dataDirectory(data)
-            .requestLog(logLines::add)
+        options
+            .apply(
+                SandboxServer.builder()
+                    .engine(engine)
+                    .dataDirectory(data)
+                    .requestLog(logLines::add))
             .build()
             .start();
   }
