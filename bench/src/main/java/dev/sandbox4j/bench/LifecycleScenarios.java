@@ -1,12 +1,12 @@
 package dev.sandbox4j.bench;
 
-import dev.sandbox4j.runtime.ForkResult;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.PortBench;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import java.util.List;
 import java.util.function.Function;
 

@@ -1,11 +1,11 @@
 package dev.sandbox4j.bench;
 
 import dev.sandbox4j.runtime.LocalSandbox;
-import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;

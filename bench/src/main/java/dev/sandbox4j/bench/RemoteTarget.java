@@ -1,13 +1,13 @@
 package dev.sandbox4j.bench;
 
 import dev.sandbox4j.remote.RemoteSandbox;
-import dev.sandbox4j.remote.SandboxInfo;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.SandboxServer;
 import dev.sandbox4j.server.ServerKeys;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;

@@ -58,11 +58,28 @@ public final class WorkspaceCapability<P extends WorkspaceProvider> implements C
   }
 
   /**
-   * The provider workspaces come from, as its own type: for what the workspace API does not cover,
-   * such as {@code LocalSandbox}'s {@code fork}, {@code snapshot} or {@code suspend}.
+   * The provider workspaces come from, as its own type: for what only that provider has, such as
+   * the local engine's egress policy or port URLs. What every provider may have (fork, snapshot,
+   * suspend, ...) is in {@link #machine}.
    */
   public P provider() {
     return provider;
+  }
+
+  /**
+   * The provider as one of its machine capabilities of {@link dev.sandbox4j.workspace.machine}, or
+   * empty if it does not have that one: an application (or a tool of its own) can fork, snapshot or
+   * suspend a run's workspace without knowing which provider holds it.
+   *
+   * {@snippet :
+   * capability.machine(SupportsFork.class).ifPresent(forks -> forks.fork(ref));
+   * }
+   */
+  public <C> Optional<C> machine(Class<C> capability) {
+    Objects.requireNonNull(capability, "capability");
+    return capability.isInstance(provider)
+        ? Optional.of(capability.cast(provider))
+        : Optional.empty();
   }
 
   @Override

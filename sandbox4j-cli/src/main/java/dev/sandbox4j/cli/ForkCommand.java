@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -50,7 +51,7 @@ final class ForkCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     WorkspaceRef parent = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
-    Machines.Fork fork = root.machines().fork(parent, filesOnly);
+    ForkResult fork = root.machines().fork(parent, filesOnly);
     if (json) {
       Map<String, Object> fields = new LinkedHashMap<>();
       fields.put("provider", fork.ref().provider());

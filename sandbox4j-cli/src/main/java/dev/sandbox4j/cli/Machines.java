@@ -1,70 +1,151 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
-import java.time.Instant;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsFork;
+import dev.sandbox4j.workspace.machine.SupportsHibernate;
+import dev.sandbox4j.workspace.machine.SupportsSnapshots;
+import dev.sandbox4j.workspace.machine.SupportsStop;
+import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import java.io.Console;
+import java.io.PrintStream;
 import java.util.List;
-import java.util.Map;
 
 /**
- * Where the CLI's machine commands (ls, suspend/resume/stop/start/hibernate, fork, snapshot, shell)
+ * Where the CLI's machine commands (suspend/resume/stop/start/hibernate, fork, snapshot, shell)
  * act: the local engine, or a sandbox4j server when {@code --server} or {@code $SANDBOX4J_URL}
- * names one. Each command is written once against this; {@link LocalMachines} and {@link
- * RemoteMachines} do the work. Creating, exec, cp and rm go through {@link #provider()}, the
- * provider whose refs these machines are.
+ * names one. Each command is written once against this, and this against the machine capabilities
+ * of {@link dev.sandbox4j.workspace.machine}: a provider that lacks one refuses the command.
  */
-interface Machines {
+final class Machines {
 
-  /** The provider name of these machines' refs: {@code local} or {@code remote}. */
-  String name();
-
-  /** The provider, configured by {@code settings} for new sandboxes. Does no I/O. */
-  WorkspaceProvider provider(Providers.Settings settings);
-
-  /** Whether there may be machines to list (false before the local engine's first sandbox). */
-  boolean mayHoldMachines();
-
-  /** The rows {@code ls} shows, as {@link Providers#list} documents them. */
-  List<Map<String, Object>> list();
-
-  void suspend(WorkspaceRef ref);
-
-  void resume(WorkspaceRef ref);
-
-  void stop(WorkspaceRef ref);
-
-  void start(WorkspaceRef ref);
-
-  void hibernate(WorkspaceRef ref);
-
-  Fork fork(WorkspaceRef ref, boolean filesOnly);
-
-  /** Saves a snapshot; returns its name. */
-  String snapshot(WorkspaceRef ref, String name);
-
-  /** Every snapshot, sorted by name. */
-  List<Snapshot> snapshots();
-
-  void removeSnapshot(String name);
+  private final Providers providers;
+  private final String name;
+  private volatile WorkspaceProvider provider;
 
   /**
-   * Opens an interactive shell in the sandbox and returns its exit status.
+   * @param providers where the provider comes from
+   * @param name the provider these machines belong to: {@code local} or {@code remote}
+   */
+  Machines(Providers providers, String name) {
+    this.providers = providers;
+    this.name = name;
+  }
+
+  /** The provider name of these machines' refs: {@code local} or {@code remote}. */
+  String name() {
+    return name;
+  }
+
+  /** The provider with default settings, built on first use (no I/O). */
+  private WorkspaceProvider provider() {
+    WorkspaceProvider p = provider;
+    if (p == null) {
+      p = providers.open(name, Providers.Settings.DEFAULTS);
+      provider = p;
+    }
+    return p;
+  }
+
+  private <C> C capability(WorkspaceProvider p, Class<C> capability, String what) {
+    if (!capability.isInstance(p)) {
+      throw new UnsupportedOperationException(
+          "provider '" + p.name() + "' cannot " + what + " its sandboxes");
+    }
+    return capability.cast(p);
+  }
+
+  void suspend(WorkspaceRef ref) {
+    capability(provider(), SupportsSuspend.class, "suspend").suspend(ref);
+  }
+
+  void resume(WorkspaceRef ref) {
+    capability(provider(), SupportsSuspend.class, "resume").resume(ref);
+  }
+
+  void stop(WorkspaceRef ref) {
+    capability(provider(), SupportsStop.class, "stop").stop(ref);
+  }
+
+  void start(WorkspaceRef ref) {
+    capability(provider(), SupportsStop.class, "start").start(ref);
+  }
+
+  void hibernate(WorkspaceRef ref) {
+    capability(provider(), SupportsHibernate.class, "hibernate").hibernate(ref);
+  }
+
+  /** Forks, with a provider that may reach the sandbox (see {@link Providers#forRef}). */
+  ForkResult fork(WorkspaceRef ref, boolean filesOnly) {
+    SupportsFork forks = capability(providers.forRef(provider(), ref), SupportsFork.class, "fork");
+    return filesOnly ? forks.forkFiles(ref) : forks.fork(ref);
+  }
+
+  /** Saves a snapshot; returns its name. */
+  String snapshot(WorkspaceRef ref, String name) {
+    return capability(provider(), SupportsSnapshots.class, "snapshot").snapshot(ref, name).name();
+  }
+
+  /** Every snapshot, sorted by name (none before the local engine's first sandbox). */
+  List<SnapshotInfo> snapshots() {
+    if (!providers.mayHoldWorkspaces(name)) {
+      return List.of();
+    }
+    return capability(provider(), SupportsSnapshots.class, "snapshot").snapshots();
+  }
+
+  void removeSnapshot(String name) {
+    capability(provider(), SupportsSnapshots.class, "snapshot").removeSnapshot(name);
+  }
+
+  /**
+   * Opens an interactive shell in the sandbox and returns its exit status. The local engine gives
+   * the shell a real terminal of its own; other providers (a server's API has no terminal) run a
+   * login shell that reads commands from this process's stdin and streams its output back, without
+   * a prompt, line editing or job control.
    *
    * @param workingDirectory where it starts, or null for the sandbox's default
    */
-  int shell(WorkspaceRef ref, String workingDirectory, CliContext context);
+  int shell(WorkspaceRef ref, String workingDirectory, CliContext context) {
+    WorkspaceProvider sandboxes =
+        providers.open(name, Providers.Settings.DEFAULTS.withWorkingDirectory(workingDirectory));
+    if (sandboxes instanceof LocalSandbox local) {
+      Console console = System.console();
+      if (console == null || !console.isTerminal()) {
+        throw new IllegalArgumentException("shell needs a terminal; use exec");
+      }
+      return providers.forRef(local, ref).shell(ref);
+    }
+    Workspace ws =
+        Workspace.of(
+            sandboxes
+                .backend(ref)
+                .orElseThrow(() -> new IllegalStateException(ref + " is not " + name)));
+    PrintStream out = context.out();
+    PrintStream err = context.err();
+    RunOptions options =
+        RunOptions.builder()
+            .stdin(context.in())
+            .retainOutput(false)
+            .outputLimit(Long.MAX_VALUE)
+            .onStdout(chunk -> forward(out, chunk))
+            .onStderr(chunk -> forward(err, chunk))
+            .build();
+    return ws.run(
+            Command.argv(
+                "/bin/sh", "-c", "command -v bash >/dev/null && exec bash --login -s; exec sh -s"),
+            options)
+        .exitCode();
+  }
 
-  /** What a fork made; as the local engine's {@code ForkResult}. */
-  record Fork(WorkspaceRef ref, boolean processesCopied, String reason, List<String> notCarried) {}
-
-  /** One snapshot; as the local engine's {@code SnapshotInfo}. */
-  record Snapshot(
-      String name,
-      Instant created,
-      WorkspaceRef source,
-      String image,
-      int cpus,
-      long memoryBytes,
-      int pids,
-      long sizeBytes) {}
+  private static void forward(PrintStream stream, byte[] chunk) {
+    stream.write(chunk, 0, chunk.length);
+    stream.flush();
+  }
 }

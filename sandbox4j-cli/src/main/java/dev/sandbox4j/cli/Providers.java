@@ -3,11 +3,12 @@ package dev.sandbox4j.cli;
 import dev.sandbox4j.remote.RemoteSandbox;
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.LocalSandbox;
-import dev.sandbox4j.runtime.SandboxInfo;
-import dev.sandbox4j.runtime.SandboxTimers;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
+import dev.sandbox4j.workspace.machine.SupportsListing;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -230,16 +231,7 @@ final class Providers {
 
   /** Where the machine commands act: the server's sandboxes, or the local engine's. */
   Machines machines() {
-    return server == null ? new LocalMachines(this) : new RemoteMachines(this);
-  }
-
-  /**
-   * The server's sandboxes, configured by {@code settings}. Does no I/O.
-   *
-   * @throws IllegalStateException if there is no server, or no API key for it
-   */
-  RemoteSandbox remote(Settings settings) {
-    return newRemote(this, settings);
+    return new Machines(this, defaultName());
   }
 
   private static RemoteSandbox newRemote(Providers providers, Settings settings) {
@@ -325,6 +317,11 @@ final class Providers {
    * refuses (see {@link LocalSandbox.Builder#network}). Reads the sandbox list; where that fails
    * (no root, say), the provider as it is, and its error comes with the first use.
    */
+  WorkspaceProvider forRef(WorkspaceProvider provider, WorkspaceRef ref) {
+    return provider instanceof LocalSandbox local ? forRef(local, ref) : provider;
+  }
+
+  /** {@link #forRef(WorkspaceProvider, WorkspaceRef)} for the local engine. */
   LocalSandbox forRef(LocalSandbox provider, WorkspaceRef ref) {
     if (!ref.provider().equals(LocalSandbox.NAME) || !mayHoldWorkspaces(LocalSandbox.NAME)) {
       return provider;
@@ -421,87 +418,59 @@ final class Providers {
     return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
   }
 
-  /** The fields {@code ls} shows of a sandbox: as for a local one (see {@link #list}). */
-  static Map<String, Object> fields(
-      WorkspaceRef ref,
-      String state,
-      String image,
-      Instant created,
-      Map<String, String> labels,
-      int cpus,
-      long memoryBytes,
-      int pids,
-      Duration autoSuspend,
-      Duration lifetime,
-      Duration idle,
-      Instant deleteAfter,
-      Instant ends,
-      boolean hasTimers) {
-    Map<String, Object> more = new LinkedHashMap<>();
-    more.put("state", state);
-    more.put("image", image);
-    more.put(
-        "created", created == null ? null : created.truncatedTo(ChronoUnit.SECONDS).toString());
-    more.put("labels", new java.util.TreeMap<>(labels));
-    more.put("cpus", cpus);
-    more.put("memoryBytes", memoryBytes);
-    more.put("pids", pids);
-    if (hasTimers) {
-      Map<String, Object> timers = new LinkedHashMap<>();
-      timers.put("autoSuspendSeconds", autoSuspend.toSeconds());
-      timers.put("sandboxTimeoutSeconds", lifetime.toSeconds());
-      timers.put("idleTimeoutSeconds", idle.toSeconds());
-      timers.put(
-          "deleteAfter",
-          deleteAfter == null ? null : deleteAfter.truncatedTo(ChronoUnit.SECONDS).toString());
-      more.put("timers", timers);
-      more.put("ends", ends == null ? null : ends.truncatedTo(ChronoUnit.SECONDS).toString());
-    }
-    return fields(ref, more);
-  }
-
   /**
    * The workspaces {@code provider} holds, sorted by id, as {@code ls} shows them: {@code provider}
-   * and {@code id}, then what the provider knows about each (local: {@code state}, {@code image},
-   * {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes}, {@code pids}, and for a
-   * sandbox with timers {@code timers} and {@code ends}).
+   * and {@code id}, then, for a provider that lists its machines ({@link SupportsListing}), {@code
+   * state}, {@code image}, {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes},
+   * {@code pids}, and for a sandbox with timers {@code timers} and {@code ends}; the local engine
+   * adds its own {@code egress}, {@code networks}, {@code portUrl}, {@code diskBytes} and {@code
+   * diskInodes}.
    */
   List<Map<String, Object>> list(WorkspaceProvider provider) {
     return switch (provider) {
       case HostWorkspaceProvider host ->
           host.list().stream().map(ref -> fields(ref, Map.of())).toList();
-      case LocalSandbox local -> local.list().stream().map(Providers::fields).toList();
-      case RemoteSandbox remote -> RemoteMachines.rows(remote);
+      case SupportsListing machines -> {
+        boolean local = provider instanceof LocalSandbox;
+        yield machines.list().stream().map(s -> fields(s, local)).toList();
+      }
       default ->
           throw new UnsupportedOperationException(
               "provider '" + provider.name() + "' cannot list its workspaces");
     };
   }
 
-  private static Map<String, Object> fields(SandboxInfo s) {
+  private static Map<String, Object> fields(SandboxInfo s, boolean local) {
+    Map<String, Object> more = new LinkedHashMap<>();
+    more.put("state", s.state());
+    more.put("image", s.image());
+    more.put("created", seconds(s.created()));
+    more.put("labels", new java.util.TreeMap<>(s.labels()));
+    more.put("cpus", s.cpus());
+    more.put("memoryBytes", s.memoryBytes());
+    more.put("pids", s.pids());
     SandboxTimers t = s.timers();
-    Map<String, Object> fields =
-        fields(
-            s.ref(),
-            s.state(),
-            s.image(),
-            s.created(),
-            s.labels(),
-            s.cpus(),
-            s.memoryBytes(),
-            s.pids(),
-            t == null ? null : t.autoSuspendTimeout(),
-            t == null ? null : t.sandboxTimeout(),
-            t == null ? null : t.idleTimeout(),
-            t == null ? null : t.deleteAfter(),
-            t == null ? null : t.ends(),
-            t != null);
-    fields.put("egress", s.egress());
-    fields.put("networks", s.networks());
-    fields.put("portUrl", s.portUrl());
-    fields.put("diskBytes", s.diskBytes()); // 0: made before disks, no quota
-    fields.put("diskInodes", s.diskInodes());
-    return fields;
+    if (t != null) {
+      Map<String, Object> timers = new LinkedHashMap<>();
+      timers.put("autoSuspendSeconds", t.autoSuspendTimeout().toSeconds());
+      timers.put("sandboxTimeoutSeconds", t.sandboxTimeout().toSeconds());
+      timers.put("idleTimeoutSeconds", t.idleTimeout().toSeconds());
+      timers.put("deleteAfter", seconds(t.deleteAfter()));
+      more.put("timers", timers);
+      more.put("ends", seconds(t.ends()));
+    }
+    if (local) { // the local engine's own facts
+      more.put("egress", s.egress());
+      more.put("networks", s.networks());
+      more.put("portUrl", s.portUrl());
+      more.put("diskBytes", s.diskBytes()); // 0: made before disks, no quota
+      more.put("diskInodes", s.diskInodes());
+    }
+    return fields(s.ref(), more);
+  }
+
+  private static String seconds(Instant instant) {
+    return instant == null ? null : instant.truncatedTo(ChronoUnit.SECONDS).toString();
   }
 
   private static Map<String, Object> fields(WorkspaceRef ref, Map<String, Object> more) {

@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.io.PrintStream;
 import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
@@ -74,7 +75,7 @@ final class SnapshotCommand implements Callable<Integer> {
     @Override
     public Integer call() {
       SandboxCommand root = snapshot.root;
-      List<Machines.Snapshot> all = root.machines().snapshots();
+      List<SnapshotInfo> all = root.machines().snapshots();
       PrintStream out = root.context().out();
       if (json) {
         out.println(
@@ -106,7 +107,7 @@ final class SnapshotCommand implements Callable<Integer> {
       int nameWidth = Math.max(4, all.stream().mapToInt(s -> s.name().length()).max().orElse(0));
       String format = "%-" + nameWidth + "s  %-20s  %-19s  %4s  %8s  %s%n";
       out.printf(format, "NAME", "CREATED", "SOURCE", "CPUS", "SIZE", "IMAGE");
-      for (Machines.Snapshot s : all) {
+      for (SnapshotInfo s : all) {
         out.printf(
             format,
             s.name(),

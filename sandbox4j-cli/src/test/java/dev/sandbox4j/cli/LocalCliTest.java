@@ -223,6 +223,27 @@ class LocalCliTest {
     assertThat(mine.path("labels").path("purpose").asText()).isEqualTo("cli-test");
     assertThat(mine.path("labels").path("team").asText()).isEqualTo("x");
     assertThat(mine.path("cpus").asInt()).isEqualTo(2);
+    List<String> fields = new ArrayList<>();
+    mine.fieldNames().forEachRemaining(fields::add);
+    assertThat(fields)
+        .as("the common fields, then the local engine's own")
+        .containsExactly(
+            "provider",
+            "id",
+            "state",
+            "image",
+            "created",
+            "labels",
+            "cpus",
+            "memoryBytes",
+            "pids",
+            "timers",
+            "ends",
+            "egress",
+            "networks",
+            "portUrl",
+            "diskBytes",
+            "diskInodes");
 
     Run table = run("ls", "--provider", "local");
     assertThat(table.out().lines().toList())

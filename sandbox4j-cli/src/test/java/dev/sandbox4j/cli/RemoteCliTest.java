@@ -175,6 +175,20 @@ class RemoteCliTest {
     assertThat(mine.get("provider").asText()).isEqualTo("remote");
     assertThat(mine.get("state").asText()).isEqualTo("running");
     assertThat(mine.get("labels").get("team").asText()).isEqualTo("cli");
+    assertThat(fieldNames(mine))
+        .as("a server's sandbox shows the common fields, none of the local engine's own")
+        .containsExactly(
+            "provider",
+            "id",
+            "state",
+            "image",
+            "created",
+            "labels",
+            "cpus",
+            "memoryBytes",
+            "pids",
+            "timers",
+            "ends");
   }
 
   @Test
@@ -331,5 +345,11 @@ class RemoteCliTest {
     assertThat(sandboxOf(second)).isEqualTo(ref);
     Run cat = run("exec", ref, "--", "cat", "a");
     assertThat(cat.out()).as(cat.err() + "\nfirst run:\n" + first.err()).isEqualTo("a");
+  }
+
+  private static List<String> fieldNames(JsonNode node) {
+    List<String> names = new ArrayList<>();
+    node.fieldNames().forEachRemaining(names::add);
+    return names;
   }
 }

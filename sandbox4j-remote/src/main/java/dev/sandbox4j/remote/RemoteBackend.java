@@ -15,6 +15,7 @@ import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;

@@ -7,6 +7,16 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsFork;
+import dev.sandbox4j.workspace.machine.SupportsHibernate;
+import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsSnapshots;
+import dev.sandbox4j.workspace.machine.SupportsStop;
+import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.time.Duration;
@@ -36,12 +46,20 @@ import java.util.regex.Pattern;
  * WorkspaceUnavailableException}. Commands run over a WebSocket: output reaches the callbacks as it
  * arrives, stdin is streamed, and interrupting the caller cancels the command on the server, which
  * kills its processes. The machine operations ({@link #list}, {@link #suspend}, {@link #fork},
- * {@link #snapshot}, ...) mirror the local engine's.
+ * {@link #snapshot}, ...) are the capabilities of {@link dev.sandbox4j.workspace.machine}, as the
+ * local engine's are.
  *
  * <p>Non-goals: no retries (a failed request is reported, not repeated), no interactive terminal
  * (the API has no pty), no connection to more than one server per instance. Thread-safe.
  */
-public final class RemoteSandbox implements WorkspaceProvider {
+public final class RemoteSandbox
+    implements WorkspaceProvider,
+        SupportsListing,
+        SupportsSuspend,
+        SupportsStop,
+        SupportsHibernate,
+        SupportsFork,
+        SupportsSnapshots {
 
   /** The provider name in refs: {@code remote}. */
   public static final String NAME = "remote";
@@ -170,6 +188,7 @@ public final class RemoteSandbox implements WorkspaceProvider {
   // ---- machine operations -----------------------------------------------------------------------
 
   /** Every sandbox of the key's organization, sorted by id. */
+  @Override
   public List<SandboxInfo> list() {
     return list(Map.of(), null);
   }
@@ -203,56 +222,64 @@ public final class RemoteSandbox implements WorkspaceProvider {
   }
 
   /**
-   * What the server knows of one sandbox.
-   *
-   * @throws WorkspaceUnavailableException if it is gone
+   * What the server knows of one sandbox; empty if it is gone (deleted, expired, or another
+   * organization's).
    */
-  public SandboxInfo info(WorkspaceRef ref) {
+  @Override
+  public Optional<SandboxInfo> info(WorkspaceRef ref) {
     String id = mine(ref);
-    return info(server.call("GET", "/v1/sandboxes/" + id, null, ServerClient.Target.sandbox(id)));
+    try {
+      return Optional.of(
+          info(server.call("GET", "/v1/sandboxes/" + id, null, ServerClient.Target.sandbox(id))));
+    } catch (WorkspaceUnavailableException gone) {
+      return Optional.empty();
+    }
   }
 
   /** Freezes every process of the sandbox, keeping its memory; any later use thaws it. */
-  public SandboxInfo suspend(WorkspaceRef ref) {
-    return change(ref, "suspend");
+  @Override
+  public void suspend(WorkspaceRef ref) {
+    change(ref, "suspend");
   }
 
   /** Resumes a suspended sandbox (starts a stopped one, restores a hibernated one). */
-  public SandboxInfo resume(WorkspaceRef ref) {
-    return change(ref, "resume");
+  @Override
+  public void resume(WorkspaceRef ref) {
+    change(ref, "resume");
   }
 
   /** Ends every process and keeps the files; any later use starts it again. */
-  public SandboxInfo stop(WorkspaceRef ref) {
-    return change(ref, "stop");
+  @Override
+  public void stop(WorkspaceRef ref) {
+    change(ref, "stop");
   }
 
   /** Starts a stopped sandbox (resumes a suspended one, restores a hibernated one). */
-  public SandboxInfo start(WorkspaceRef ref) {
-    return change(ref, "start");
+  @Override
+  public void start(WorkspaceRef ref) {
+    change(ref, "start");
   }
 
   /** Saves every process to the server's disk and ends them; any later use restores them. */
-  public SandboxInfo hibernate(WorkspaceRef ref) {
-    return change(ref, "hibernate");
+  @Override
+  public void hibernate(WorkspaceRef ref) {
+    change(ref, "hibernate");
   }
 
-  private SandboxInfo change(WorkspaceRef ref, String operation) {
+  private void change(WorkspaceRef ref, String operation) {
     String id = mine(ref);
-    return info(
-        server.call(
-            "POST",
-            "/v1/sandboxes/" + id + "/" + operation,
-            null,
-            ServerClient.Target.sandbox(id)));
+    server.call(
+        "POST", "/v1/sandboxes/" + id + "/" + operation, null, ServerClient.Target.sandbox(id));
   }
 
   /** A new sandbox with a copy of this one's files and, where the server can, its processes. */
+  @Override
   public ForkResult fork(WorkspaceRef ref) {
     return fork(ref, false);
   }
 
   /** A new sandbox with a copy of this one's files only. */
+  @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
     return fork(ref, true);
   }
@@ -275,6 +302,7 @@ public final class RemoteSandbox implements WorkspaceProvider {
   }
 
   /** Saves the sandbox's files as the snapshot {@code name} (replacing one of that name). */
+  @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
     String id = mine(ref);
     Objects.requireNonNull(name, "name");
@@ -287,6 +315,7 @@ public final class RemoteSandbox implements WorkspaceProvider {
   }
 
   /** The organization's snapshots, sorted by name. */
+  @Override
   public List<SnapshotInfo> snapshots() {
     List<SnapshotInfo> all = new ArrayList<>();
     server
@@ -298,6 +327,7 @@ public final class RemoteSandbox implements WorkspaceProvider {
   }
 
   /** Removes a snapshot; returns false if there was none of that name. */
+  @Override
   public boolean removeSnapshot(String name) {
     Objects.requireNonNull(name, "name");
     return server.delete("/v1/snapshots/" + ServerClient.query(name));
@@ -371,17 +401,14 @@ public final class RemoteSandbox implements WorkspaceProvider {
                 instant(t.path("deleteAfter")),
                 instant(t.path("ends")))
             : null;
-    return new SandboxInfo(
-        new WorkspaceRef(NAME, id),
-        s.path("state").asText("unknown"),
-        ServerClient.text(s, "image"),
-        instant(s.path("created")),
-        labels,
-        s.path("cpus").asInt(),
-        s.path("memoryBytes").asLong(),
-        s.path("pids").asInt(),
-        ServerClient.text(s, "workingDirectory"),
-        timers);
+    return SandboxInfo.builder(new WorkspaceRef(NAME, id), s.path("state").asText("unknown"))
+        .image(ServerClient.text(s, "image"))
+        .created(instant(s.path("created")))
+        .labels(labels)
+        .limits(s.path("cpus").asInt(), s.path("memoryBytes").asLong(), s.path("pids").asInt())
+        .workingDirectory(ServerClient.text(s, "workingDirectory"))
+        .timers(timers)
+        .build();
   }
 
   private static SnapshotInfo snapshotInfo(JsonNode s) {
@@ -403,7 +430,9 @@ public final class RemoteSandbox implements WorkspaceProvider {
         s.path("cpus").asInt(),
         s.path("memoryBytes").asLong(),
         s.path("pids").asInt(),
-        s.path("sizeBytes").asLong());
+        s.path("sizeBytes").asLong(),
+        0, // the server does not say
+        0);
   }
 
   private static Duration millis(JsonNode value) {

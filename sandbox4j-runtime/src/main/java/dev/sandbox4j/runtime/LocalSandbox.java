@@ -5,9 +5,19 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsFork;
+import dev.sandbox4j.workspace.machine.SupportsHibernate;
+import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsSnapshots;
+import dev.sandbox4j.workspace.machine.SupportsStop;
+import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -36,7 +46,11 @@ import java.util.regex.Pattern;
  * <p>A sandbox can be suspended, stopped, hibernated, forked (files, and processes where
  * checkpoint/restore works) and saved as a snapshot ({@link #suspend}, {@link #stop}, {@link
  * #hibernate}, {@link #fork}, {@link #snapshot}); any operation on a suspended, stopped or
- * hibernated sandbox wakes it.
+ * hibernated sandbox wakes it. These are the machine capabilities of {@link
+ * dev.sandbox4j.workspace.machine} ({@link SupportsListing}, {@link SupportsSuspend}, {@link
+ * SupportsStop}, {@link SupportsHibernate}, {@link SupportsFork}, {@link SupportsSnapshots}), which
+ * a remote server's sandboxes have too; egress, ports, networks, images and the shell are this
+ * engine's own.
  *
  * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
  * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
@@ -54,7 +68,14 @@ import java.util.regex.Pattern;
  * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
  * minute; {@code progress} reports it). Instances are thread-safe.
  */
-public final class LocalSandbox implements WorkspaceProvider {
+public final class LocalSandbox
+    implements WorkspaceProvider,
+        SupportsListing,
+        SupportsSuspend,
+        SupportsStop,
+        SupportsHibernate,
+        SupportsFork,
+        SupportsSnapshots {
 
   /** The provider name in refs. */
   public static final String NAME = "local";
@@ -197,6 +218,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist (destroyed, unknown)
    */
+  @Override
   public void suspend(WorkspaceRef ref) {
     new Lifecycle(engine()).suspend(localId(ref));
   }
@@ -214,6 +236,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *     why: {@code sandbox4j setup} installs it) or the checkpoint fails (the message says what
    *     became of the sandbox: it goes on running, or is stopped)
    */
+  @Override
   public void hibernate(WorkspaceRef ref) {
     new Lifecycle(engine()).hibernate(localId(ref));
   }
@@ -224,6 +247,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public void resume(WorkspaceRef ref) {
     new Lifecycle(engine()).start(localId(ref));
   }
@@ -234,6 +258,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public void stop(WorkspaceRef ref) {
     new Lifecycle(engine()).stop(localId(ref));
   }
@@ -244,6 +269,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public void start(WorkspaceRef ref) {
     new Lifecycle(engine()).start(localId(ref));
   }
@@ -267,6 +293,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public ForkResult fork(WorkspaceRef ref) {
     checkNetworkAccess(localId(ref), "fork");
     return new Lifecycle(engine()).fork(localId(ref), progress);
@@ -280,6 +307,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
     checkNetworkAccess(localId(ref), "fork");
     return new Lifecycle(engine()).fork(localId(ref), progress, false);
@@ -354,17 +382,19 @@ public final class LocalSandbox implements WorkspaceProvider {
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    * @throws IllegalArgumentException if an image that is not a snapshot has that name
    */
+  @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
     checkImageName(name, "snapshot name");
     Lifecycle lifecycle = new Lifecycle(engine());
     Image image = lifecycle.snapshot(localId(ref), name);
-    return SnapshotInfo.of(image, images.snapshotOf(name).orElseThrow());
+    return snapshotInfo(image, images.snapshotOf(name).orElseThrow());
   }
 
   /** The complete snapshots on this machine (of this state directory), sorted by name. */
+  @Override
   public List<SnapshotInfo> snapshots() {
     return images.list().stream()
-        .flatMap(i -> images.snapshotOf(i.name()).map(s -> SnapshotInfo.of(i, s)).stream())
+        .flatMap(i -> images.snapshotOf(i.name()).map(s -> snapshotInfo(i, s)).stream())
         .toList();
   }
 
@@ -374,6 +404,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    * @return whether there was such a snapshot
    * @throws IllegalArgumentException if an image of that name is not a snapshot
    */
+  @Override
   public boolean removeSnapshot(String name) {
     checkImageName(name, "snapshot name");
     requireLinuxAndRoot();
@@ -410,6 +441,7 @@ public final class LocalSandbox implements WorkspaceProvider {
   }
 
   /** Every sandbox on this machine (of this state directory), sorted by id. */
+  @Override
   public List<SandboxInfo> list() {
     Engine e = engine();
     Supervisor.ensureRunning(e);
@@ -421,6 +453,7 @@ public final class LocalSandbox implements WorkspaceProvider {
    * What {@link #list} says of {@code ref}'s sandbox, reading its files only; empty if it does not
    * exist (or is being created or destroyed right now).
    */
+  @Override
   public Optional<SandboxInfo> info(WorkspaceRef ref) {
     String id = localId(ref);
     Engine e = engine();
@@ -434,11 +467,44 @@ public final class LocalSandbox implements WorkspaceProvider {
   }
 
   private static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
-    return SandboxInfo.of(
-        r,
-        Timers.read(e.dir(r.id())).map(Timers.Settings::toPublic).orElse(null),
-        e.dir(r.id()),
-        PortProxy.urlTemplate(proxyPort, r.id()));
+    Path dir = e.dir(r.id());
+    String egress;
+    List<String> networks;
+    try {
+      boolean has = Networks.saved(dir).isPresent();
+      networks = Networks.networksOf(dir);
+      egress =
+          has ? Networks.policy(dir).mode().name().toLowerCase(java.util.Locale.ROOT) : "loopback";
+    } catch (RuntimeException beingCreatedOrDestroyed) {
+      networks = List.of();
+      egress = "unknown";
+    }
+    return SandboxInfo.builder(
+            new WorkspaceRef(NAME, r.id()), r.status().name().toLowerCase(java.util.Locale.ROOT))
+        .image(r.image())
+        .created(Instant.parse(r.created()))
+        .labels(r.labels())
+        .limits(r.cpus(), r.memoryBytes(), r.pids())
+        .disk(r.diskBytes(), r.diskInodes())
+        .timers(Timers.read(dir).map(Timers.Settings::toPublic).orElse(null))
+        .networks(networks)
+        .egress(egress)
+        .portUrl(PortProxy.urlTemplate(proxyPort, r.id()))
+        .build();
+  }
+
+  private static SnapshotInfo snapshotInfo(Image image, ImageStore.Snapshot s) {
+    return new SnapshotInfo(
+        image.name(),
+        image.created(),
+        new WorkspaceRef(NAME, s.sandbox()),
+        s.image(),
+        s.cpus(),
+        s.memoryBytes(),
+        s.pids(),
+        image.sizeBytes(),
+        s.disk().bytes(),
+        s.disk().inodes());
   }
 
   // ---- ports -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.io.UncheckedIOException;

@@ -7,6 +7,7 @@ import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.UUID;

@@ -10,6 +10,8 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.Inet4Address;

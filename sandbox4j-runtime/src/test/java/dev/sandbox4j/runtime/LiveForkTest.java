@@ -14,6 +14,7 @@ import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;

@@ -8,6 +8,7 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;

@@ -8,6 +8,8 @@ import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -8,6 +8,7 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;

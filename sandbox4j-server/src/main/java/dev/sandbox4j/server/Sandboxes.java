@@ -2,14 +2,14 @@ package dev.sandbox4j.server;
 
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.sandbox4j.runtime.ForkResult;
 import dev.sandbox4j.runtime.ImageInfo;
 import dev.sandbox4j.runtime.LocalSandbox;
-import dev.sandbox4j.runtime.SandboxInfo;
-import dev.sandbox4j.runtime.SnapshotInfo;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;

@@ -6,7 +6,9 @@
  * dev.sandbox4j.workspace.WorkspaceRef ref} and working directory) plus optional capabilities
  * ({@link dev.sandbox4j.workspace.SupportsCommands}, {@link
  * dev.sandbox4j.workspace.SupportsFileSystem}, {@link dev.sandbox4j.workspace.SupportsRealpath}). A
- * backend with commands but no file system gets one built from commands.
+ * backend with commands but no file system gets one built from commands. Managing the machines a
+ * provider's workspaces live on (list, suspend, stop, hibernate, fork, snapshot) is a set of
+ * optional capabilities of the provider, in {@link dev.sandbox4j.workspace.machine}.
  *
  * <h2>The contract every backend keeps</h2>
  *
