@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;

@@ -1,5 +1,7 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.net.NetNamespace;
+import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;

@@ -5,6 +5,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.runtime.internal.egress.PublicAddresses;
+import dev.sandbox4j.runtime.internal.util.SecretFiles;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
@@ -351,7 +353,7 @@ public final class EgressPolicy {
    * Whether a request to the host name {@code host} may go ahead (before resolving it): ALL allows
    * every name, ALLOWLIST the names matching a domain rule.
    */
-  boolean allowsName(String host) {
+  public boolean allowsName(String host) {
     return switch (mode) {
       case NONE -> false;
       case ALL -> true;
@@ -368,7 +370,7 @@ public final class EgressPolicy {
   }
 
   /** Whether a CIDR rule of this policy covers {@code address} (which then may be reached). */
-  boolean cidrAllows(InetAddress address) {
+  public boolean cidrAllows(InetAddress address) {
     for (Cidr cidr : cidrs) {
       if (cidr.contains(address)) {
         return true;
@@ -381,7 +383,7 @@ public final class EgressPolicy {
    * The headers to set on a request to {@code host:port}, over intercepted TLS if {@code tls}: name
    * → value, later rules winning.
    */
-  Map<String, String> headersFor(String host, int port, boolean tls) {
+  public Map<String, String> headersFor(String host, int port, boolean tls) {
     if (headers.isEmpty()) {
       return Map.of();
     }
@@ -397,7 +399,7 @@ public final class EgressPolicy {
   }
 
   /** A short description of what is allowed, for denial messages (no secrets). */
-  String describeAllowed() {
+  public String describeAllowed() {
     return switch (mode) {
       case NONE -> "nothing";
       case ALL -> "the public internet";
@@ -416,7 +418,7 @@ public final class EgressPolicy {
   // ---- JSON (storage in the engine home) ----
 
   /** The JSON form stored in the home, header values included: keep it in a 0600 file. */
-  String toJson() {
+  public String toJson() {
     ObjectNode root = JSON.createObjectNode();
     root.put("mode", mode.name().toLowerCase(Locale.ROOT));
     ArrayNode allow = root.putArray("allow");
@@ -443,7 +445,7 @@ public final class EgressPolicy {
    *
    * @throws IllegalArgumentException if it is not JSON of that form or a rule is malformed
    */
-  static EgressPolicy fromJson(String json) {
+  public static EgressPolicy fromJson(String json) {
     JsonNode root;
     try {
       root = JSON.readTree(json);
@@ -597,13 +599,13 @@ public final class EgressPolicy {
   // ---- syntax ----
 
   /** Lower case, trailing dot removed; used for host names coming from requests. */
-  static String normalizeHost(String host) {
+  public static String normalizeHost(String host) {
     String h = host.toLowerCase(Locale.ROOT);
     return h.endsWith(".") ? h.substring(0, h.length() - 1) : h;
   }
 
   /** Whether {@code host} (normalized) is {@code localhost} or a name below it: loopback. */
-  static boolean isLocalhostName(String host) {
+  public static boolean isLocalhostName(String host) {
     return host.equals("localhost") || host.endsWith(".localhost");
   }
 
@@ -616,7 +618,7 @@ public final class EgressPolicy {
   }
 
   /** Whether {@code text} is a valid host name (the form a request may name). */
-  static boolean isValidHostName(String text) {
+  public static boolean isValidHostName(String text) {
     String h = normalizeHost(text);
     if (h.isEmpty() || h.length() > 253) {
       return false;
@@ -700,8 +702,8 @@ public final class EgressPolicy {
   }
 
   /** An IPv4 or IPv6 network. */
-  record Cidr(byte[] network, int prefix) {
-    static Cidr parse(String text) {
+  public record Cidr(byte[] network, int prefix) {
+    public static Cidr parse(String text) {
       int slash = text.indexOf('/');
       String addr = slash < 0 ? text : text.substring(0, slash);
       InetAddress ip;
@@ -732,24 +734,24 @@ public final class EgressPolicy {
     }
 
     /** {@code network} masked to {@code prefix} bits. */
-    static Cidr of(byte[] network, int prefix) {
+    public static Cidr of(byte[] network, int prefix) {
       return new Cidr(mask(network, prefix), prefix);
     }
 
-    boolean contains(InetAddress address) {
+    public boolean contains(InetAddress address) {
       byte[] a = address.getAddress();
       return a.length == network.length && java.util.Arrays.equals(mask(a, prefix), network);
     }
 
     /** Whether every address of {@code other} is in this network. */
-    boolean contains(Cidr other) {
+    public boolean contains(Cidr other) {
       return other.network.length == network.length
           && other.prefix >= prefix
           && java.util.Arrays.equals(mask(other.network, prefix), network);
     }
 
     /** Whether this network and {@code other} share an address. */
-    boolean overlaps(Cidr other) {
+    public boolean overlaps(Cidr other) {
       return contains(other) || other.contains(this);
     }
 

@@ -25,11 +25,11 @@ public record HostCheck(String name, boolean ok, String detail, String fix) {
     }
   }
 
-  static HostCheck ok(String name, String detail) {
+  public static HostCheck ok(String name, String detail) {
     return new HostCheck(name, true, detail, "");
   }
 
-  static HostCheck missing(String name, String detail, String fix) {
+  public static HostCheck missing(String name, String detail, String fix) {
     return new HostCheck(name, false, detail, fix);
   }
 }

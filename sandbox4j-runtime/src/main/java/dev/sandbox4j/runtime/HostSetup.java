@@ -1,10 +1,16 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.linux.HostLimits;
+import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.oci.Criu;
+import dev.sandbox4j.runtime.internal.oci.FixedCrun;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.workspace.WorkspaceException;
-import java.io.BufferedReader;
-import java.io.File;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -324,7 +330,7 @@ public final class HostSetup {
   }
 
   /** Whether the cgroup2 hierarchy is mounted with {@code favordynmods} right now. */
-  static boolean favorDynmodsSet() {
+  public static boolean favorDynmodsSet() {
     List<Mount> mounts = mounts();
     return unified(mounts)
         .flatMap(at -> mountAt(mounts, at, "cgroup2"))
@@ -338,7 +344,7 @@ public final class HostSetup {
    * to the hierarchy. Called only when the option was set before, so that a host whose owner never
    * chose it is left as it was.
    */
-  static void restoreFavorDynmods() {
+  public static void restoreFavorDynmods() {
     HostCheck check = favorDynmods(mounts(), System.getProperty("os.version"));
     if (!check.ok()) {
       HostCommand.Result r = HostCommand.run(List.of("sh", "-c", check.fix()));
@@ -490,34 +496,7 @@ public final class HostSetup {
 
   /** Runs {@code argv} with stdin at EOF, each output line to {@code progress}; the exit code. */
   private static int stream(List<String> argv, Consumer<String> progress) {
-    return stream(argv, null, progress);
-  }
-
-  /** {@link #stream(List, Consumer)} in directory {@code dir} (null: this process's). */
-  static int stream(List<String> argv, Path dir, Consumer<String> progress) {
-    ProcessBuilder builder =
-        new ProcessBuilder(argv)
-            .directory(dir == null ? null : dir.toFile())
-            .redirectErrorStream(true)
-            .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
-    builder.environment().put("DEBIAN_FRONTEND", "noninteractive");
-    builder.environment().putIfAbsent("LC_ALL", "C.UTF-8");
-    try {
-      Process process = builder.start();
-      try (BufferedReader out = process.inputReader(StandardCharsets.UTF_8)) {
-        String line;
-        while ((line = out.readLine()) != null) {
-          progress.accept("  " + line);
-        }
-      }
-      return process.waitFor();
-    } catch (IOException e) {
-      progress.accept("  cannot run " + argv.getFirst() + ": " + e.getMessage());
-      return 127;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
-    }
+    return HostCommand.stream(argv, null, progress);
   }
 
   // ---- facts about the host -----------------------------------------------------------------
@@ -526,7 +505,7 @@ public final class HostSetup {
   record Mount(Path mountPoint, String fsType, List<String> options) {}
 
   /** {@code apt-get install} of {@code packages}: quiet, no recommends, waiting for dpkg's lock. */
-  static List<String> aptInstall(List<String> packages) {
+  public static List<String> aptInstall(List<String> packages) {
     List<String> argv =
         new ArrayList<>(
             List.of(

@@ -1,5 +1,6 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.image.Image;
 import java.time.Instant;
 import java.util.Objects;
 

@@ -1,5 +1,9 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.RecipeBuild;
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -50,10 +54,10 @@ public final class ImageRecipe {
   private static final int MAX_ID = Image.ID_RANGE - 1;
 
   /** A step of a recipe. */
-  sealed interface Step permits Run, Copy {}
+  public sealed interface Step permits Run, Copy {}
 
   /** {@code /bin/sh -c script} as root. */
-  record Run(String script) implements Step {
+  public record Run(String script) implements Step {
     @Override
     public String toString() {
       return "RUN " + script;
@@ -61,7 +65,7 @@ public final class ImageRecipe {
   }
 
   /** Copies host {@code source} to {@code destination}, owned by {@code uid:gid} inside. */
-  record Copy(Path source, String destination, int uid, int gid) implements Step {
+  public record Copy(Path source, String destination, int uid, int gid) implements Step {
     @Override
     public String toString() {
       return "COPY "
@@ -162,15 +166,15 @@ public final class ImageRecipe {
         new RecipeBuild(engine, sandboxes.spec().limits(), sandboxes.progress()).build(this, name));
   }
 
-  String baseImage() {
+  public String baseImage() {
     return baseImage;
   }
 
-  Path baseArchive() {
+  public Path baseArchive() {
     return baseArchive;
   }
 
-  List<Step> steps() {
+  public List<Step> steps() {
     return steps;
   }
 

@@ -16,7 +16,7 @@ public final class InsufficientDiskException extends WorkspaceException {
   private final long freeBytes;
   private final long reserveBytes;
 
-  InsufficientDiskException(Path home, long freeBytes, long reserveBytes) {
+  public InsufficientDiskException(Path home, long freeBytes, long reserveBytes) {
     this(
         "cannot create a sandbox: the file system of "
             + home
@@ -38,7 +38,7 @@ public final class InsufficientDiskException extends WorkspaceException {
   private static final long MIB = 1L << 20;
 
   /** The new disk and what the other disks may still take do not fit the overcommitted space. */
-  static InsufficientDiskException overcommitted(
+  public static InsufficientDiskException overcommitted(
       Path home,
       long freeBytes,
       long reserveBytes,

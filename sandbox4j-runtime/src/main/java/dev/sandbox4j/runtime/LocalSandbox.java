@@ -1,5 +1,21 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.Exec;
+import dev.sandbox4j.runtime.internal.engine.Lifecycle;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
+import dev.sandbox4j.runtime.internal.engine.StateDirectory;
+import dev.sandbox4j.runtime.internal.engine.Timers;
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.linux.Cgroups;
+import dev.sandbox4j.runtime.internal.linux.HostLimits;
+import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.oci.OciConfig;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -714,7 +730,7 @@ public final class LocalSandbox
   }
 
   /** The engine, checked and built on first use. */
-  Engine engine() {
+  public Engine engine() {
     Engine e = engine;
     if (e == null) {
       synchronized (this) {

@@ -1,5 +1,11 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.Exec;
+import dev.sandbox4j.runtime.internal.engine.SandboxFiles;
+import dev.sandbox4j.runtime.internal.engine.Timers;
+import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.DirectoryEntry;

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
+import dev.sandbox4j.runtime.internal.engine.SandboxFilesFuzzTest;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.IOException;
 import org.junit.jupiter.api.AfterAll;

@@ -2,6 +2,9 @@ package dev.sandbox4j.runtime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.Exec;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;

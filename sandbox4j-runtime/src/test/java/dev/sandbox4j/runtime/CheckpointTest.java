@@ -7,6 +7,8 @@ import static dev.sandbox4j.runtime.SandboxProcesses.counter;
 import static dev.sandbox4j.runtime.SandboxProcesses.killAndAwaitGone;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.runtime.internal.engine.Checkpoints;
+import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.workspace.BackgroundCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;

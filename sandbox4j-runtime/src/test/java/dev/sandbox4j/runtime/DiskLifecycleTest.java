@@ -2,6 +2,8 @@ package dev.sandbox4j.runtime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.engine.SpareDisks;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;

@@ -5,6 +5,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.internal.egress.EgressProxy;
+import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.net.Nftables;
+import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;

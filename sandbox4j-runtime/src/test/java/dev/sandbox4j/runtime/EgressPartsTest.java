@@ -3,6 +3,9 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.egress.EgressResolver;
+import dev.sandbox4j.runtime.internal.egress.ProxyCa;
+import dev.sandbox4j.runtime.internal.egress.PublicAddresses;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;

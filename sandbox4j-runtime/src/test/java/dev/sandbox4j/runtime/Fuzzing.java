@@ -5,7 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /** How fuzz tests turn an input into text, so that seed files can be plain text. */
-final class Fuzzing {
+public final class Fuzzing {
   private Fuzzing() {}
 
   /**
@@ -13,7 +13,7 @@ final class Fuzzing {
    * any decoder the engine uses), so a seed file is the text itself; an input starting with byte
    * 0x01 is the rest as UTF-16, which reaches characters UTF-8 mutations rarely make.
    */
-  static String text(FuzzedDataProvider data) {
+  public static String text(FuzzedDataProvider data) {
     byte[] b = data.consumeRemainingAsBytes();
     if (b.length > 0 && b[0] == 1) {
       return new String(Arrays.copyOfRange(b, 1, b.length), StandardCharsets.UTF_16BE);

@@ -2,6 +2,18 @@ package dev.sandbox4j.runtime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.runtime.internal.engine.Checkpoints;
+import dev.sandbox4j.runtime.internal.engine.Exec;
+import dev.sandbox4j.runtime.internal.engine.IdBlocks;
+import dev.sandbox4j.runtime.internal.engine.Lifecycle;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
+import dev.sandbox4j.runtime.internal.engine.StateDirectory;
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.RootfsOwnership;
+import dev.sandbox4j.runtime.internal.linux.Trees;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;

@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -3,6 +3,9 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.engine.Checkpoints;
+import dev.sandbox4j.runtime.internal.engine.Exec;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;

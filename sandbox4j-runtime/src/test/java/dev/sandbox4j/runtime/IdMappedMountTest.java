@@ -2,6 +2,9 @@ package dev.sandbox4j.runtime;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.runtime.internal.engine.IdBlocks;
+import dev.sandbox4j.runtime.internal.engine.Overlay;
+import dev.sandbox4j.runtime.internal.image.Image;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;

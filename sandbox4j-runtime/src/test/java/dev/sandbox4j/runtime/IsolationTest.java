@@ -3,6 +3,14 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.Exec;
+import dev.sandbox4j.runtime.internal.engine.IdBlocks;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.linux.Cgroups;
+import dev.sandbox4j.runtime.internal.linux.Trees;
+import dev.sandbox4j.runtime.internal.oci.OciConfig;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.DirectoryEntry;

@@ -8,6 +8,11 @@ import static dev.sandbox4j.runtime.SandboxProcesses.killAndAwaitGone;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.engine.Checkpoints;
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.Lifecycle;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
 import dev.sandbox4j.workspace.BackgroundCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;

@@ -1,11 +1,14 @@
 package dev.sandbox4j.runtime;
 
+import dev.sandbox4j.runtime.internal.engine.Checkpoints;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+
 /** Skips a test whose host prerequisite is missing, except in CI, where that is a failure. */
-final class Prerequisites {
+public final class Prerequisites {
   private Prerequisites() {}
 
   /** See {@link dev.sandbox4j.workspace.conformance.Prerequisites#require}. */
-  static void require(boolean ok, String what) {
+  public static void require(boolean ok, String what) {
     dev.sandbox4j.workspace.conformance.Prerequisites.require(ok, what);
   }
 
@@ -20,7 +23,7 @@ final class Prerequisites {
   }
 
   /** Root on Linux with crun: what the local engine needs (the host setup itself is doctor's). */
-  static void requireLocalEngine() {
+  public static void requireLocalEngine() {
     require(System.getProperty("os.name").equals("Linux"), "Linux");
     require("root".equals(System.getProperty("user.name")), "root");
     require(OciRuntime.defaultCrun().isPresent(), "crun (sandbox4j setup)");

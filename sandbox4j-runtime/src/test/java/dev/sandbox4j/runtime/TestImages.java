@@ -3,6 +3,12 @@ package dev.sandbox4j.runtime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.runtime.internal.engine.SpareDisks;
+import dev.sandbox4j.runtime.internal.engine.StateDirectory;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.linux.Trees;
+import dev.sandbox4j.runtime.internal.oci.OciConfig;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -20,7 +26,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
 
 /** Small images for tests: a busybox root filesystem, archives made of it, a seeded default. */
-final class TestImages {
+public final class TestImages {
   static final Path BUSYBOX = Path.of("/bin/busybox");
 
   /** The engine's shared state directory, where other tests build the default image once. */
@@ -37,7 +43,7 @@ final class TestImages {
    * makes it 0700) gets search permission for others, 0711, as {@code /var/lib} has: it stays
    * unlistable, and the home below it is the engine's to close.
    */
-  static Path privateHome(Path temp) throws IOException {
+  public static Path privateHome(Path temp) throws IOException {
     Files.setPosixFilePermissions(temp, PosixFilePermissions.fromString("rwx--x--x"));
     return Files.createDirectories(temp.resolve("home"));
   }
@@ -47,7 +53,7 @@ final class TestImages {
    * exit ({@link #stopSupervisors}), then deletes the state directory: a supervisor still starting
    * or lingering must not race the deletion.
    */
-  static void destroyAllAndDelete(LocalSandbox sandboxes, Path home) throws IOException {
+  public static void destroyAllAndDelete(LocalSandbox sandboxes, Path home) throws IOException {
     if (sandboxes != null) {
       for (SandboxInfo s : sandboxes.list()) {
         sandboxes.destroy(s.ref());
@@ -95,7 +101,7 @@ final class TestImages {
   }
 
   /** The supervisor processes of {@code home}: their command line names it. */
-  static List<ProcessHandle> supervisors(Path home) {
+  public static List<ProcessHandle> supervisors(Path home) {
     List<ProcessHandle> found = new ArrayList<>();
     String wanted = Supervisor.class.getName() + " " + home + " ";
     try (Stream<Path> procs = Files.list(Path.of("/proc"))) {
@@ -234,7 +240,7 @@ final class TestImages {
    * never change, so sharing their inodes is safe): seconds instead of the minute a build takes.
    * Builds the shared default first if it has none.
    */
-  static void seedDefault(Path home) throws IOException, InterruptedException {
+  public static void seedDefault(Path home) throws IOException, InterruptedException {
     Path shared = SHARED_HOME.resolve("images");
     Path manifest = shared.resolve("default/image.json");
     if (!Files.exists(manifest)) {
@@ -268,7 +274,7 @@ final class TestImages {
     return Files.exists(p, LinkOption.NOFOLLOW_LINKS);
   }
 
-  static String run(List<String> argv) throws IOException, InterruptedException {
+  public static String run(List<String> argv) throws IOException, InterruptedException {
     Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     if (p.waitFor() != 0) {

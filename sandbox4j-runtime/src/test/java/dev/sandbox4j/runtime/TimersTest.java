@@ -3,6 +3,12 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
+import dev.sandbox4j.runtime.internal.linux.Cgroups;
+import dev.sandbox4j.runtime.internal.linux.Freezer;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;

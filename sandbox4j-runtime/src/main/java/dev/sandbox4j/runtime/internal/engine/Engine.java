@@ -1,0 +1,796 @@
+package dev.sandbox4j.runtime.internal.engine;
+
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.linux.Cgroups;
+import dev.sandbox4j.runtime.internal.linux.Freezer;
+import dev.sandbox4j.runtime.internal.linux.Trees;
+import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.oci.OciConfig;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+import dev.sandbox4j.runtime.internal.util.AtomicFiles;
+import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.io.IOException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.SecureRandom;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.Consumer;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * The sandboxes of one state directory: creating, attaching, destroying and collecting garbage.
+ * Thread-safe, and safe across JVMs: state lives on disk, written atomically, and changes of one
+ * sandbox's life hold its lock ({@code sandboxes/<id>/lock}).
+ *
+ * <p>Layout of {@code sandboxes/<id>/}: {@code state.json}, {@code lock}, {@code
+ * bundle/config.json} (the OCI spec), {@code disk.img} mounted at {@code disk/} with {@code
+ * disk/upper/} and {@code disk/work/} (the private overlay layer on a file system of its own, see
+ * {@link SandboxDisk}; {@code upper/} and {@code work/} in the directory itself for a sandbox made
+ * before disks existed or an image build's step), {@code rootfs/} (the overlay mount, the
+ * container's root).
+ */
+public final class Engine {
+  public static final String USER = "1000:1000";
+  public static final String HOME = "/home/sandbox";
+  public static final Map<String, String> BASE_ENV =
+      Map.of(
+          "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "HOME", HOME,
+          "USER", "sandbox",
+          "LANG", "C.UTF-8");
+  private static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
+  private static final String ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+  private static final SecureRandom RANDOM = new SecureRandom();
+  private static final System.Logger LOG = System.getLogger(Engine.class.getName());
+
+  private final Path home;
+  private final Path sandboxes;
+  private final ImageStore images;
+  private final OciRuntime runtime;
+  private final Cgroups cgroups;
+  private final Networks networks;
+  private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
+  private volatile double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
+
+  public Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
+    this.home = home;
+    this.sandboxes = home.resolve("sandboxes");
+    this.images = images;
+    this.runtime = runtime;
+    this.cgroups = cgroups;
+    this.networks = new Networks(home);
+  }
+
+  public Networks networks() {
+    return networks;
+  }
+
+  /** The free space a create leaves the home's file system at least ({@link SandboxDisk}). */
+  public void diskReserve(long bytes) {
+    this.diskReserve = bytes;
+  }
+
+  /** How far the home's disks may overcommit its free space ({@link SandboxDisk.Budget}). */
+  public void diskOvercommit(double factor) {
+    this.diskOvercommit = new SandboxDisk.Budget(0, factor).overcommit();
+  }
+
+  public double diskOvercommit() {
+    return diskOvercommit;
+  }
+
+  public long diskReserve() {
+    long r = diskReserve;
+    if (r < 0) {
+      r = SandboxDisk.defaultReserve(home);
+      diskReserve = r;
+    }
+    return r;
+  }
+
+  public Path home() {
+    return home;
+  }
+
+  public ImageStore images() {
+    return images;
+  }
+
+  public OciRuntime runtime() {
+    return runtime;
+  }
+
+  public Cgroups cgroups() {
+    return cgroups;
+  }
+
+  /**
+   * Where {@code crun exec} writes the pid of command {@code group} of sandbox {@code id} once the
+   * command is set up inside (see {@link Exec}): in the sandbox's directory, which its destroy
+   * removes.
+   */
+  Path commandPidFile(String id, String group) {
+    return sandboxes.resolve(id).resolve(group + ".pid");
+  }
+
+  /**
+   * What a new sandbox is made of. {@code layers}, if not null, are the image layer ids (bottom
+   * first) to run on instead of {@code image}'s: a recipe step's sandbox, named after the image
+   * being built. {@code network}, if not null, gives the sandbox a network namespace of its own
+   * with a way out ({@link Networks}); without, it has loopback only (an image build's step).
+   * {@code disk}, if not null, puts its writable layer on a disk of its own with that quota ({@link
+   * SandboxDisk}); without, the layer is a directory of the host's file system (an image build's
+   * step, whose layer is moved into the image store).
+   */
+  public record Spec(
+      String image,
+      String workingDirectory,
+      OciConfig.Limits limits,
+      Map<String, String> labels,
+      List<String> layers,
+      Networks.Settings network,
+      SandboxDisk.Limit disk) {
+    Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels,
+        List<String> layers,
+        Networks.Settings network) {
+      this(image, workingDirectory, limits, labels, layers, network, null);
+    }
+
+    Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels) {
+      this(image, workingDirectory, limits, labels, null, null);
+    }
+
+    Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels,
+        List<String> layers) {
+      this(image, workingDirectory, limits, labels, layers, null);
+    }
+  }
+
+  // ---- create -----------------------------------------------------------------------------
+
+  /** Creates and starts a sandbox; returns its id. On failure nothing is left behind. */
+  public String create(Spec spec, Consumer<String> progress) {
+    return create(spec, progress, Engine::prepareUpperLayer);
+  }
+
+  /** Makes a new sandbox's {@code upper/}, {@code work/} and {@code rootfs/} in {@code dir}. */
+  public interface UpperLayer {
+    void prepare(Path dir, String id) throws IOException;
+
+    /** Starts the new sandbox's container: afresh, unless (a live fork) from a checkpoint. */
+    default void start(Engine engine, Path dir, String id, Image image, OciConfig.Limits limits)
+        throws IOException {
+      engine.start(dir, id, image, limits);
+    }
+  }
+
+  /** {@link #create(Spec, Consumer)} with the writable layer {@code upper} makes (for a fork). */
+  public String create(Spec spec, Consumer<String> progress, UpperLayer upper) {
+    SandboxDisk.checkReserve(home, diskReserve());
+    try {
+      // before the image: a default-image build in a home no sandbox can use is wasted (and
+      // leaves its mounts behind if interrupted)
+      StateDirectory.requireReachable(home);
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
+    }
+    Image image = image(spec, progress);
+    Reserved reserved = reserve(image, spec);
+    String id = reserved.id();
+    Path dir = sandboxes.resolve(id);
+    SandboxRecord record = reserved.record();
+    try (FileLock lock = reserved.lock()) {
+      // Its record names the image's layers: once the store has seen them all still there, no
+      // image removal, rebuild or gc deletes them.
+      images.checkLayersKept(image);
+      if (spec.network() != null) {
+        networks.assign(dir, id, spec.network());
+        networks.writeHosts(dir, id);
+      }
+      if (spec.disk() != null) {
+        SandboxDisk.create(
+            home, dir, spec.disk(), new SandboxDisk.Budget(diskReserve(), diskOvercommit));
+      }
+      upper.prepare(dir, id);
+      upper.start(this, dir, id, image, spec.limits());
+      if (!spec.workingDirectory().equals(HOME)) {
+        createWorkingDirectory(id, spec.workingDirectory());
+      }
+      if (spec.network() != null && spec.network().egress().interceptTls()) {
+        networks.installCaIfIntercepting(this, id);
+      }
+      // The one durable step of a create: from here on the sandbox survives a power loss (its
+      // name in sandboxes/ too, which reserve did not sync).
+      record.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
+      AtomicFiles.syncDirectory(sandboxes);
+      if (spec.network() != null) {
+        for (String network : spec.network().networks()) {
+          networks.refreshHosts(network, null); // its peers learn its name
+        }
+      }
+      LOG.log(System.Logger.Level.INFO, "Created local sandbox {0}", id);
+      return id;
+    } catch (IOException | RuntimeException e) {
+      try {
+        destroy(id);
+      } catch (RuntimeException cleanup) {
+        e.addSuppressed(cleanup);
+      }
+      if (e instanceof WorkspaceException w) {
+        throw w;
+      }
+      throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
+    }
+  }
+
+  private Image image(Spec spec, Consumer<String> progress) {
+    String name = spec.image();
+    if (spec.layers() != null) {
+      return images.ofLayers(name, spec.layers());
+    }
+    if (name.equals(ImageStore.DEFAULT)) {
+      return images.ensureDefault(progress);
+    }
+    return images
+        .find(name)
+        .orElseThrow(
+            () ->
+                new WorkspaceException(
+                    "image '" + name + "' does not exist here: see `sandbox4j image ls`"));
+  }
+
+  /** A sandbox directory that exists under its id, with its record, and whose lock is held. */
+  private record Reserved(String id, SandboxRecord record, FileLock lock) {}
+
+  /**
+   * Makes the sandbox's directory as {@code .new-<id>}, takes its lock, writes the CREATING record,
+   * and only then renames it to {@code <id>}: a directory under an id always has a record and,
+   * while being created, a held lock, so {@code gc} never takes a sandbox being created for an
+   * interrupted one. (The lock survives the rename: it belongs to the file, not the path.)
+   */
+  private Reserved reserve(Image image, Spec spec) {
+    try {
+      StateDirectory.ensure(home);
+      StateDirectory.requireReachable(home);
+      if (!Files.isDirectory(sandboxes)) {
+        try {
+          Files.createDirectory(
+              sandboxes,
+              java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                  StateDirectory.TRAVERSE_ONLY));
+        } catch (FileAlreadyExistsException raced) {
+          // made meanwhile
+        }
+      }
+      for (int attempt = 0; ; attempt++) {
+        String id = newId();
+        Path staging = sandboxes.resolve(".new-" + id);
+        if (Files.exists(sandboxes.resolve(id))) {
+          continue;
+        }
+        try {
+          StateDirectory.createPrivateDirectory(staging);
+        } catch (FileAlreadyExistsException e) {
+          if (attempt == 10) {
+            throw e;
+          }
+          continue;
+        }
+        FileLock lock;
+        try {
+          lock = FileLock.acquire(staging.resolve("lock"));
+        } catch (NoSuchFileException collectedMeanwhile) {
+          continue; // a concurrent gc took the fresh directory for a crash leftover
+        }
+        long idBase = 0;
+        try {
+          // A block of host ids of its own (IdBlocks): image build steps too (their layer is
+          // shifted back to the canonical ids before it enters the store, see RecipeBuild).
+          idBase = IdBlocks.allocate(home, id);
+          SandboxRecord record =
+              new SandboxRecord(
+                  SandboxRecord.FORMAT_VERSION,
+                  id,
+                  SandboxRecord.Status.CREATING,
+                  image.name(),
+                  Instant.now().toString(),
+                  spec.labels(),
+                  spec.limits().cpus(),
+                  spec.limits().memoryBytes(),
+                  spec.limits().pids(),
+                  image.layerIds(),
+                  spec.disk() == null ? 0 : spec.disk().bytes(),
+                  spec.disk() == null ? 0 : spec.disk().inodes(),
+                  idBase);
+          // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
+          // (a .new- directory, or this record torn or CREATING), and no container survives one.
+          record.writeNew(staging.resolve("state.json"));
+          // Its root traverses it to reach rootfs/ (see StateDirectory); nobody else may.
+          StateDirectory.openToSandbox(staging, record.hostBase());
+          Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
+          return new Reserved(id, record, lock);
+        } catch (NoSuchFileException collectedMeanwhile) {
+          lock.close(); // a gc had the lock first and deleted the directory: another id
+          continue;
+        } catch (IOException | RuntimeException e) {
+          lock.close();
+          Trees.delete(staging);
+          IdBlocks.free(home, id, idBase);
+          throw e;
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot create a sandbox under " + sandboxes + ": " + e, e);
+    }
+  }
+
+  static String newId() {
+    char[] id = new char[12];
+    id[0] = ID_ALPHABET.charAt(RANDOM.nextInt(26)); // a letter first: it is the hostname
+    for (int i = 1; i < id.length; i++) {
+      id[i] = ID_ALPHABET.charAt(RANDOM.nextInt(ID_ALPHABET.length()));
+    }
+    return new String(id);
+  }
+
+  /** The upper layer starts with what makes this sandbox itself: its hostname, resolvable. */
+  public static void prepareUpperLayer(Path dir, String id) throws IOException {
+    Path upper = Files.createDirectories(SandboxDisk.upper(dir));
+    Files.createDirectories(SandboxDisk.work(dir));
+    Files.createDirectories(dir.resolve("rootfs"));
+    Path etc = Files.createDirectories(upper.resolve("etc"));
+    Files.writeString(etc.resolve("hostname"), id + "\n");
+    Files.writeString(
+        etc.resolve("hosts"),
+        "127.0.0.1\tlocalhost\n127.0.1.1\t" + id + "\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    List<Path> owned =
+        new ArrayList<>(List.of(upper, etc, etc.resolve("hostname"), etc.resolve("hosts")));
+    if (Files.exists(dir.resolve(Networks.NETWORK_FILE))) {
+      // The host's nameservers: mode ALL may ask them (see Networks).
+      Files.writeString(etc.resolve("resolv.conf"), Networks.resolvConf());
+      owned.add(etc.resolve("resolv.conf"));
+    }
+    int owner = SandboxRecord.read(dir.resolve("state.json")).hostBase();
+    for (Path p : owned) {
+      chown(p, owner);
+    }
+  }
+
+  void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
+    Bundle bundle = prepareBundle(dir, id, image, limits);
+    try {
+      Overlay.whileStarting(
+          dir.resolve("rootfs"),
+          () -> {
+            runtime.run(id, bundle.path());
+            return null;
+          });
+      bundle.finishRules(); // written while the runtime started the container
+    } catch (RuntimeException e) {
+      bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());
+      throw e;
+    }
+    attachNetwork(id, bundle.path());
+  }
+
+  /** Gives the running sandbox its veth, address and routes ({@link Networks#attach}). */
+  void attachNetwork(String id, Path bundle) {
+    Path dir = dir(id);
+    if (Networks.saved(dir).isEmpty()) {
+      return;
+    }
+    long pid =
+        OciRuntime.initPid(bundle)
+            .orElseThrow(
+                () -> new WorkspaceException("the runtime wrote no pid file for local:" + id));
+    networks.attach(dir, id, pid);
+  }
+
+  /** A written bundle, and the rules that may still be being written for it. */
+  private record Bundle(Path path, Optional<java.util.concurrent.CompletableFuture<Void>> rules) {
+    void finishRules() {
+      try {
+        rules.ifPresent(java.util.concurrent.CompletableFuture::join);
+      } catch (java.util.concurrent.CompletionException e) {
+        if (e.getCause() instanceof RuntimeException r) {
+          throw r;
+        }
+        throw e;
+      }
+    }
+  }
+
+  /** Mounts the sandbox's root unless mounted, and writes its OCI bundle; returns the bundle. */
+  private Bundle prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
+      throws IOException {
+    Optional<java.util.concurrent.CompletableFuture<Void>> rules = networks.rules(dir, id);
+    Path rootfs = dir.resolve("rootfs");
+    Optional<Path> hosts =
+        Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
+    int hostBase;
+    try {
+      SandboxRecord record = SandboxRecord.read(dir.resolve("state.json"));
+      hostBase = record.hostBase();
+      IdBlocks.reclaim(home, id, record.idBase());
+      if (!Overlay.isMounted(rootfs)) {
+        Overlay.mount(
+            image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, hostBase);
+      }
+      RootfsPaths.requireShell(rootfs, image.name());
+      // Every container start (create, start, restore) comes through here: no sandbox ever runs
+      // under a parent without the limits of all sandboxes together.
+      cgroups.ensureParent();
+      if (hosts.isPresent() && !Files.exists(hosts.get())) {
+        networks.writeHosts(dir, id);
+      }
+    } catch (IOException | RuntimeException e) {
+      rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
+      throw e;
+    }
+    OciConfig.write(
+        dir.resolve("bundle"),
+        OciConfig.build(
+            id,
+            rootfs,
+            cgroups.pathOf(id),
+            BASE_ENV,
+            limits,
+            runtime.compiledSeccomp(),
+            hosts,
+            hostBase));
+    return new Bundle(dir.resolve("bundle"), rules);
+  }
+
+  /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
+  public Path dir(String id) {
+    checkId(id);
+    return sandboxes.resolve(id);
+  }
+
+  /**
+   * Mounts the root of sandbox {@code id} unless mounted and writes its OCI bundle from its record,
+   * without starting a container: for {@link Checkpoints#restore}, which starts it from a
+   * checkpoint instead. The caller holds the sandbox's lock.
+   */
+  Path prepareBundle(String id) throws IOException {
+    SandboxRecord record = record(id);
+    Image image = images.layersFor(record);
+    if (!image.layers().stream().allMatch(Files::isDirectory)) {
+      throw unavailable(id, "the layers of its image '" + record.image() + "' are gone");
+    }
+    Bundle bundle =
+        prepareBundle(
+            dir(id),
+            id,
+            image,
+            new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
+    bundle.finishRules();
+    return bundle.path();
+  }
+
+  private void createWorkingDirectory(String id, String path) {
+    Exec.checkAsRoot(
+        this,
+        id,
+        List.of("/bin/sh", "-c", "mkdir -p -- \"$1\" && chown 1000:1000 -- \"$1\"", "sh", path));
+  }
+
+  // ---- attach ----------------------------------------------------------------------------
+
+  /**
+   * Checks that sandbox {@code id} exists and runs, starting its container again if it stopped
+   * (after a host reboot, say: its disk is kept, its processes are not).
+   *
+   * @throws WorkspaceUnavailableException if it does not exist or is being destroyed
+   */
+  public void attach(String id) {
+    checkId(id);
+    SandboxRecord record = record(id);
+    if (record.status() == SandboxRecord.Status.RUNNING
+        && runtime.status(id).filter("running"::equals).isPresent()) {
+      return;
+    }
+    Path dir = sandboxes.resolve(id);
+    try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+      SandboxRecord current = record(id); // re-read: the lock holder may have changed it
+      if (!current.status().isUsable()) {
+        throw unavailable(
+            id,
+            "it was interrupted while "
+                + current.status().name().toLowerCase(java.util.Locale.ROOT)
+                + "; `sandbox4j gc` removes it");
+      }
+      Freezer.thaw(cgroups, id); // suspended, or interrupted while freezing for a fork or snapshot
+      if (current.status() == SandboxRecord.Status.HIBERNATED) {
+        Lifecycle.wakeHibernated(this, id, dir); // restores it, or leaves it to start afresh below
+      }
+      if (runtime.status(id).filter("running"::equals).isEmpty()) {
+        runtime.delete(id);
+        // The layers it was created on, whatever the image's name points to now.
+        Image image = images.layersFor(current);
+        if (!image.layers().stream().allMatch(Files::isDirectory)) {
+          throw unavailable(id, "the layers of its image '" + current.image() + "' are gone");
+        }
+        start(
+            dir,
+            id,
+            image,
+            new OciConfig.Limits(current.memoryBytes(), current.cpus(), current.pids()));
+        LOG.log(System.Logger.Level.INFO, "Restarted local sandbox {0}", id);
+      }
+      if (current.status() != SandboxRecord.Status.RUNNING) {
+        current.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
+        LOG.log(
+            System.Logger.Level.INFO,
+            "Woke local sandbox {0} ({1})",
+            id,
+            current.status().name().toLowerCase(java.util.Locale.ROOT));
+      }
+    } catch (NoSuchFileException e) {
+      throw gone(id, "it was destroyed");
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot attach to local:" + id + ": " + e, e);
+    }
+  }
+
+  /**
+   * Makes sure sandbox {@code id} runs before an operation: cheap (one read of its record) when it
+   * does; wakes it ({@link #attach}) when it is suspended or stopped.
+   */
+  public void wake(String id) {
+    if (record(id).status() != SandboxRecord.Status.RUNNING) {
+      attach(id);
+    }
+  }
+
+  /** The sandbox's record; unavailable if it has none. */
+  public SandboxRecord record(String id) {
+    checkId(id);
+    try {
+      return SandboxRecord.read(sandboxes.resolve(id).resolve("state.json"));
+    } catch (NoSuchFileException e) {
+      throw gone(id, "it does not exist (destroyed, or never created on this machine)");
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot read the state of local:" + id + ": " + e, e);
+    }
+  }
+
+  /** Whether the sandbox still exists and is not being destroyed. */
+  public boolean isAlive(String id) {
+    try {
+      return record(id).status().isUsable();
+    } catch (WorkspaceException e) {
+      return false;
+    }
+  }
+
+  public static WorkspaceUnavailableException unavailable(String id, String why) {
+    return new WorkspaceUnavailableException("sandbox local:" + id + " is unavailable: " + why);
+  }
+
+  /** The error for a sandbox that is gone: what ended it if a timer did ({@link Timers}). */
+  private WorkspaceUnavailableException gone(String id, String why) {
+    return Timers.ended(home, id).orElseGet(() -> unavailable(id, why));
+  }
+
+  public static boolean isId(String id) {
+    return id != null && ID.matcher(id).matches();
+  }
+
+  public static void checkId(String id) {
+    if (id == null || !ID.matcher(id).matches()) {
+      throw new IllegalArgumentException(
+          "malformed local sandbox id '" + id + "': expected 1 to 32 of [a-z0-9]");
+    }
+  }
+
+  // ---- destroy ----------------------------------------------------------------------------
+
+  /**
+   * Kills every process, unmounts, and deletes the sandbox's files and cgroups. Idempotent: a
+   * sandbox that is already gone, or half gone after a crash, is finished off quietly.
+   */
+  public void destroy(String id) {
+    checkId(id);
+    Path dir = sandboxes.resolve(id);
+    if (Files.isDirectory(dir)) {
+      try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+        Path state = dir.resolve("state.json");
+        if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
+          SandboxRecord.read(state).withStatus(SandboxRecord.Status.DESTROYING).write(state);
+        }
+        teardown(id, dir);
+      } catch (NoSuchFileException e) {
+        // destroyed meanwhile by someone else
+      } catch (IOException e) {
+        throw new WorkspaceException("cannot destroy local:" + id + ": " + e, e);
+      }
+    } else {
+      runtime.delete(id);
+      cgroups.removeSandbox(id);
+    }
+  }
+
+  private void teardown(String id, Path dir) throws IOException {
+    long idBase = idBaseOf(dir);
+    java.util.concurrent.CompletableFuture<Void> unrouted = networks.unroute(dir, id);
+    Freezer.thaw(cgroups, id); // a frozen process would not die
+    runtime.delete(id);
+    cgroups.removeSandbox(id);
+    try {
+      unrouted.join();
+    } catch (java.util.concurrent.CompletionException e) {
+      throw e.getCause() instanceof RuntimeException r ? r : e;
+    }
+    networks.release(dir, id); // its address only once its container is gone
+    Overlay.unmount(dir.resolve("rootfs"));
+    SandboxDisk.release(dir); // out of the mount table now, unmounted off this path
+    // Renamed away first: from here on no one can read a record, so the id is simply gone.
+    Path trash = sandboxes.resolve(".destroyed-" + id + "-" + newId());
+    Files.move(dir, trash, StandardCopyOption.ATOMIC_MOVE);
+    Trees.delete(trash);
+    // Once nothing of it is left; a record a crash tore no longer says which block it had.
+    if (idBase < 0) {
+      IdBlocks.freeAll(home, id);
+    } else {
+      IdBlocks.free(home, id, idBase);
+    }
+  }
+
+  /** The block of host ids its record names; 0 if none (made before blocks), -1 if unreadable. */
+  private static long idBaseOf(Path dir) {
+    try {
+      Path state = dir.resolve("state.json");
+      return Files.exists(state) && !SandboxRecord.isTorn(state)
+          ? SandboxRecord.read(state).idBase()
+          : -1;
+    } catch (IOException e) {
+      return -1;
+    }
+  }
+
+  // ---- list and gc ------------------------------------------------------------------------
+
+  public List<SandboxRecord> list() {
+    if (!Files.isDirectory(sandboxes)) {
+      return List.of();
+    }
+    List<SandboxRecord> records = new ArrayList<>();
+    try (Stream<Path> dirs = Files.list(sandboxes)) {
+      for (Path dir : dirs.sorted().toList()) {
+        String name = dir.getFileName().toString();
+        if (!ID.matcher(name).matches()) {
+          continue;
+        }
+        try {
+          records.add(SandboxRecord.read(dir.resolve("state.json")));
+        } catch (IOException e) {
+          // being created or destroyed right now
+        }
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot list sandboxes in " + sandboxes + ": " + e, e);
+    }
+    return records;
+  }
+
+  /**
+   * Removes what crashes left: sandboxes interrupted while being created or destroyed (nobody holds
+   * their lock), directories of half-destroyed ones, containers, mounts and cgroups that belong to
+   * no sandbox, and leftovers of interrupted image builds. Returns what it removed.
+   */
+  public List<String> gc() {
+    runtime.restoreFavorDynmodsAfterCrash(); // a checkpoint or restore that died midway
+    List<String> removed = new ArrayList<>();
+    if (Files.isDirectory(sandboxes)) {
+      try (Stream<Path> dirs = Files.list(sandboxes)) {
+        for (Path dir : dirs.sorted().toList()) {
+          String name = dir.getFileName().toString();
+          try {
+            if (name.startsWith(".new-")) {
+              Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
+              if (lock.isPresent()) { // its creator died before naming it: nothing else exists yet
+                try (FileLock held = lock.get()) { // held while deleting: see removeIfInterrupted
+                  Trees.delete(dir);
+                }
+                removed.add("half-reserved sandbox directory " + name);
+              }
+            } else if (name.startsWith(".destroyed-")) {
+              String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
+              Overlay.unmount(dir.resolve("rootfs"));
+              SandboxDisk.unmount(dir);
+              Trees.delete(dir);
+              removed.add("leftover files of destroyed sandbox " + id);
+            } else if (ID.matcher(name).matches() && removeIfInterrupted(name, dir)) {
+              removed.add("interrupted sandbox local:" + name);
+            }
+          } catch (NoSuchFileException e) {
+            // renamed or deleted meanwhile by a concurrent create, destroy or gc
+          } catch (IOException e) {
+            // A whole record this version cannot read (a newer version's state, say) is never
+            // destroyed on a guess; the other sandboxes still get their gc.
+            LOG.log(
+                System.Logger.Level.WARNING,
+                "gc left " + dir + " alone: cannot read it (" + e.getMessage() + ")");
+          }
+        }
+      } catch (IOException e) {
+        throw new WorkspaceException("gc cannot read " + sandboxes + ": " + e, e);
+      }
+    }
+    for (String id : runtime.list()) {
+      if (!Files.isDirectory(sandboxes.resolve(id))) {
+        runtime.delete(id);
+        removed.add("orphan container " + id);
+      }
+    }
+    for (String id : cgroups.sandboxIds()) {
+      if (ID.matcher(id).matches() && !Files.isDirectory(sandboxes.resolve(id))) {
+        cgroups.removeSandbox(id);
+        removed.add("orphan cgroup " + cgroups.pathOf(id));
+      }
+    }
+    removed.addAll(networks.gc(sandboxes));
+    removed.addAll(SpareDisks.gc(home));
+    removed.addAll(IdBlocks.gc(home));
+    removed.addAll(images.gc());
+    return removed;
+  }
+
+  /**
+   * Tears down a sandbox whose record is missing, torn, or says CREATING or DESTROYING while nobody
+   * holds its lock, and keeps holding the lock from the check to the end: released in between,
+   * someone could take it and change the sandbox that gc then destroys. A torn record is a CREATING
+   * one that a power loss cut short (see {@link SandboxRecord}): the records of usable states are
+   * written durably. A suspended or stopped one whose transition was interrupted is finished
+   * instead ({@link Lifecycle#finishInterrupted}).
+   */
+  private boolean removeIfInterrupted(String id, Path dir) throws IOException {
+    Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
+    if (lock.isEmpty()) {
+      return false; // someone is creating or destroying it right now
+    }
+    try (FileLock held = lock.get()) {
+      Path state = dir.resolve("state.json");
+      if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
+        SandboxRecord record = SandboxRecord.read(state);
+        if (record.status().isUsable()) {
+          Lifecycle.finishInterrupted(this, record);
+          return false;
+        }
+      }
+      teardown(id, dir);
+      return true;
+    }
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------
+
+  private static void chown(Path p, int id) throws IOException {
+    Files.setAttribute(p, "unix:uid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+    Files.setAttribute(p, "unix:gid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+  }
+}

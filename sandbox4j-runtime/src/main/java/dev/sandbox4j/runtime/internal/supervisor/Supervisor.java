@@ -1,0 +1,484 @@
+package dev.sandbox4j.runtime.internal.supervisor;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.internal.egress.EgressProxy;
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.Lifecycle;
+import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
+import dev.sandbox4j.runtime.internal.engine.StateDirectory;
+import dev.sandbox4j.runtime.internal.engine.Timers;
+import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.util.CodeWatch;
+import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.io.File;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.CodeSource;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Stream;
+
+/**
+ * The process that enforces the timers of one state directory's sandboxes ({@link Timers}) and
+ * serves their ports ({@link PortProxy}) and their egress proxy ({@link EgressProxy}), also when no
+ * JVM of the user runs.
+ *
+ * <p><b>Start.</b> The engine starts it ({@link #ensureRunning}) when a sandbox is created or
+ * attached to, and on {@code list}, {@code gc}, {@code url} and {@code forwardTcp}, if some sandbox
+ * exists and nobody holds {@code $home/supervisor.lock}: {@code setsid java -cp <this runtime's
+ * jars> ...Supervisor <home> <runtime>}, stdin from {@code /dev/null}, stdout and stderr appended
+ * to {@code $home/supervisor.log}. In a session of its own it outlives the JVM that started it.
+ *
+ * <p><b>Lock.</b> It holds an OS lock ({@code flock}) on {@code $home/supervisor.lock} for as long
+ * as it runs, so at most one runs per state directory; one started while another runs exits at
+ * once. The lock dies with the process: after a {@code kill -9} the next start takes it over.
+ *
+ * <p><b>Scan.</b> Every {@link #SCAN} it reads each sandbox's record and {@code timers.json} and:
+ * destroys it, leaving a tombstone, once {@code deleteAfter} or creation plus {@code
+ * sandboxTimeout} has passed; marks it busy (touches its activity stamp) if a command the engine
+ * started still runs in it or its processes used more than {@link #BUSY_CPU} CPUs since the last
+ * scan; destroys it once it has been idle for {@code idleTimeout}; suspends a running one once it
+ * has been idle for {@code autoSuspendTimeout} (through {@link Lifecycle#suspend}, under the
+ * sandbox's lock), and wakes it again at once if an operation stamped activity meanwhile. All the
+ * state it decides on is on disk, so a restarted supervisor picks up where the last one was (its
+ * only memory is the previous CPU sample: a sandbox it sees running for the first time is judged
+ * from the second scan on).
+ *
+ * <p><b>Ports.</b> It runs the home's {@link PortProxy} for as long as it runs, binding its port
+ * again on every scan until that succeeds (another process may hold it for a while).
+ *
+ * <p><b>Handover.</b> If a jar it runs from is rebuilt or replaced (and stays so for a scan), it
+ * releases the lock, starts a supervisor from the new jars and exits ({@link CodeWatch}): its own
+ * classes not loaded yet would be read from the new jar, and fail.
+ *
+ * <p><b>Exit.</b> Once the home has had no sandbox for {@link #LINGER}, it releases the lock, looks
+ * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
+ * there is one, in which case it takes the lock again and goes on. (It runs while any sandbox
+ * exists, with timers or not, because it also hosts the home's egress proxy.)
+ *
+ * <p><b>Its home.</b> It never creates the home or its lock file (the engine that starts it made
+ * both), and it pins both by inode ({@link SupervisedHome}). Before every step that may write into
+ * the home (a scan, the port proxy, the egress proxy, a handover) it checks that the path still
+ * names that directory and that lock file, and exits at once if not: a deleted or replaced home, or
+ * a deleted lock file (which no longer keeps a second supervisor out), ends it. So deleting a home
+ * ends its supervisor within a scan, and nothing reappears in it.
+ */
+public final class Supervisor {
+  /** CPU use (in CPUs, averaged since the previous scan) above which a sandbox counts as busy. */
+  static final double BUSY_CPU = 0.10;
+
+  static final Duration SCAN = Duration.ofSeconds(1);
+  static final Duration LINGER = Duration.ofSeconds(10);
+  public static final String LOCK = "supervisor.lock";
+  public static final String LOG_FILE = "supervisor.log";
+
+  private static final long LOG_MAX_BYTES = 1 << 20;
+  private static final long RESPAWN_GUARD_NANOS = 5_000_000_000L;
+  private static final Map<Path, Long> SPAWNED = new ConcurrentHashMap<>();
+  private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+
+  private final Engine engine;
+  private final PortProxy ports;
+  private final Map<String, CpuSample> cpu = new HashMap<>();
+  private final CodeWatch code = new CodeWatch(classPath());
+  private final SupervisedHome home;
+  private String exitReason = "the home has no sandboxes";
+
+  /** The home's egress proxy on the sandboxes' gateway; null until that address exists. */
+  private EgressProxy proxy;
+
+  private record CpuSample(long usageMicros, long atNanos) {}
+
+  private Supervisor(Engine engine, PortProxy ports, SupervisedHome home) {
+    this.engine = engine;
+    this.ports = ports;
+    this.home = home;
+  }
+
+  /** {@code Supervisor HOME [RUNTIME]}: supervises HOME until it has no sandboxes or is gone. */
+  public static void main(String[] args) throws Exception {
+    Path home = Path.of(args[0]);
+    Optional<FileLock> lock;
+    try {
+      // Never created here: the engine that started this made it, and a missing one means that
+      // the home is gone or being deleted (creating it would put an entry back into it).
+      lock = FileLock.tryAcquireExisting(home.resolve(LOCK));
+    } catch (NoSuchFileException gone) {
+      say("supervisor " + ProcessHandle.current().pid() + " exits at once: " + home + " is gone");
+      return;
+    }
+    if (lock.isEmpty()) {
+      return; // another one supervises this home
+    }
+    FileLock held = lock.get();
+    SupervisedHome pinned;
+    try {
+      pinned = SupervisedHome.pin(home, held);
+    } catch (NoSuchFileException gone) {
+      held.close();
+      return;
+    }
+    say("supervisor " + ProcessHandle.current().pid() + " started for " + home);
+    LocalSandbox.Builder settings = LocalSandbox.builder().home(home).progress(line -> {});
+    if (args.length > 1) {
+      settings.runtime(args[1]);
+    }
+    Engine engine = settings.build().engine();
+    Supervisor supervisor = null;
+    try (pinned;
+        PortProxy ports = new PortProxy(engine, Supervisor::say)) {
+      supervisor = new Supervisor(engine, ports, pinned);
+      held = supervisor.run(held);
+    } finally {
+      if (supervisor != null && supervisor.proxy != null) {
+        supervisor.proxy.close();
+      }
+      if (held != null) {
+        held.close();
+      }
+    }
+    say(
+        "supervisor "
+            + ProcessHandle.current().pid()
+            + " exits: "
+            + (supervisor == null ? "it failed to start" : supervisor.exitReason));
+  }
+
+  /** Scans until there is nothing to supervise; returns the lock if it still holds it. */
+  private FileLock run(FileLock lock) throws IOException, InterruptedException {
+    Path sandboxes = engine.home().resolve("sandboxes");
+    long emptySince = -1;
+    while (true) {
+      if (homeGone()) {
+        return lock;
+      }
+      if (code.replacedAndSettled()) {
+        // the rest of this process's classes are gone with the old jar: a fresh JVM takes over
+        say(
+            "supervisor "
+                + ProcessHandle.current().pid()
+                + ": its jars were rebuilt or replaced; starting a supervisor from the new ones");
+        lock.close();
+        spawn(engine.home(), engine.runtime().binary());
+        exitReason = "a supervisor started from the new jars took over";
+        return null;
+      }
+      ports.start();
+      if (homeGone()) {
+        return lock;
+      }
+      ensureProxy();
+      if (homeGone()) {
+        return lock;
+      }
+      int supervised = scan();
+      if (supervised > 0 || anySandboxes(sandboxes)) {
+        emptySince = -1;
+      } else if (emptySince < 0) {
+        emptySince = System.nanoTime();
+      } else if (System.nanoTime() - emptySince >= LINGER.toNanos()) {
+        lock.close();
+        if (!anySandboxes(sandboxes)) {
+          return null;
+        }
+        Optional<FileLock> again;
+        try {
+          again = FileLock.tryAcquireExisting(engine.home().resolve(LOCK));
+        } catch (NoSuchFileException gone) {
+          exitReason = "its lock file was deleted (the home is going)";
+          return null;
+        }
+        if (again.isEmpty()) {
+          exitReason = "a new supervisor took over";
+          return null;
+        }
+        lock = again.get();
+        emptySince = -1;
+      }
+      Thread.sleep(SCAN.toMillis());
+    }
+  }
+
+  /** Whether its home was deleted or replaced; if so, says so and sets the exit reason. */
+  private boolean homeGone() {
+    Optional<String> why = home.gone();
+    why.ifPresent(w -> exitReason = w);
+    return why.isPresent();
+  }
+
+  /**
+   * Starts the egress proxy ({@link EgressProxy}) on the sandboxes' gateway ({@link
+   * Networks#PROXY_PORT}) once the gateway exists; it finds each client's policy through {@link
+   * Networks#policyOf}, read per request, so that a policy changed by any JVM applies at once.
+   */
+  private void ensureProxy() {
+    if (proxy != null) {
+      return;
+    }
+    Networks networks = engine.networks();
+    try {
+      if (!Files.isRegularFile(engine.home().resolve("network").resolve("subnet"))) {
+        return; // no sandbox has had a network; asking for the gateway would claim a subnet
+      }
+      if (!networks.hasGateway()) {
+        return; // no sandbox has a network yet
+      }
+      proxy =
+          EgressProxy.builder(networks::policyOf)
+              .home(engine.home())
+              .bind(Networks.parse(networks.gateway()), Networks.PROXY_PORT)
+              .notPublic(networks::isSandboxSubnet)
+              .start();
+      say("egress proxy listening on " + proxy.address());
+    } catch (IOException | RuntimeException e) {
+      say("cannot start the egress proxy yet: " + e);
+    }
+  }
+
+  /** One pass over every sandbox; returns how many there are. */
+  int scan() {
+    int supervised = 0;
+    Set<String> seen = new java.util.HashSet<>();
+    for (SandboxRecord record : engine.list()) {
+      String id = record.id();
+      Path dir = engine.dir(id);
+      supervised++; // its ports are served, timers or not
+      Optional<Timers.Settings> settings = Timers.read(dir);
+      if (settings.isEmpty()) {
+        continue;
+      }
+      seen.add(id);
+      if (!record.status().isUsable()) {
+        continue; // being created or destroyed
+      }
+      try {
+        enforce(record, dir, settings.get());
+      } catch (WorkspaceUnavailableException gone) {
+        cpu.remove(id); // destroyed meanwhile
+      } catch (RuntimeException e) {
+        say("cannot enforce the timers of local:" + id + ": " + e);
+      }
+    }
+    cpu.keySet().retainAll(seen);
+    return supervised;
+  }
+
+  private void enforce(SandboxRecord record, Path dir, Timers.Settings s) {
+    String id = record.id();
+    Instant now = Instant.now();
+    Optional<String> deadline = s.deadlinePassed(now);
+    if (deadline.isPresent()) {
+      end(id, deadline.get());
+      return;
+    }
+    boolean running = record.status() == SandboxRecord.Status.RUNNING;
+    Boolean cpuBusy = running ? cpuBusy(id) : Boolean.FALSE;
+    if (!running) {
+      cpu.remove(id);
+    }
+    if (commandRunning(id, dir) || Boolean.TRUE.equals(cpuBusy)) {
+      Timers.touch(dir);
+      return;
+    }
+    if (cpuBusy == null) {
+      return; // first look at its CPU: judge from the next scan
+    }
+    Instant last = Timers.lastActivity(dir, Instant.parse(s.created()));
+    Duration idle = Duration.between(last, now);
+    if (s.idleTimeoutMillis() > 0 && idle.compareTo(s.idle()) >= 0) {
+      end(id, "it was idle for its idleTimeout of " + Timers.human(s.idle()));
+      return;
+    }
+    if (s.autoSuspendMillis() > 0 && running && idle.compareTo(s.autoSuspend()) >= 0) {
+      new Lifecycle(engine).suspend(id);
+      cpu.remove(id);
+      say("suspended local:" + id + ": idle for " + Timers.human(s.autoSuspend()));
+      if (Timers.lastActivity(dir, last).isAfter(last)) {
+        engine.attach(id); // an operation began while it was being suspended
+        say("woke local:" + id + " again: it was used while being suspended");
+      }
+    }
+  }
+
+  private void end(String id, String why) {
+    Timers.end(engine, id, why);
+    cpu.remove(id);
+    say("ended local:" + id + ": " + why);
+  }
+
+  /** Whether a command the engine started (it has a pid file) still has processes. */
+  private boolean commandRunning(String id, Path dir) {
+    try (Stream<Path> files = Files.list(dir)) {
+      return files
+          .map(p -> p.getFileName().toString())
+          .filter(n -> n.startsWith("cmd-") && n.endsWith(".pid"))
+          .anyMatch(n -> engine.cgroups().isCommandRunning(id, n.substring(0, n.length() - 4)));
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  /** Whether the sandbox used more than {@link #BUSY_CPU} since the last scan; null at first. */
+  private Boolean cpuBusy(String id) {
+    OptionalLong usage = engine.cgroups().cpuUsageMicros(id);
+    long at = System.nanoTime();
+    if (usage.isEmpty()) {
+      cpu.remove(id);
+      return Boolean.FALSE;
+    }
+    CpuSample previous = cpu.put(id, new CpuSample(usage.getAsLong(), at));
+    if (previous == null || at <= previous.atNanos()) {
+      return null;
+    }
+    double cpus = (usage.getAsLong() - previous.usageMicros()) * 1000.0 / (at - previous.atNanos());
+    return cpus > BUSY_CPU;
+  }
+
+  private static void say(String line) {
+    OUT.println(Instant.now() + " " + line);
+  }
+
+  // ---- starting one ---------------------------------------------------------------------------
+
+  /**
+   * Starts the supervisor of {@code engine}'s state directory unless it runs or there is no sandbox
+   * there. Never fails: a supervisor that cannot start is logged, and the next use of the engine
+   * tries again.
+   */
+  public static void ensureRunning(Engine engine) {
+    Path home = engine.home();
+    try {
+      if (!anySandboxes(home.resolve("sandboxes"))) {
+        return;
+      }
+      Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
+      if (free.isEmpty()) {
+        return; // one runs
+      }
+      free.get().close();
+      Long last = SPAWNED.get(home);
+      if (last != null && System.nanoTime() - last < RESPAWN_GUARD_NANOS) {
+        return; // started a moment ago, and not holding the lock yet
+      }
+      SPAWNED.put(home, System.nanoTime());
+      spawn(home, engine.runtime().binary());
+    } catch (IOException | RuntimeException e) {
+      System.getLogger(Supervisor.class.getName())
+          .log(System.Logger.Level.WARNING, "cannot start the supervisor of " + home, e);
+    }
+  }
+
+  /** Whether a supervisor holds the lock of {@code home} (it runs). */
+  public static boolean isRunning(Path home) {
+    try {
+      Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
+      if (free.isEmpty()) {
+        return true;
+      }
+      free.get().close();
+      return false;
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  /** Whether there is any sandbox directory (with a record) under {@code sandboxes}. */
+  static boolean anySandboxes(Path sandboxes) throws IOException {
+    if (!Files.isDirectory(sandboxes)) {
+      return false;
+    }
+    try (Stream<Path> dirs = Files.list(sandboxes)) {
+      return dirs.anyMatch(
+          d ->
+              !d.getFileName().toString().startsWith(".")
+                  && Files.isRegularFile(d.resolve("state.json")));
+    }
+  }
+
+  /** The supervisor's process, in a session of its own. */
+  public static Process spawn(Path home, Path runtime) throws IOException {
+    Path log = home.resolve(LOG_FILE);
+    if (Files.exists(log) && Files.size(log) > LOG_MAX_BYTES) {
+      Files.move(log, home.resolve(LOG_FILE + ".1"), StandardCopyOption.REPLACE_EXISTING);
+    }
+    if (!Files.exists(log)) {
+      StateDirectory.createPrivateFile(log); // appendTo would make it 0644
+    }
+    List<String> argv =
+        List.of(
+            "setsid",
+            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-Xmx64m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dfile.encoding=UTF-8",
+            "-Dsun.jnu.encoding=UTF-8",
+            "--enable-native-access=ALL-UNNAMED",
+            "-cp",
+            classPath(),
+            Supervisor.class.getName(),
+            home.toString(),
+            runtime.toString());
+    return new ProcessBuilder(argv)
+        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+        .redirectErrorStream(true)
+        .start();
+  }
+
+  /** Where this runtime and its dependencies were loaded from (one jar when shaded). */
+  static String classPath() {
+    Set<String> entries = new LinkedHashSet<>();
+    for (Class<?> c :
+        List.of(
+            Supervisor.class,
+            WorkspaceException.class,
+            ObjectMapper.class,
+            com.fasterxml.jackson.core.JsonFactory.class,
+            com.fasterxml.jackson.annotation.JsonProperty.class)) {
+      addSource(entries, c);
+    }
+    // BouncyCastle (the egress proxy's TLS interception), where it is on this class path.
+    for (String name :
+        List.of(
+            "org.bouncycastle.jce.provider.BouncyCastleProvider",
+            "org.bouncycastle.cert.X509v3CertificateBuilder",
+            "org.bouncycastle.asn1.cms.ContentInfo")) {
+      try {
+        addSource(entries, Class.forName(name, false, Supervisor.class.getClassLoader()));
+      } catch (ClassNotFoundException | LinkageError e) {
+        // not here: interception then fails with a clear error in the supervisor's log
+      }
+    }
+    return String.join(File.pathSeparator, entries);
+  }
+
+  private static void addSource(Set<String> entries, Class<?> c) {
+    CodeSource source = c.getProtectionDomain().getCodeSource();
+    if (source != null && source.getLocation() != null) {
+      try {
+        entries.add(Path.of(source.getLocation().toURI()).toString());
+      } catch (URISyntaxException | IllegalArgumentException e) {
+        // not a file: cannot be passed on
+      }
+    }
+  }
+}
