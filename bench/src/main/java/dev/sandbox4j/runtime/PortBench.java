@@ -1,6 +1,6 @@
 package dev.sandbox4j.runtime;
 
-import dev.sandbox4j.runtime.internal.net.NetNamespace;
+import dev.sandbox4j.runtime.internal.engine.NetNamespace;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;

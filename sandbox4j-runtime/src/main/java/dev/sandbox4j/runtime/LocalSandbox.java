@@ -16,6 +16,7 @@ import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -97,7 +98,7 @@ public final class LocalSandbox
   public static final String NAME = "local";
 
   /** The engine's state directory unless {@code SANDBOX4J_HOME} says otherwise. */
-  public static final Path DEFAULT_HOME = Path.of("/var/lib/sandbox4j");
+  public static final Path DEFAULT_HOME = SandboxHome.DEFAULT;
 
   private static final Pattern LABEL = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
   private static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
@@ -161,7 +162,9 @@ public final class LocalSandbox
     this.portToken = b.portToken;
     this.egress = b.egress;
     this.networks = List.copyOf(new java.util.TreeSet<>(b.networks));
-    this.images = new ImageStore(home.resolve("images"));
+    Path sandboxesDir = home.resolve("sandboxes");
+    this.images =
+        new ImageStore(home.resolve("images"), () -> SandboxRecord.layersInUse(sandboxesDir));
     this.sandboxesLimits = b.sandboxesLimits;
   }
 
@@ -211,7 +214,7 @@ public final class LocalSandbox
     if (!ref.provider().equals(NAME)) {
       return Optional.empty();
     }
-    Engine.checkId(ref.id());
+    SandboxHome.checkId(ref.id());
     return Optional.of(new LocalSandboxBackend(this, ref.id()));
   }
 
@@ -312,7 +315,7 @@ public final class LocalSandbox
   @Override
   public ForkResult fork(WorkspaceRef ref) {
     checkNetworkAccess(localId(ref), "fork");
-    return new Lifecycle(engine()).fork(localId(ref), progress);
+    return forkResult(new Lifecycle(engine()).fork(localId(ref), progress, PortProxy::inherit));
   }
 
   /**
@@ -326,7 +329,15 @@ public final class LocalSandbox
   @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
     checkNetworkAccess(localId(ref), "fork");
-    return new Lifecycle(engine()).fork(localId(ref), progress, false);
+    return forkResult(
+        new Lifecycle(engine()).fork(localId(ref), progress, false, PortProxy::inherit));
+  }
+
+  private static ForkResult forkResult(Lifecycle.Forked fork) {
+    WorkspaceRef ref = new WorkspaceRef(NAME, fork.id());
+    return fork.processesCopied()
+        ? new ForkResult(ref, true, "", fork.notCarried())
+        : new ForkResult(ref, false, fork.reason());
   }
 
   // ---- networking ----------------------------------------------------------------------------
@@ -350,7 +361,7 @@ public final class LocalSandbox
     e.networks().setPolicy(e.dir(id), id, policy);
     if (policy.interceptTls()) {
       e.wake(id);
-      e.networks().installCaIfIntercepting(e, id);
+      e.installCaIfIntercepting(id);
     }
   }
 
@@ -441,7 +452,7 @@ public final class LocalSandbox
       throw new IllegalArgumentException(
           ref + " belongs to provider '" + ref.provider() + "', not local");
     }
-    Engine.checkId(ref.id());
+    SandboxHome.checkId(ref.id());
     return ref.id();
   }
 
@@ -726,7 +737,7 @@ public final class LocalSandbox
         labels,
         found.get().layerIds(),
         new Networks.Settings(egress, joined),
-        disk != null ? disk : s.disk());
+        disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()));
   }
 
   /** The engine, checked and built on first use. */

@@ -4,10 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.code_intelligence.jazzer.api.FuzzedDataProvider;
 import com.code_intelligence.jazzer.junit.FuzzTest;
-import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.Trees;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -37,9 +37,9 @@ class NamesFuzzTest {
   @FuzzTest(maxDuration = "10s")
   void sandboxIdsAreOneFileNameOrRefused(FuzzedDataProvider data) {
     String id = Fuzzing.text(data);
-    boolean valid = Engine.isId(id);
+    boolean valid = SandboxHome.isId(id);
     try {
-      Engine.checkId(id);
+      SandboxHome.checkId(id);
       assertThat(valid).as("checkId and isId agree on '%s'", id).isTrue();
     } catch (IllegalArgumentException refused) {
       assertThat(valid).as("checkId and isId agree on '%s'", id).isFalse();

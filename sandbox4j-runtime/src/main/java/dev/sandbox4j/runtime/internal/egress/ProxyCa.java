@@ -1,8 +1,8 @@
 package dev.sandbox4j.runtime.internal.egress;
 
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.runtime.internal.util.SecretFiles;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -85,7 +85,7 @@ public final class ProxyCa {
 
   /** The CA in {@code dir} ({@code ca.crt}, {@code ca.key}), created there if missing. */
   public static ProxyCa loadOrCreate(Path dir) throws IOException {
-    StateDirectory.createPrivateDirectories(dir);
+    PrivateFiles.createPrivateDirectories(dir);
     try (FileLock lock = FileLock.acquire(dir.resolve(".lock"))) {
       Path crt = dir.resolve("ca.crt");
       Path key = dir.resolve("ca.key");

@@ -7,6 +7,7 @@ import dev.sandbox4j.runtime.internal.oci.Criu;
 import dev.sandbox4j.runtime.internal.oci.CriuUserns;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -245,7 +246,7 @@ public final class Checkpoints {
     try {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
-      StateDirectory.createPrivateDirectories(work);
+      PrivateFiles.createPrivateDirectories(work);
       int hostBase = engine.record(id).hostBase();
       // Its own block: a fork's images name its parent's (see CriuUserns).
       CriuUserns.moveTo(images, hostBase);
@@ -345,7 +346,7 @@ public final class Checkpoints {
 
   private static void prepare(Path images) {
     try {
-      StateDirectory.createPrivateDirectories(images);
+      PrivateFiles.createPrivateDirectories(images);
       try (Stream<Path> files = Files.list(images)) {
         if (files.findAny().isPresent()) {
           throw new WorkspaceException("the checkpoint directory " + images + " is not empty");
@@ -382,7 +383,7 @@ public final class Checkpoints {
     }
     try {
       Files.deleteIfExists(images.resolve(SECCOMP_FILTER));
-      StateDirectory.writeNew(images.resolve(SECCOMP_FILTER), filter); // 0600, as CRIU's images
+      PrivateFiles.writeNew(images.resolve(SECCOMP_FILTER), filter); // 0600, as CRIU's images
     } catch (IOException e) {
       throw new WorkspaceException(
           "cannot checkpoint sandbox local:" + id + ": cannot save its seccomp filter: " + e, e);
@@ -440,7 +441,7 @@ public final class Checkpoints {
     Path file = dir.resolve("criu.conf");
     try {
       Files.deleteIfExists(file);
-      StateDirectory.writeNew(file, config.toString().getBytes(StandardCharsets.UTF_8));
+      PrivateFiles.writeNew(file, config.toString().getBytes(StandardCharsets.UTF_8));
     } catch (IOException e) {
       throw new WorkspaceException("cannot write " + file + ": " + e, e);
     }

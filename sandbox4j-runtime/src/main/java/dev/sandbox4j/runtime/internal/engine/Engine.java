@@ -1,5 +1,6 @@
 package dev.sandbox4j.runtime.internal.engine;
 
+import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.Cgroups;
@@ -10,6 +11,8 @@ import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
@@ -25,7 +28,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Consumer;
-import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
@@ -49,7 +51,6 @@ public final class Engine {
           "HOME", HOME,
           "USER", "sandbox",
           "LANG", "C.UTF-8");
-  private static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
   private static final String ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final System.Logger LOG = System.getLogger(Engine.class.getName());
@@ -220,7 +221,7 @@ public final class Engine {
         createWorkingDirectory(id, spec.workingDirectory());
       }
       if (spec.network() != null && spec.network().egress().interceptTls()) {
-        networks.installCaIfIntercepting(this, id);
+        installCaIfIntercepting(id);
       }
       // The one durable step of a create: from here on the sandbox survives a power loss (its
       // name in sandboxes/ too, which reserve did not sync).
@@ -292,7 +293,7 @@ public final class Engine {
           continue;
         }
         try {
-          StateDirectory.createPrivateDirectory(staging);
+          PrivateFiles.createPrivateDirectory(staging);
         } catch (FileAlreadyExistsException e) {
           if (attempt == 10) {
             throw e;
@@ -466,7 +467,7 @@ public final class Engine {
 
   /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
   public Path dir(String id) {
-    checkId(id);
+    SandboxHome.checkId(id);
     return sandboxes.resolve(id);
   }
 
@@ -477,7 +478,7 @@ public final class Engine {
    */
   Path prepareBundle(String id) throws IOException {
     SandboxRecord record = record(id);
-    Image image = images.layersFor(record);
+    Image image = images.layersFor(record.image(), record.layers());
     if (!image.layers().stream().allMatch(Files::isDirectory)) {
       throw unavailable(id, "the layers of its image '" + record.image() + "' are gone");
     }
@@ -507,7 +508,7 @@ public final class Engine {
    * @throws WorkspaceUnavailableException if it does not exist or is being destroyed
    */
   public void attach(String id) {
-    checkId(id);
+    SandboxHome.checkId(id);
     SandboxRecord record = record(id);
     if (record.status() == SandboxRecord.Status.RUNNING
         && runtime.status(id).filter("running"::equals).isPresent()) {
@@ -530,7 +531,7 @@ public final class Engine {
       if (runtime.status(id).filter("running"::equals).isEmpty()) {
         runtime.delete(id);
         // The layers it was created on, whatever the image's name points to now.
-        Image image = images.layersFor(current);
+        Image image = images.layersFor(current.image(), current.layers());
         if (!image.layers().stream().allMatch(Files::isDirectory)) {
           throw unavailable(id, "the layers of its image '" + current.image() + "' are gone");
         }
@@ -568,7 +569,7 @@ public final class Engine {
 
   /** The sandbox's record; unavailable if it has none. */
   public SandboxRecord record(String id) {
-    checkId(id);
+    SandboxHome.checkId(id);
     try {
       return SandboxRecord.read(sandboxes.resolve(id).resolve("state.json"));
     } catch (NoSuchFileException e) {
@@ -596,17 +597,6 @@ public final class Engine {
     return Timers.ended(home, id).orElseGet(() -> unavailable(id, why));
   }
 
-  public static boolean isId(String id) {
-    return id != null && ID.matcher(id).matches();
-  }
-
-  public static void checkId(String id) {
-    if (id == null || !ID.matcher(id).matches()) {
-      throw new IllegalArgumentException(
-          "malformed local sandbox id '" + id + "': expected 1 to 32 of [a-z0-9]");
-    }
-  }
-
   // ---- destroy ----------------------------------------------------------------------------
 
   /**
@@ -614,7 +604,7 @@ public final class Engine {
    * sandbox that is already gone, or half gone after a crash, is finished off quietly.
    */
   public void destroy(String id) {
-    checkId(id);
+    SandboxHome.checkId(id);
     Path dir = sandboxes.resolve(id);
     if (Files.isDirectory(dir)) {
       try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
@@ -682,7 +672,7 @@ public final class Engine {
     try (Stream<Path> dirs = Files.list(sandboxes)) {
       for (Path dir : dirs.sorted().toList()) {
         String name = dir.getFileName().toString();
-        if (!ID.matcher(name).matches()) {
+        if (!SandboxHome.isId(name)) {
           continue;
         }
         try {
@@ -724,7 +714,7 @@ public final class Engine {
               SandboxDisk.unmount(dir);
               Trees.delete(dir);
               removed.add("leftover files of destroyed sandbox " + id);
-            } else if (ID.matcher(name).matches() && removeIfInterrupted(name, dir)) {
+            } else if (SandboxHome.isId(name) && removeIfInterrupted(name, dir)) {
               removed.add("interrupted sandbox local:" + name);
             }
           } catch (NoSuchFileException e) {
@@ -748,7 +738,7 @@ public final class Engine {
       }
     }
     for (String id : cgroups.sandboxIds()) {
-      if (ID.matcher(id).matches() && !Files.isDirectory(sandboxes.resolve(id))) {
+      if (SandboxHome.isId(id) && !Files.isDirectory(sandboxes.resolve(id))) {
         cgroups.removeSandbox(id);
         removed.add("orphan cgroup " + cgroups.pathOf(id));
       }
@@ -792,5 +782,33 @@ public final class Engine {
   private static void chown(Path p, int id) throws IOException {
     Files.setAttribute(p, "unix:uid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
     Files.setAttribute(p, "unix:gid", id, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+  }
+
+  /**
+   * Installs the home's egress-proxy CA into sandbox {@code id}'s trust store ({@code
+   * update-ca-certificates}), for a policy that intercepts TLS; nothing otherwise. The CA
+   * certificate is public; its key stays in the home.
+   */
+  public void installCaIfIntercepting(String id) {
+    if (!Networks.policy(dir(id)).interceptTls()) {
+      return;
+    }
+    String pem;
+    try {
+      pem = EgressProxy.caCertificatePem(home);
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot read the egress proxy's CA: " + e.getMessage(), e);
+    }
+    Exec.checkAsRoot(
+        this,
+        id,
+        List.of(
+            "/bin/sh",
+            "-c",
+            "mkdir -p \"$(dirname \"$1\")\" && printf '%s' \"$2\" > \"$1\" &&"
+                + " update-ca-certificates >/dev/null 2>&1",
+            "sh",
+            Networks.CA_FILE,
+            pem));
   }
 }

@@ -5,6 +5,8 @@ import dev.sandbox4j.runtime.internal.linux.NativeFs;
 import dev.sandbox4j.runtime.internal.linux.UserNamespaces;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -80,11 +82,11 @@ public final class IdBlocks {
     int start = Math.floorMod(me.hashCode(), BLOCKS);
     try {
       if (!Files.isDirectory(claims)) {
-        StateDirectory.createPrivateDirectories(claims);
+        PrivateFiles.createPrivateDirectories(claims);
       }
       // The claim is written whole to a file of its own first, then linked into place (link fails
       // if the name exists): nobody ever reads a claim half written.
-      Path written = Files.createTempFile(claims, ".new-", "", StateDirectory.privateFile());
+      Path written = Files.createTempFile(claims, ".new-", "", PrivateFiles.privateFile());
       try {
         Files.writeString(written, me, StandardOpenOption.WRITE);
         // First a block whose user namespace this JVM keeps: its idmapped mounts start no process.
@@ -157,7 +159,7 @@ public final class IdBlocks {
       if (me.equals(readClaim(claim))) {
         return;
       }
-      StateDirectory.createPrivateDirectories(claims);
+      PrivateFiles.createPrivateDirectories(claims);
       try (FileLock lock = FileLock.acquire(claims.resolve(".lock"))) {
         String holder = readClaim(claim);
         if (me.equals(holder)) {
@@ -279,7 +281,7 @@ public final class IdBlocks {
     }
     Path sandboxes = Path.of(holder.substring(0, nl)).resolve("sandboxes");
     String id = holder.substring(nl + 1);
-    if (!Engine.isId(id)) {
+    if (!SandboxHome.isId(id)) {
       return true;
     }
     return !Files.exists(sandboxes.resolve(".new-" + id)) && !Files.exists(sandboxes.resolve(id));

@@ -1,7 +1,5 @@
 package dev.sandbox4j.runtime.internal.engine;
 
-import dev.sandbox4j.runtime.ForkResult;
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.image.RootfsOwnership;
@@ -11,12 +9,9 @@ import dev.sandbox4j.runtime.internal.linux.NativeFs;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.workspace.WorkspaceException;
-import dev.sandbox4j.workspace.WorkspaceRef;
-import dev.sandbox4j.workspace.machine.ForkResult;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -63,7 +58,7 @@ import java.util.regex.Pattern;
  * both match), and the fork is restored from that dump instead of starting afresh; a suspended
  * parent is woken first, like for any operation; a hibernated one stays hibernated and the fork is
  * restored from a copy of its checkpoint. A stopped parent has no processes: files only. When
- * processes are not copied, {@link ForkResult#reason()} says why; the fork then starts with a fresh
+ * processes are not copied, {@code ForkResult.reason()} says why; the fork then starts with a fresh
  * init.
  */
 public final class Lifecycle {
@@ -356,15 +351,16 @@ public final class Lifecycle {
    * the same size and labels, and its processes where checkpoint/restore works (see the class
    * comment). A running parent is frozen while it is dumped and its writable layer copied.
    */
-  public ForkResult fork(String parentId, Consumer<String> progress) {
-    return fork(parentId, progress, true);
+  public Forked fork(String parentId, Consumer<String> progress, Inherit inherit) {
+    return fork(parentId, progress, true, inherit);
   }
 
   /**
-   * {@link #fork(String, Consumer)}; with {@code processes} false, only the files are copied
-   * (faster: no checkpoint) and the result says that this was asked for.
+   * {@link #fork(String, Consumer, Inherit)}; with {@code processes} false, only the files are
+   * copied (faster: no checkpoint) and the result says that this was asked for.
    */
-  public ForkResult fork(String parentId, Consumer<String> progress, boolean processes) {
+  public Forked fork(
+      String parentId, Consumer<String> progress, boolean processes, Inherit inherit) {
     SandboxRecord parent = engine.record(parentId);
     if (!parent.status().isUsable()) {
       throw Engine.unavailable(parentId, "it is " + describe(parent.status()));
@@ -381,14 +377,14 @@ public final class Lifecycle {
             Engine.HOME, // copied with the files; nothing to create
             new OciConfig.Limits(parent.memoryBytes(), parent.cpus(), parent.pids()),
             parent.labels(),
-            ImageStore.layersOf(parent),
+            parent.layerIds(),
             // The parent's policy and networks; one made before networks keeps loopback only.
             Networks.saved(parentDir).isEmpty()
                 ? null
                 : new Networks.Settings(Networks.policy(parentDir), Networks.networksOf(parentDir)),
             // The parent's quota; a parent made before disks gets the default.
             parent.diskLimit() == null ? SandboxDisk.Limit.DEFAULT : parent.diskLimit());
-    Fork fork = new Fork(parentId, unavailable);
+    Fork fork = new Fork(parentId, unavailable, inherit);
     String child = engine.create(spec, progress, fork);
     LOG.log(
         System.Logger.Level.INFO,
@@ -397,10 +393,26 @@ public final class Lifecycle {
         child,
         (System.nanoTime() - fork.started) / 1_000_000,
         fork.copied ? "processes copied" : "files only (" + fork.reason + ")");
-    WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, child);
     return fork.copied
-        ? new ForkResult(ref, true, "", fork.notCarried)
-        : new ForkResult(ref, false, fork.reason);
+        ? new Forked(child, true, "", fork.notCarried)
+        : new Forked(child, false, fork.reason, List.of());
+  }
+
+  /**
+   * What a fork made: the child's id; whether its processes were copied, and if not why; what a
+   * live copy could not carry (see {@code ForkResult}, which the API makes of it).
+   */
+  public record Forked(
+      String id, boolean processesCopied, String reason, List<String> notCarried) {}
+
+  /**
+   * What a part of the engine above this one keeps in a sandbox's directory and hands on to a fork
+   * (the port proxy's token, say): called with the parent's and the fork's directories while the
+   * fork is being made.
+   */
+  @FunctionalInterface
+  public interface Inherit {
+    void from(Path parentDir, Path forkDir) throws IOException;
   }
 
   /**
@@ -412,15 +424,17 @@ public final class Lifecycle {
   private final class Fork implements Engine.UpperLayer {
     final String parentId;
     final Optional<String> unavailable;
+    final Inherit inherit;
     final long started = System.nanoTime();
     boolean copied;
     String reason = "";
     List<String> notCarried = List.of();
     Path images; // set once there are images to restore from
 
-    Fork(String parentId, Optional<String> unavailable) {
+    Fork(String parentId, Optional<String> unavailable, Inherit inherit) {
       this.parentId = parentId;
       this.unavailable = unavailable;
+      this.inherit = inherit;
     }
 
     @Override
@@ -479,7 +493,7 @@ public final class Lifecycle {
       Files.createDirectories(dir.resolve("rootfs"));
       renameHost(upper, parentId, id);
       Timers.inherit(engine.dir(parentId), dir);
-      PortProxy.inherit(engine.dir(parentId), dir);
+      inherit.from(engine.dir(parentId), dir);
     }
 
     /** A files-only copy: the parent frozen meanwhile if it runs. */
@@ -587,7 +601,7 @@ public final class Lifecycle {
               (dir, record) -> {
                 saved[0] = record;
                 // Pinned while the sandbox's record still keeps them: it may be destroyed after.
-                images.pin(build, images.ofLayers(record.image(), ImageStore.layersOf(record)));
+                images.pin(build, images.ofLayers(record.image(), record.layerIds()));
                 // Back to the canonical ids every layer of the store has (IdBlocks).
                 copyTree(SandboxDisk.upper(dir), layer, record.hostBase(), Image.UID_SHIFT);
                 return null;
@@ -599,7 +613,7 @@ public final class Lifecycle {
           RANDOM.nextBytes(random);
           String layerId = ImageStore.sha256Hex(random);
           images.addLayer(build, layer, layerId);
-          List<String> layers = new ArrayList<>(ImageStore.layersOf(record));
+          List<String> layers = new ArrayList<>(record.layerIds());
           layers.add(layerId);
           Image image =
               images.publish(
@@ -635,7 +649,7 @@ public final class Lifecycle {
     try {
       return images
           .find(record.image())
-          .filter(i -> i.layerIds().equals(ImageStore.layersOf(record)))
+          .filter(i -> i.layerIds().equals(record.layerIds()))
           .map(Image::sizeBytes)
           .orElse(0L);
     } catch (WorkspaceException | IllegalArgumentException e) {

@@ -6,6 +6,8 @@ import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.internal.linux.LoopDisk;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -90,6 +92,14 @@ public final class SandboxDisk {
     }
   }
 
+  /**
+   * The quota of a sandbox made from a snapshot that saved {@code bytes} and {@code inodes}: those,
+   * or the default for a snapshot saved before disks (0 bytes).
+   */
+  public static Limit limitOf(long bytes, long inodes) {
+    return bytes == 0 ? Limit.DEFAULT : new Limit(bytes, inodes);
+  }
+
   /** Whether the sandbox in {@code dir} has a disk of its own (else its layer is in the dir). */
   static boolean has(Path dir) {
     return Files.exists(dir.resolve(IMAGE));
@@ -135,7 +145,7 @@ public final class SandboxDisk {
       makeDisk(home, dir, limit);
       return;
     }
-    StateDirectory.createPrivateDirectories(home.resolve(TEMPLATES));
+    PrivateFiles.createPrivateDirectories(home.resolve(TEMPLATES));
     try (FileLock lock = FileLock.acquire(home.resolve(TEMPLATES).resolve("admission.lock"))) {
       budget.admit(home, dir, limit);
       makeDisk(home, dir, limit);
@@ -252,7 +262,7 @@ public final class SandboxDisk {
     if (Files.exists(template)) {
       return template;
     }
-    StateDirectory.createPrivateDirectories(dir); // 0700, like the rest of the home
+    PrivateFiles.createPrivateDirectories(dir); // 0700, like the rest of the home
     Path partial = dir.resolve(".partial-" + Engine.newId());
     try {
       HostCommand.check(
@@ -319,7 +329,7 @@ public final class SandboxDisk {
       Path sandboxes = home.resolve("sandboxes");
       try (var dirs = Files.list(sandboxes)) {
         for (Path d : dirs.toList()) {
-          if (d.equals(dir) || !Engine.isId(d.getFileName().toString())) {
+          if (d.equals(dir) || !SandboxHome.isId(d.getFileName().toString())) {
             continue; // .destroyed- directories are going; .new- ones have no disk yet
           }
           try {
@@ -386,7 +396,7 @@ public final class SandboxDisk {
     Path sandboxes = home.resolve("sandboxes");
     if (Files.isDirectory(sandboxes)) {
       try (var dirs = Files.list(sandboxes)) {
-        for (Path dir : dirs.filter(d -> Engine.isId(d.getFileName().toString())).toList()) {
+        for (Path dir : dirs.filter(d -> SandboxHome.isId(d.getFileName().toString())).toList()) {
           if (has(dir)) {
             mounted += isMounted(dir) ? 1 : 0;
           } else if (Files.isDirectory(dir.resolve("upper"))) {
@@ -427,7 +437,7 @@ public final class SandboxDisk {
       return 0;
     }
     try (var dirs = Files.list(sandboxes)) {
-      for (Path dir : dirs.filter(d -> Engine.isId(d.getFileName().toString())).toList()) {
+      for (Path dir : dirs.filter(d -> SandboxHome.isId(d.getFileName().toString())).toList()) {
         if (has(dir) && !isMounted(dir)) {
           try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
             if (has(dir) && !isMounted(dir)) { // under its lock, as every other mount

@@ -6,11 +6,16 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.stream.Stream;
 
 /**
  * What {@code state.json} of a sandbox holds. A sandbox whose record says {@code CREATING} or
@@ -152,7 +157,7 @@ public record SandboxRecord(
    * {@link #isTorn} recognizes.
    */
   void writeNew(Path file) throws IOException {
-    StateDirectory.writeNew(file, JSON.writeValueAsBytes(this));
+    PrivateFiles.writeNew(file, JSON.writeValueAsBytes(this));
   }
 
   /**
@@ -175,5 +180,36 @@ public record SandboxRecord(
 
   public static SandboxRecord read(Path file) throws IOException {
     return JSON.readValue(java.nio.file.Files.readAllBytes(file), SandboxRecord.class);
+  }
+
+  /** The layers it runs on, bottom first: those it names, or its legacy image's one. */
+  public List<String> layerIds() {
+    return ImageStore.layersOf(image, layers);
+  }
+
+  /**
+   * Every layer a sandbox under {@code sandboxesDir} runs on, read from their records: the image
+   * store's {@link ImageStore.LayerUsers}. A destroyed sandbox's renamed files are skipped
+   * (unmounted before they were renamed); a sandbox with no record yet records its layers under the
+   * store lock before mounting them. Any other unreadable record fails the read.
+   */
+  public static Set<String> layersInUse(Path sandboxesDir) throws IOException {
+    Set<String> used = new HashSet<>();
+    if (!java.nio.file.Files.isDirectory(sandboxesDir)) {
+      return used;
+    }
+    try (Stream<Path> dirs = java.nio.file.Files.list(sandboxesDir)) {
+      for (Path dir : dirs.toList()) {
+        if (dir.getFileName().toString().startsWith(".destroyed-")) {
+          continue;
+        }
+        try {
+          used.addAll(read(dir.resolve("state.json")).layerIds());
+        } catch (NoSuchFileException e) {
+          // not recorded yet
+        }
+      }
+    }
+    return used;
   }
 }

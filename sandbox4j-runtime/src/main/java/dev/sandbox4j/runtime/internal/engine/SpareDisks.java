@@ -1,6 +1,7 @@
 package dev.sandbox4j.runtime.internal.engine;
 
 import dev.sandbox4j.runtime.internal.linux.LoopDisk;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.channels.OverlappingFileLockException;
@@ -183,7 +184,7 @@ public final class SpareDisks {
           FileChannel.open(
               image,
               Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE),
-              StateDirectory.privateFile());
+              PrivateFiles.privateFile());
       locked.lock(); // new and ours: taken at once; marks it in use for gc
       LoopDisk.sparseCopyInto(template, image);
       int mount = SandboxDisk.mountDetached(image);

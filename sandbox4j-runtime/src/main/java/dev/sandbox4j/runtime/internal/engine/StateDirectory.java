@@ -1,9 +1,8 @@
 package dev.sandbox4j.runtime.internal.engine;
 
 import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.FileVisitResult;
@@ -11,9 +10,7 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.SimpleFileVisitor;
-import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
-import java.nio.file.attribute.FileAttribute;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Set;
@@ -51,15 +48,6 @@ public final class StateDirectory {
 
   /** Mode of {@code sandboxes/<id>/}: its group is the sandbox's root group on the host. */
   static final Set<PosixFilePermission> SANDBOX_DIR = PosixFilePermissions.fromString("rwx--x---");
-
-  public static final Set<PosixFilePermission> PRIVATE_DIR =
-      PosixFilePermissions.fromString("rwx------");
-  static final Set<PosixFilePermission> PRIVATE_FILE = PosixFilePermissions.fromString("rw-------");
-
-  private static final FileAttribute<Set<PosixFilePermission>> DIR_ATTR =
-      PosixFilePermissions.asFileAttribute(PRIVATE_DIR);
-  private static final FileAttribute<Set<PosixFilePermission>> FILE_ATTR =
-      PosixFilePermissions.asFileAttribute(PRIVATE_FILE);
 
   /** The entries of a sandbox's directory that are its own files, not the engine's. */
   private static final Set<String> SANDBOX_OWNED =
@@ -106,61 +94,6 @@ public final class StateDirectory {
                 + " SANDBOX4J_HOME)");
       }
     }
-  }
-
-  /** Makes directory {@code dir} ({@code 0700}) and missing parents, like createDirectories. */
-  public static Path createPrivateDirectories(Path dir) throws IOException {
-    if (Files.isDirectory(dir)) {
-      return dir;
-    }
-    Path parent = dir.toAbsolutePath().getParent();
-    if (parent != null) {
-      createPrivateDirectories(parent);
-    }
-    try {
-      Files.createDirectory(dir, DIR_ATTR);
-    } catch (FileAlreadyExistsException raced) {
-      if (!Files.isDirectory(dir)) {
-        throw raced;
-      }
-    }
-    return dir;
-  }
-
-  /** Makes the new directory {@code dir}, {@code 0700}. */
-  public static Path createPrivateDirectory(Path dir) throws IOException {
-    return Files.createDirectory(dir, DIR_ATTR);
-  }
-
-  /** Opens {@code file} for writing, creating it {@code 0600} if missing (for logs). */
-  public static Path createPrivateFile(Path file) throws IOException {
-    try (FileChannel c =
-        FileChannel.open(
-            file, Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE), FILE_ATTR)) {
-      return file;
-    }
-  }
-
-  /** Writes the new file {@code file} ({@code 0600}); fails if it exists. */
-  public static void writeNew(Path file, byte[] content) throws IOException {
-    try (FileChannel c =
-        FileChannel.open(
-            file, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE), FILE_ATTR)) {
-      ByteBuffer b = ByteBuffer.wrap(content);
-      while (b.hasRemaining()) {
-        c.write(b);
-      }
-    }
-  }
-
-  /** The attribute that creates a file {@code 0600}. */
-  public static FileAttribute<Set<PosixFilePermission>> privateFile() {
-    return FILE_ATTR;
-  }
-
-  /** The attribute that creates a directory {@code 0700}. */
-  static FileAttribute<Set<PosixFilePermission>> privateDirectory() {
-    return DIR_ATTR;
   }
 
   /**
@@ -220,11 +153,11 @@ public final class StateDirectory {
           }
         } else if (name.equals("images") && Files.isDirectory(entry, LinkOption.NOFOLLOW_LINKS)) {
           // layers and builds are the images' own files: the directories above them close them
-          Files.setPosixFilePermissions(entry, PRIVATE_DIR);
+          Files.setPosixFilePermissions(entry, PrivateFiles.PRIVATE_DIR);
           try (DirectoryStream<Path> images = Files.newDirectoryStream(entry)) {
             for (Path image : images) {
               if (Files.isDirectory(image, LinkOption.NOFOLLOW_LINKS)) {
-                Files.setPosixFilePermissions(image, PRIVATE_DIR);
+                Files.setPosixFilePermissions(image, PrivateFiles.PRIVATE_DIR);
               }
             }
           }
@@ -266,14 +199,14 @@ public final class StateDirectory {
       return;
     }
     if (Files.isDirectory(root, LinkOption.NOFOLLOW_LINKS)) {
-      Files.setPosixFilePermissions(root, PRIVATE_DIR);
+      Files.setPosixFilePermissions(root, PrivateFiles.PRIVATE_DIR);
       try (DirectoryStream<Path> entries = Files.newDirectoryStream(root)) {
         for (Path entry : entries) {
           tightenTree(entry);
         }
       }
     } else if (Files.isRegularFile(root, LinkOption.NOFOLLOW_LINKS)) {
-      Files.setPosixFilePermissions(root, PRIVATE_FILE);
+      Files.setPosixFilePermissions(root, PrivateFiles.PRIVATE_FILE);
     }
   }
 }

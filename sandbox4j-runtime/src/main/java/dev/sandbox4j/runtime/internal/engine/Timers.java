@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.sandbox4j.runtime.SandboxTimers;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.machine.SandboxTimers;
 import java.io.IOException;
@@ -231,7 +232,7 @@ public final class Timers {
   public static void end(Engine engine, String id, String why) {
     Path tomb = tombstone(engine.home(), id);
     try {
-      StateDirectory.createPrivateDirectories(tomb.getParent());
+      PrivateFiles.createPrivateDirectories(tomb.getParent());
       AtomicFiles.write(
           tomb, JSON.writeValueAsBytes(new Tombstone(id, why, Instant.now().toString())));
     } catch (IOException e) {

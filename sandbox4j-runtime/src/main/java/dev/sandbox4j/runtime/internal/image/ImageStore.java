@@ -4,13 +4,11 @@ import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
-import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
-import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
@@ -141,33 +139,50 @@ public final class ImageStore {
     public Snapshot {
       networks = networks == null ? List.of() : List.copyOf(networks);
     }
-
-    /** The disk quota of sandboxes made from it: its source's, or the default (older snapshots). */
-    public SandboxDisk.Limit disk() {
-      return diskBytes == 0
-          ? SandboxDisk.Limit.DEFAULT
-          : new SandboxDisk.Limit(diskBytes, diskInodes);
-    }
   }
 
   private final Path imagesDir;
   private final Path layersDir;
-  private final Path sandboxesDir;
+  private final LayerUsers sandboxes;
   private final RootfsBuilder defaultBuilder;
 
-  /** A store whose default image is built with mmdebstrap. No I/O until first use. */
-  public ImageStore(Path imagesDir) {
-    this(imagesDir, MmdebstrapBuilder.fromEnvironment());
+  /**
+   * Who else runs on the store's layers: the engine's sandboxes. Read under the store lock whenever
+   * layers may be deleted (a gc, a removal), so that a layer a sandbox runs on is never one of
+   * them; a sandbox records its layers under that lock before it mounts them.
+   */
+  @FunctionalInterface
+  public interface LayerUsers {
+    /** Nobody: for a store that only reads, or builds, and never deletes a layer in use. */
+    LayerUsers NONE = Set::of;
+
+    /** Every layer some sandbox runs on. Fails rather than leave one out. */
+    Set<String> layers() throws IOException;
   }
 
   /**
-   * A store whose default image is built by {@code defaultBuilder}. The sandboxes whose records it
-   * honours live in {@code sandboxes/} next to {@code imagesDir} (the engine's layout).
+   * A store whose default image is built with mmdebstrap, for a reader: nobody else's layers are
+   * known to it ({@link LayerUsers#NONE}). No I/O until first use.
    */
+  public ImageStore(Path imagesDir) {
+    this(imagesDir, LayerUsers.NONE);
+  }
+
+  /** A store whose default image is built with mmdebstrap; {@code sandboxes} use its layers. */
+  public ImageStore(Path imagesDir, LayerUsers sandboxes) {
+    this(imagesDir, MmdebstrapBuilder.fromEnvironment(), sandboxes);
+  }
+
+  /** A store whose default image is built by {@code defaultBuilder}. */
   public ImageStore(Path imagesDir, RootfsBuilder defaultBuilder) {
+    this(imagesDir, defaultBuilder, LayerUsers.NONE);
+  }
+
+  /** A store whose default image is built by {@code defaultBuilder}; {@code sandboxes} use it. */
+  public ImageStore(Path imagesDir, RootfsBuilder defaultBuilder, LayerUsers sandboxes) {
     this.imagesDir = imagesDir;
     this.layersDir = imagesDir.resolve(LAYERS);
-    this.sandboxesDir = imagesDir.toAbsolutePath().resolveSibling("sandboxes");
+    this.sandboxes = sandboxes;
     this.defaultBuilder = defaultBuilder;
   }
 
@@ -189,11 +204,12 @@ public final class ImageStore {
         ("sandbox4j legacy rootfs of image\n" + name).getBytes(StandardCharsets.UTF_8));
   }
 
-  /** The layers a sandbox runs on, bottom first: its record's, or its legacy image's one. */
-  public static List<String> layersOf(SandboxRecord record) {
-    return record.layers() != null
-        ? record.layers()
-        : List.of(legacyLayerId(record.image() == null ? DEFAULT : record.image()));
+  /**
+   * The layers a sandbox runs on, bottom first: those its record names, or, for a record from
+   * before layers ({@code layers} null), its legacy image's one.
+   */
+  public static List<String> layersOf(String image, List<String> layers) {
+    return layers != null ? layers : List.of(legacyLayerId(image == null ? DEFAULT : image));
   }
 
   /** An unnamed stack of existing layers (a recipe step's sandbox), called {@code name}. */
@@ -595,7 +611,7 @@ public final class ImageStore {
         Trees.delete(leftover);
       }
     }
-    StateDirectory.createPrivateDirectories(imagesDir);
+    PrivateFiles.createPrivateDirectories(imagesDir);
     Path staging = imagesDir.resolve(BUILD_PREFIX + name + "-" + randomSuffix());
     Files.createDirectory(
         staging,
@@ -720,7 +736,7 @@ public final class ImageStore {
             List.copyOf(layerIds),
             snapshot);
     Path manifestDir = Files.createDirectory(build.dir().resolve("image"));
-    Files.setPosixFilePermissions(manifestDir, StateDirectory.PRIVATE_DIR);
+    Files.setPosixFilePermissions(manifestDir, PrivateFiles.PRIVATE_DIR);
     AtomicFiles.write(manifestDir.resolve(MANIFEST), JSON.writeValueAsBytes(manifest));
     Path target = imagesDir.resolve(name);
     List<Path> trash =
@@ -794,19 +810,19 @@ public final class ImageStore {
   }
 
   /**
-   * The layers sandbox {@code record} was created on, as an image named like its image. A record
-   * from before layers names none: its image's old root filesystem is moved to its layer first if
-   * that has not happened yet.
+   * The layers a sandbox was created on ({@code layers}, from its record), as an image named like
+   * its {@code image}. A record from before layers names none (null): its image's old root
+   * filesystem is moved to its layer first if that has not happened yet.
    */
-  public Image layersFor(SandboxRecord record) {
-    if (record.layers() == null && record.image() != null) {
+  public Image layersFor(String image, List<String> layers) {
+    if (layers == null && image != null) {
       try {
-        find(record.image()); // migrates a format-1 image
+        find(image); // migrates a format-1 image
       } catch (WorkspaceException damaged) {
         // then its layer is missing, which the caller reports
       }
     }
-    return ofLayers(record.image() == null ? DEFAULT : record.image(), layersOf(record));
+    return ofLayers(image == null ? DEFAULT : image, layersOf(image, layers));
   }
 
   // ---- gc ----------------------------------------------------------------------------------
@@ -904,9 +920,9 @@ public final class ImageStore {
   }
 
   /**
-   * Under the store lock: every layer an image manifest lists, a build pinned, or a sandbox record
-   * names. Anything unreadable fails the scan (nothing is deleted then) rather than risk deleting a
-   * layer in use.
+   * Under the store lock: every layer an image manifest lists, a build pinned, or a sandbox runs on
+   * ({@link LayerUsers}). Anything unreadable fails the scan (nothing is deleted then) rather than
+   * risk deleting a layer in use.
    */
   private Set<String> layersInUse() throws IOException {
     Set<String> used = new HashSet<>();
@@ -931,21 +947,7 @@ public final class ImageStore {
             .forEach(used::add);
       }
     }
-    if (Files.isDirectory(sandboxesDir)) {
-      try (Stream<Path> dirs = Files.list(sandboxesDir)) {
-        for (Path dir : dirs.toList()) {
-          if (dir.getFileName().toString().startsWith(".destroyed-")) {
-            continue; // a destroyed sandbox's files: unmounted before they were renamed
-          }
-          Path state = dir.resolve("state.json");
-          try {
-            used.addAll(layersOf(SandboxRecord.read(state)));
-          } catch (NoSuchFileException e) {
-            // not recorded yet: it records its layers under this lock before mounting them
-          }
-        }
-      }
-    }
+    used.addAll(sandboxes.layers());
     return used;
   }
 
@@ -953,7 +955,7 @@ public final class ImageStore {
 
   private void ensureLayersDir() throws IOException {
     if (!Files.isDirectory(layersDir, NOFOLLOW)) {
-      StateDirectory.createPrivateDirectories(imagesDir);
+      PrivateFiles.createPrivateDirectories(imagesDir);
       try {
         Files.createDirectory(
             layersDir,
@@ -1004,7 +1006,7 @@ public final class ImageStore {
   private <T> T withStoreLock(LockedAction<T> action) {
     Path lockFile;
     try {
-      StateDirectory.createPrivateDirectories(imagesDir);
+      PrivateFiles.createPrivateDirectories(imagesDir);
       lockFile = imagesDir.toRealPath().resolve(STORE_LOCK);
     } catch (IOException e) {
       throw new WorkspaceException("cannot create " + imagesDir + ": " + e.getMessage(), e);
@@ -1064,7 +1066,7 @@ public final class ImageStore {
 
   private Path lockFile(String name) {
     try {
-      StateDirectory.createPrivateDirectories(imagesDir);
+      PrivateFiles.createPrivateDirectories(imagesDir);
       // The real path: two stores reaching one directory by different paths share JVM locks.
       return imagesDir.toRealPath().resolve(LOCK_PREFIX + name);
     } catch (IOException e) {
@@ -1076,7 +1078,7 @@ public final class ImageStore {
     return FileChannel.open(
         lockFile,
         java.util.Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE),
-        StateDirectory.privateFile());
+        PrivateFiles.privateFile());
   }
 
   private static void uncheckedDelete(Path tree) {

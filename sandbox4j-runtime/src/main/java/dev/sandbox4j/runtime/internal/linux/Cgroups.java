@@ -1,6 +1,6 @@
 package dev.sandbox4j.runtime.internal.linux;
 
-import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -68,7 +68,7 @@ public final class Cgroups {
    * touches the cgroups of another's sandboxes.
    */
   public static String parentFor(Path home) {
-    if (home.equals(LocalSandbox.DEFAULT_HOME)) {
+    if (home.equals(SandboxHome.DEFAULT)) {
       return PARENT;
     }
     return PARENT

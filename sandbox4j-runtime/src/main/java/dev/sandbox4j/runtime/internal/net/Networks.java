@@ -2,14 +2,12 @@ package dev.sandbox4j.runtime.internal.net;
 
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.HostCheck;
-import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.egress.PublicAddresses;
-import dev.sandbox4j.runtime.internal.engine.Engine;
-import dev.sandbox4j.runtime.internal.engine.Exec;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.net.Inet4Address;
@@ -202,7 +200,7 @@ public final class Networks {
 
   private int claimSubnet() {
     try {
-      StateDirectory.createPrivateDirectories(dir);
+      PrivateFiles.createPrivateDirectories(dir);
       Path saved = dir.resolve("subnet");
       int start;
       if (Files.exists(saved)) {
@@ -315,7 +313,7 @@ public final class Networks {
    * its settings. Nothing on the host changes until {@link #up}.
    */
   public void assign(Path sandboxDir, String id, Settings settings) throws IOException {
-    Path slots = StateDirectory.createPrivateDirectories(dir.resolve("slots"));
+    Path slots = PrivateFiles.createPrivateDirectories(dir.resolve("slots"));
     int start = FIRST_SLOT + Math.floorMod(id.hashCode(), LAST_SLOT - FIRST_SLOT);
     for (int i = 0; i <= LAST_SLOT - FIRST_SLOT; i++) {
       int slot = FIRST_SLOT + Math.floorMod(start - FIRST_SLOT + i, LAST_SLOT - FIRST_SLOT + 1);
@@ -390,7 +388,7 @@ public final class Networks {
     try {
       String id = Files.readString(dir.resolve("slots").resolve(Integer.toString(slot))).strip();
       Path sandboxDir = home.resolve("sandboxes").resolve(id);
-      Optional<Saved> saved = Engine.isId(id) ? saved(sandboxDir) : Optional.empty();
+      Optional<Saved> saved = SandboxHome.isId(id) ? saved(sandboxDir) : Optional.empty();
       if (saved.isEmpty() || saved.get().slot() != slot) {
         return Optional.empty();
       }
@@ -430,35 +428,8 @@ public final class Networks {
   }
 
   /** Where an intercepting policy's proxy CA is installed in a sandbox. */
-  static final String CA_FILE = "/usr/local/share/ca-certificates/sandbox4j-egress-proxy.crt";
-
-  /**
-   * Installs the home's egress-proxy CA into sandbox {@code id}'s trust store ({@code
-   * update-ca-certificates}), for a policy that intercepts TLS; nothing otherwise. The CA
-   * certificate is public; its key stays in the home.
-   */
-  public void installCaIfIntercepting(Engine engine, String id) {
-    if (!policy(engine.dir(id)).interceptTls()) {
-      return;
-    }
-    String pem;
-    try {
-      pem = EgressProxy.caCertificatePem(home);
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot read the egress proxy's CA: " + e.getMessage(), e);
-    }
-    Exec.checkAsRoot(
-        engine,
-        id,
-        List.of(
-            "/bin/sh",
-            "-c",
-            "mkdir -p \"$(dirname \"$1\")\" && printf '%s' \"$2\" > \"$1\" &&"
-                + " update-ca-certificates >/dev/null 2>&1",
-            "sh",
-            CA_FILE,
-            pem));
-  }
+  public static final String CA_FILE =
+      "/usr/local/share/ca-certificates/sandbox4j-egress-proxy.crt";
 
   /** Whether the policy needs the egress proxy: domain rules, or headers to inject. */
   static boolean usesProxy(EgressPolicy p) {
@@ -933,7 +904,7 @@ public final class Networks {
             .map(p -> p.getFileName().toString())
             .filter(n -> n.startsWith(nsPrefix))
             .map(n -> n.substring(nsPrefix.length()))
-            .filter(id -> Engine.isId(id) && !Files.isDirectory(sandboxes.resolve(id)))
+            .filter(id -> SandboxHome.isId(id) && !Files.isDirectory(sandboxes.resolve(id)))
             .forEach(leftover::add);
       } catch (IOException e) {
         // nothing to list
@@ -945,7 +916,7 @@ public final class Networks {
       for (Path f : files.toList()) {
         try {
           String id = Files.readString(f).strip();
-          if (!Engine.isId(id) || !Files.isDirectory(sandboxes.resolve(id))) {
+          if (!SandboxHome.isId(id) || !Files.isDirectory(sandboxes.resolve(id))) {
             slots.put(Integer.parseInt(f.getFileName().toString()), id);
           }
         } catch (IOException | NumberFormatException e) {
@@ -1010,7 +981,7 @@ public final class Networks {
     try (Stream<Path> dirs = Files.list(sandboxes)) {
       for (Path d : dirs.toList()) {
         String id = d.getFileName().toString();
-        if (!Engine.isId(id)) {
+        if (!SandboxHome.isId(id)) {
           continue;
         }
         try {
@@ -1034,7 +1005,7 @@ public final class Networks {
    */
   public void refreshHosts(String network, String leaving) {
     try {
-      StateDirectory.createPrivateDirectories(dir);
+      PrivateFiles.createPrivateDirectories(dir);
       try (FileLock lock = FileLock.acquire(dir.resolve("hosts.lock"))) {
         Map<String, String> members = members(network);
         if (leaving != null) {

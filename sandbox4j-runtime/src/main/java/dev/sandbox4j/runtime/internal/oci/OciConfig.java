@@ -4,10 +4,10 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.sandbox4j.runtime.internal.engine.IdBlocks;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -265,9 +265,9 @@ public final class OciConfig {
    * before the runtime reads it, so neither a crash nor a power loss can leave one to be read.
    */
   public static void write(Path bundle, byte[] config) throws IOException {
-    StateDirectory.createPrivateDirectories(bundle);
+    PrivateFiles.createPrivateDirectories(bundle);
     Path file = bundle.resolve("config.json");
     Files.deleteIfExists(file); // one written before the state directory was private
-    StateDirectory.writeNew(file, config);
+    PrivateFiles.writeNew(file, config);
   }
 }

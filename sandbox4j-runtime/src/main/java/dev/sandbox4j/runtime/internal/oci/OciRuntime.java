@@ -4,8 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.HostSetup;
 import dev.sandbox4j.runtime.internal.engine.Checkpoints;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -230,7 +230,7 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
     Path marker = stateRoot.resolve(FAVOR_DYNMODS_MARKER);
     if (wasSet) {
       try {
-        StateDirectory.createPrivateDirectories(stateRoot);
+        PrivateFiles.createPrivateDirectories(stateRoot);
         Files.writeString(marker, "");
       } catch (IOException e) {
         throw new WorkspaceException("cannot write " + marker + ": " + e.getMessage(), e);

@@ -1,12 +1,12 @@
 package dev.sandbox4j.runtime.internal.ports;
 
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.internal.engine.Engine;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
+import dev.sandbox4j.runtime.internal.engine.NetNamespace;
 import dev.sandbox4j.runtime.internal.engine.Timers;
-import dev.sandbox4j.runtime.internal.net.NetNamespace;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
@@ -137,13 +137,13 @@ public final class PortProxy implements AutoCloseable {
         return known.get();
       }
       if (mayCreateHome) {
-        StateDirectory.createPrivateDirectories(file.getParent());
+        PrivateFiles.createPrivateDirectories(file.getParent());
       } else if (!Files.isDirectory(file.getParent())) {
         // fails if the home is gone: never brought back
-        StateDirectory.createPrivateDirectory(file.getParent());
+        PrivateFiles.createPrivateDirectory(file.getParent());
       }
       int chosen =
-          home.equals(LocalSandbox.DEFAULT_HOME) ? DEFAULT_PORT : freePort().orElse(DEFAULT_PORT);
+          home.equals(SandboxHome.DEFAULT) ? DEFAULT_PORT : freePort().orElse(DEFAULT_PORT);
       Path temp = file.resolveSibling(".proxy-port.tmp-" + UUID.randomUUID());
       try {
         Files.writeString(temp, chosen + "\n");
@@ -256,7 +256,7 @@ public final class PortProxy implements AutoCloseable {
     checkPort(port);
     Path file = engine.dir(id).resolve("forwards").resolve(Integer.toString(port));
     try {
-      StateDirectory.createPrivateDirectories(file.getParent());
+      PrivateFiles.createPrivateDirectories(file.getParent());
       if (!supervisorRuns) {
         Files.write(file, new byte[0]); // a number there is a dead supervisor's: bind anew
       } else if (!Files.exists(file)) {
@@ -280,7 +280,7 @@ public final class PortProxy implements AutoCloseable {
               + " of local:"
               + id
               + " within 20 s: see "
-              + engine.home().resolve(Supervisor.LOG_FILE));
+              + engine.home().resolve(SandboxHome.SUPERVISOR_LOG));
     } catch (NoSuchFileException e) {
       throw Engine.unavailable(id, "it was destroyed");
     } catch (IOException e) {

@@ -6,12 +6,13 @@ import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.util.CodeWatch;
 import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.File;
@@ -88,7 +89,7 @@ public final class Supervisor {
   static final Duration SCAN = Duration.ofSeconds(1);
   static final Duration LINGER = Duration.ofSeconds(10);
   public static final String LOCK = "supervisor.lock";
-  public static final String LOG_FILE = "supervisor.log";
+  public static final String LOG_FILE = SandboxHome.SUPERVISOR_LOG;
 
   private static final long LOG_MAX_BYTES = 1 << 20;
   private static final long RESPAWN_GUARD_NANOS = 5_000_000_000L;
@@ -420,7 +421,7 @@ public final class Supervisor {
       Files.move(log, home.resolve(LOG_FILE + ".1"), StandardCopyOption.REPLACE_EXISTING);
     }
     if (!Files.exists(log)) {
-      StateDirectory.createPrivateFile(log); // appendTo would make it 0644
+      PrivateFiles.createPrivateFile(log); // appendTo would make it 0644
     }
     List<String> argv =
         List.of(

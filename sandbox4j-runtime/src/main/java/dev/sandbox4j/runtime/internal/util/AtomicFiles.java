@@ -25,7 +25,7 @@ public final class AtomicFiles {
           FileChannel.open(
               temp,
               java.util.Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE),
-              StateDirectory.privateFile())) {
+              PrivateFiles.privateFile())) {
         out.write(java.nio.ByteBuffer.wrap(content));
         out.force(true);
       }

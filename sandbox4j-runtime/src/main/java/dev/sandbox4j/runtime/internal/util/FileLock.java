@@ -1,6 +1,5 @@
 package dev.sandbox4j.runtime.internal.util;
 
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
@@ -101,7 +100,7 @@ public final class FileLock implements AutoCloseable {
               ? FileChannel.open( // owner-only, like everything in the state directory
                   file,
                   java.util.Set.of(StandardOpenOption.CREATE, StandardOpenOption.WRITE),
-                  StateDirectory.privateFile())
+                  PrivateFiles.privateFile())
               : FileChannel.open(file, StandardOpenOption.WRITE);
       try {
         Object key = identity(file);

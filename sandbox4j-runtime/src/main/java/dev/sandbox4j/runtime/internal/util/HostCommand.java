@@ -1,6 +1,5 @@
 package dev.sandbox4j.runtime.internal.util;
 
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.BufferedReader;
 import java.io.File;
@@ -64,7 +63,7 @@ public final class HostCommand {
    */
   static void checkLogged(List<String> argv, java.nio.file.Path log) {
     try {
-      StateDirectory.createPrivateFile(log); // redirectOutput would make it 0644
+      PrivateFiles.createPrivateFile(log); // redirectOutput would make it 0644
     } catch (IOException e) {
       throw new WorkspaceException("cannot create " + log + ": " + e.getMessage(), e);
     }

@@ -381,7 +381,10 @@ class ImageStoreTest {
   void rebuildingOrRemovingKeepsTheLayersSandboxesUseUntilGc() throws IOException {
     requireRoot();
     Path images = temp.resolve("images");
-    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}));
+    Path sandboxes = temp.resolve("sandboxes");
+    ImageStore store =
+        new ImageStore(
+            images, new FakeBuilder(() -> {}), () -> SandboxRecord.layersInUse(sandboxes));
     Image first = store.ensureDefault(l -> {});
     writeSandboxRecord(temp.resolve("sandboxes/sb1"), "default", first.layerIds());
     // A sandbox from before layers existed: its record names no layers, only its image.

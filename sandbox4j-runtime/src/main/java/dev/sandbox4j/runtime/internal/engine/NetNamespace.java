@@ -1,6 +1,5 @@
-package dev.sandbox4j.runtime.internal.net;
+package dev.sandbox4j.runtime.internal.engine;
 
-import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.linux.NativeFs;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import java.io.IOException;
