@@ -5,15 +5,12 @@ import dev.sandbox4j.runtime.internal.engine.Exec;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
-import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
-import dev.sandbox4j.runtime.internal.linux.Cgroups;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
-import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
@@ -162,9 +159,7 @@ public final class LocalSandbox
     this.portToken = b.portToken;
     this.egress = b.egress;
     this.networks = List.copyOf(new java.util.TreeSet<>(b.networks));
-    Path sandboxesDir = home.resolve("sandboxes");
-    this.images =
-        new ImageStore(home.resolve("images"), () -> SandboxRecord.layersInUse(sandboxesDir));
+    this.images = Engine.imageStore(home);
     this.sandboxesLimits = b.sandboxesLimits;
   }
 
@@ -741,7 +736,7 @@ public final class LocalSandbox
   }
 
   /** The engine, checked and built on first use. */
-  public Engine engine() {
+  Engine engine() {
     Engine e = engine;
     if (e == null) {
       synchronized (this) {
@@ -768,37 +763,7 @@ public final class LocalSandbox
 
   private Engine openEngine() {
     requireLinuxAndRoot();
-    try {
-      if (Files.isDirectory(home)) { // tightens an old home; only a create makes a missing one
-        StateDirectory.ensure(home);
-      }
-    } catch (java.io.IOException e) {
-      throw new WorkspaceException("cannot make the state directory " + home + ": " + e, e);
-    }
-    String name = runtimeName == null ? "crun" : runtimeName;
-    Path binary =
-        (runtimeName == null ? OciRuntime.defaultCrun() : OciRuntime.find(runtimeName))
-            .orElseThrow(
-                () ->
-                    new WorkspaceException(
-                        "the OCI runtime '"
-                            + name
-                            + "' is not installed: run `sandbox4j setup` (or apt-get install "
-                            + name
-                            + ")"));
-    Engine e =
-        new Engine(
-            home,
-            images,
-            new OciRuntime(binary, home.resolve("run").resolve(binary.getFileName().toString())),
-            sandboxesLimits == null
-                ? Cgroups.detect(Cgroups.parentFor(home))
-                : Cgroups.detect(Cgroups.parentFor(home)).withLimits(sandboxesLimits));
-    if (diskReserve >= 0) {
-      e.diskReserve(diskReserve);
-    }
-    e.diskOvercommit(diskOvercommit);
-    return e;
+    return Engine.open(home, images, runtimeName, sandboxesLimits, diskReserve, diskOvercommit);
   }
 
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */

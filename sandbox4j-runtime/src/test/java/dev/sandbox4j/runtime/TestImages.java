@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.SpareDisks;
 import dev.sandbox4j.runtime.internal.engine.StateDirectory;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
@@ -285,5 +286,10 @@ public final class TestImages {
 
   static String hex(byte[] b) {
     return HexFormat.of().formatHex(b);
+  }
+
+  /** The engine behind {@code sandboxes}, for tests in the internal packages. */
+  public static Engine engineOf(LocalSandbox sandboxes) {
+    return sandboxes.engine();
   }
 }

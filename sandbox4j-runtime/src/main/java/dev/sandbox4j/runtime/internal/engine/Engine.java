@@ -5,6 +5,7 @@ import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.Cgroups;
 import dev.sandbox4j.runtime.internal.linux.Freezer;
+import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
@@ -63,6 +64,61 @@ public final class Engine {
   private final Networks networks;
   private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
   private volatile double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
+
+  /**
+   * The image store of {@code home}, which keeps every layer a sandbox of the home runs on (read
+   * from their records).
+   */
+  public static ImageStore imageStore(Path home) {
+    Path sandboxesDir = home.resolve("sandboxes");
+    return new ImageStore(home.resolve("images"), () -> SandboxRecord.layersInUse(sandboxesDir));
+  }
+
+  /**
+   * The engine of state directory {@code home}: an existing home made before its modes were tight
+   * is tightened first (only a create makes a missing one); {@code runtimeName} names the OCI
+   * runtime (null: the default crun); {@code limits} bounds all the home's sandboxes together
+   * (null: derived from the host); {@code diskReserve} is the free space a create leaves (negative:
+   * the default).
+   */
+  public static Engine open(
+      Path home,
+      ImageStore images,
+      String runtimeName,
+      HostLimits.Sandboxes limits,
+      long diskReserve,
+      double diskOvercommit) {
+    try {
+      if (Files.isDirectory(home)) {
+        StateDirectory.ensure(home);
+      }
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot make the state directory " + home + ": " + e, e);
+    }
+    String name = runtimeName == null ? "crun" : runtimeName;
+    Path binary =
+        (runtimeName == null ? OciRuntime.defaultCrun() : OciRuntime.find(runtimeName))
+            .orElseThrow(
+                () ->
+                    new WorkspaceException(
+                        "the OCI runtime '"
+                            + name
+                            + "' is not installed: run `sandbox4j setup` (or apt-get install "
+                            + name
+                            + ")"));
+    Cgroups cgroups = Cgroups.detect(Cgroups.parentFor(home));
+    Engine e =
+        new Engine(
+            home,
+            images,
+            new OciRuntime(binary, home.resolve("run").resolve(binary.getFileName().toString())),
+            limits == null ? cgroups : cgroups.withLimits(limits));
+    if (diskReserve >= 0) {
+      e.diskReserve(diskReserve);
+    }
+    e.diskOvercommit(diskOvercommit);
+    return e;
+  }
 
   public Engine(Path home, ImageStore images, OciRuntime runtime, Cgroups cgroups) {
     this.home = home;

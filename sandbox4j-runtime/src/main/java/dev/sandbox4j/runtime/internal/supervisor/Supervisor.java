@@ -1,10 +1,10 @@
 package dev.sandbox4j.runtime.internal.supervisor;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
 import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.net.Networks;
@@ -138,11 +138,14 @@ public final class Supervisor {
       return;
     }
     say("supervisor " + ProcessHandle.current().pid() + " started for " + home);
-    LocalSandbox.Builder settings = LocalSandbox.builder().home(home).progress(line -> {});
-    if (args.length > 1) {
-      settings.runtime(args[1]);
-    }
-    Engine engine = settings.build().engine();
+    Engine engine =
+        Engine.open(
+            home,
+            Engine.imageStore(home),
+            args.length > 1 ? args[1] : null,
+            null,
+            -1,
+            SandboxDisk.DEFAULT_OVERCOMMIT);
     Supervisor supervisor = null;
     try (pinned;
         PortProxy ports = new PortProxy(engine, Supervisor::say)) {

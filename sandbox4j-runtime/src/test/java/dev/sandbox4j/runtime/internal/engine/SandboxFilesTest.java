@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.Prerequisites;
+import dev.sandbox4j.runtime.TestImages;
 import dev.sandbox4j.workspace.BackgroundCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -70,7 +71,7 @@ class SandboxFilesTest {
     Path rootfs =
         SANDBOXES.home().resolve("sandboxes").resolve(ws.ref().get().id()).resolve("rootfs");
     String wd = ws.workingDirectory();
-    int user = SANDBOXES.engine().record(ws.ref().get().id()).hostBase() + 1000;
+    int user = TestImages.engineOf(SANDBOXES).record(ws.ref().get().id()).hostBase() + 1000;
     assertThat((long) user - 1000)
         .as("the sandbox's own block of host ids")
         .matches(IdBlocks::isBlock);

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.Prerequisites;
+import dev.sandbox4j.runtime.TestImages;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -81,9 +82,11 @@ class FixedCrunTest {
     Prerequisites.requireLocalEngine();
     Path binary = OciRuntime.find("crun").orElseThrow();
     assertThat(
-            LocalSandbox.builder().runtime(binary.toString()).build().engine().runtime().binary())
+            TestImages.engineOf(LocalSandbox.builder().runtime(binary.toString()).build())
+                .runtime()
+                .binary())
         .isEqualTo(binary);
-    assertThat(new LocalSandbox().engine().runtime().binary())
+    assertThat(TestImages.engineOf(new LocalSandbox()).runtime().binary())
         .isEqualTo(OciRuntime.defaultCrun().orElseThrow());
   }
 

@@ -296,9 +296,9 @@ class PortProxyTest {
   @Test
   void aRequestRestoresAHibernatedSandboxAndStartsAStoppedOne() throws Exception {
     Prerequisites.require(
-        Checkpoints.unavailable(sandboxes.engine().runtime()).isEmpty(),
+        Checkpoints.unavailable(TestImages.engineOf(sandboxes).runtime()).isEmpty(),
         "checkpoint/restore: "
-            + Checkpoints.unavailable(sandboxes.engine().runtime()).orElse("")
+            + Checkpoints.unavailable(TestImages.engineOf(sandboxes).runtime()).orElse("")
             + " (sandbox4j setup)");
     Workspace ws = Workspace.of(sandboxes.newBackend());
     WorkspaceRef ref = ws.open();
