@@ -525,8 +525,8 @@ public final class LocalSandbox
         s.memoryBytes(),
         s.pids(),
         image.sizeBytes(),
-        s.disk().bytes(),
-        s.disk().inodes());
+        SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()).bytes(),
+        SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()).inodes());
   }
 
   // ---- ports -------------------------------------------------------------------------------

@@ -43,12 +43,7 @@ class PackageDependenciesTest {
    * internal package (they use none), so that no cycle runs through the API package.
    */
   static final Class<?>[] VALUES = {
-    EgressPolicy.class,
-    HostCheck.class,
-    ImageRecipe.class,
-    InsufficientDiskException.class,
-    SandboxTimers.class,
-    ForkResult.class
+    EgressPolicy.class, HostCheck.class, ImageRecipe.class, InsufficientDiskException.class
   };
 
   private static final JavaClasses RUNTIME =

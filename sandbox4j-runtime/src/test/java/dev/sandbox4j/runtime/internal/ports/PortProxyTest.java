@@ -6,7 +6,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.LocalhostResolverProvider;
 import dev.sandbox4j.runtime.Prerequisites;
-import dev.sandbox4j.runtime.SandboxInfo;
 import dev.sandbox4j.runtime.TestImages;
 import dev.sandbox4j.runtime.internal.engine.Checkpoints;
 import dev.sandbox4j.workspace.Command;
