@@ -4,6 +4,7 @@ import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
+import dev.sandbox4j.runtime.internal.linux.Mounts;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.oci.Criu;
 import dev.sandbox4j.runtime.internal.oci.FixedCrun;
@@ -38,13 +39,9 @@ public final class HostSetup {
 
   private static final Path FILESYSTEMS = Path.of("/proc/filesystems");
   private static final Path MAX_USER_NAMESPACES = Path.of("/proc/sys/user/max_user_namespaces");
-  private static final Path MOUNTINFO = Path.of("/proc/self/mountinfo");
-  private static final Path HYBRID_UNIFIED = Path.of("/sys/fs/cgroup/unified");
-  private static final Path PURE_V2 = Path.of("/sys/fs/cgroup");
   private static final Path HUGETLB = Path.of("/sys/fs/cgroup/hugetlb");
   private static final String HUGETLB_FIX =
       "mkdir -p " + HUGETLB + " && mount -t cgroup -o hugetlb cgroup " + HUGETLB;
-  private static final Pattern KERNEL = Pattern.compile("(\\d+)\\.(\\d+).*");
 
   /** Characters overlayfs mount options cannot carry in a path (they separate options). */
   private static final Pattern BAD_PATH_CHAR = Pattern.compile("[,:\\\\\\s]");
@@ -58,7 +55,7 @@ public final class HostSetup {
    */
   public static List<HostCheck> check(Path home) {
     Objects.requireNonNull(home, "home");
-    List<Mount> mounts = mounts();
+    List<Mounts.Mount> mounts = Mounts.mounts();
     List<HostCheck> checks = new ArrayList<>();
     checks.add(linux());
     checks.add(root());
@@ -69,7 +66,7 @@ public final class HostSetup {
     checks.add(Criu.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
-    checks.add(favorDynmods(mounts, System.getProperty("os.version")));
+    checks.add(Mounts.favorDynmods(mounts, System.getProperty("os.version")));
     checks.add(openFiles());
     checks.add(Networks.check());
     checks.add(stateDirectory(home));
@@ -122,14 +119,14 @@ public final class HostSetup {
       runAndReport(List.of("sysctl", "-w", "user.max_user_namespaces=15000"), progress);
     }
 
-    List<Mount> mounts = mounts();
-    if (unified(mounts).isEmpty()) {
-      Path at = hasCgroupV1(mounts) ? HYBRID_UNIFIED : PURE_V2;
+    List<Mounts.Mount> mounts = Mounts.mounts();
+    if (Mounts.unified(mounts).isEmpty()) {
+      Path at = hasCgroupV1(mounts) ? Mounts.HYBRID_UNIFIED : Mounts.PURE_V2;
       progress.accept("mounting the cgroup v2 hierarchy at " + at);
       runAndReport(
           List.of("sh", "-c", "mkdir -p \"$1\" && mount -t cgroup2 cgroup2 \"$1\"", "sh", "" + at),
           progress);
-      mounts = mounts();
+      mounts = Mounts.mounts();
     }
 
     if (isHybrid(mounts) && !hasHugetlb(mounts)) {
@@ -137,8 +134,8 @@ public final class HostSetup {
       runAndReport(List.of("sh", "-c", HUGETLB_FIX), progress);
     }
 
-    mounts = mounts();
-    HostCheck dynmods = favorDynmods(mounts, System.getProperty("os.version"));
+    mounts = Mounts.mounts();
+    HostCheck dynmods = Mounts.favorDynmods(mounts, System.getProperty("os.version"));
     if (!dynmods.ok()) {
       progress.accept(
           "remounting the cgroup v2 hierarchy with favordynmods (fast cgroup moves): "
@@ -203,11 +200,11 @@ public final class HostSetup {
             "run as root (e.g. with sudo)");
   }
 
-  private static HostCheck cgroupKill(List<Mount> mounts) {
+  private static HostCheck cgroupKill(List<Mounts.Mount> mounts) {
     String name = "cgroup v2 (cgroup.kill)";
-    Optional<Path> unified = unified(mounts);
+    Optional<Path> unified = Mounts.unified(mounts);
     String kernel = System.getProperty("os.version");
-    int[] version = kernelVersion(kernel);
+    int[] version = Mounts.kernelVersion(kernel);
     boolean newEnough = version[0] > 5 || (version[0] == 5 && version[1] >= 14);
     if (!newEnough) {
       return HostCheck.missing(
@@ -218,7 +215,7 @@ public final class HostSetup {
           "upgrade to a Linux kernel 5.14 or newer");
     }
     if (unified.isEmpty()) {
-      Path at = hasCgroupV1(mounts) ? HYBRID_UNIFIED : PURE_V2;
+      Path at = hasCgroupV1(mounts) ? Mounts.HYBRID_UNIFIED : Mounts.PURE_V2;
       return HostCheck.missing(
           name,
           "no cgroup2 file system is mounted; commands are killed through cgroup.kill",
@@ -270,7 +267,7 @@ public final class HostSetup {
     return HostCheck.ok("mmdebstrap", mmdebstrap.get() + version(mmdebstrap.get()));
   }
 
-  private static HostCheck hugetlb(List<Mount> mounts) {
+  private static HostCheck hugetlb(List<Mounts.Mount> mounts) {
     String name = "hugetlb cgroup";
     if (!isHybrid(mounts)) {
       return HostCheck.ok(name, "not needed: no cgroup v1 memory hierarchy is mounted");
@@ -285,88 +282,6 @@ public final class HostSetup {
             + HUGETLB
             + "; the mount does not survive a reboot",
         HUGETLB_FIX);
-  }
-
-  /**
-   * Whether moving a process into a cgroup is fast. Every move (crun puts a sandbox's init into its
-   * cgroups, each command joins them) takes the kernel's cgroup threadgroup lock for writing, which
-   * by default waits for an RCU grace period: 5-20 ms measured here, paid once per create and once
-   * per command. {@code favordynmods} (Linux 6.0+, a cgroup2 mount option that applies to every
-   * hierarchy, v1 included) makes such moves take well under a millisecond, for a slightly dearer
-   * fork and exit. A remount must repeat the hierarchy's other options: the kernel clears any flag
-   * it is not given. For the same reason any later cgroup2 mount in the host's cgroup namespace
-   * without the option (another tool's setup, say) turns it off again: doctor then reports it.
-   */
-  static HostCheck favorDynmods(List<Mount> mounts, String kernel) {
-    String name = "cgroup favordynmods";
-    Optional<Mount> v2 = unified(mounts).flatMap(at -> mountAt(mounts, at, "cgroup2"));
-    if (v2.isEmpty()) {
-      return HostCheck.ok(name, "no cgroup2 hierarchy to tune (see cgroup v2 above)");
-    }
-    int[] version = kernelVersion(kernel);
-    if (version[0] < 6) {
-      return HostCheck.ok(
-          name,
-          "not available in kernel "
-              + kernel
-              + " (6.0 or newer has it): each create and command waits 5-20 ms in the kernel to"
-              + " move a process into its cgroup");
-    }
-    List<String> options = v2.get().options();
-    if (options.contains("favordynmods")) {
-      return HostCheck.ok(name, "cgroup2 at " + v2.get().mountPoint() + " has favordynmods");
-    }
-    List<String> remount = new ArrayList<>(List.of("remount"));
-    options.stream().filter(o -> !o.equals("remount")).forEach(remount::add);
-    remount.add("favordynmods");
-    return HostCheck.missing(
-        name,
-        "cgroup2 at "
-            + v2.get().mountPoint()
-            + " lacks favordynmods: every move of a process into a cgroup (one per create, one"
-            + " per command) waits 5-20 ms for an RCU grace period; the remount does not survive"
-            + " a reboot, and a cgroup2 mount without the option turns it off again",
-        "mount -o " + String.join(",", remount) + " " + v2.get().mountPoint());
-  }
-
-  /** Whether the cgroup2 hierarchy is mounted with {@code favordynmods} right now. */
-  public static boolean favorDynmodsSet() {
-    List<Mount> mounts = mounts();
-    return unified(mounts)
-        .flatMap(at -> mountAt(mounts, at, "cgroup2"))
-        .map(m -> m.options().contains("favordynmods"))
-        .orElse(false);
-  }
-
-  /**
-   * Puts {@code favordynmods} back after something cleared it: CRIU mounts cgroup2 in the host's
-   * cgroup namespace for a checkpoint or restore, and that mount's flags (without the option) apply
-   * to the hierarchy. Called only when the option was set before, so that a host whose owner never
-   * chose it is left as it was.
-   */
-  public static void restoreFavorDynmods() {
-    HostCheck check = favorDynmods(mounts(), System.getProperty("os.version"));
-    if (!check.ok()) {
-      HostCommand.Result r = HostCommand.run(List.of("sh", "-c", check.fix()));
-      if (!r.ok()) {
-        System.getLogger(HostSetup.class.getName())
-            .log(
-                System.Logger.Level.WARNING,
-                "could not restore favordynmods on the cgroup2 hierarchy ("
-                    + check.fix()
-                    + "): creates and commands will be 5-20 ms slower until `sandbox4j setup`");
-      }
-    }
-  }
-
-  private static Optional<Mount> mountAt(List<Mount> mounts, Path at, String fsType) {
-    Mount found = null;
-    for (Mount m : mounts) {
-      if (m.mountPoint().equals(at) && m.fsType().equals(fsType)) {
-        found = m; // the last one is on top
-      }
-    }
-    return Optional.ofNullable(found);
   }
 
   private static HostCheck openFiles() {
@@ -478,7 +393,7 @@ public final class HostSetup {
     if (stream(List.of("apt-get", "update", "-q"), progress) != 0) {
       progress.accept("  apt-get update failed; trying to install from the current package lists");
     }
-    List<String> install = aptInstall(missing);
+    List<String> install = HostCommand.aptInstall(missing);
     progress.accept("$ apt-get install -y --no-install-recommends " + String.join(" ", missing));
     int exit = stream(install, progress);
     if (exit != 0) {
@@ -501,81 +416,17 @@ public final class HostSetup {
 
   // ---- facts about the host -----------------------------------------------------------------
 
-  /** One line of {@code /proc/self/mountinfo}: where, what type, with which super options. */
-  record Mount(Path mountPoint, String fsType, List<String> options) {}
-
-  /** {@code apt-get install} of {@code packages}: quiet, no recommends, waiting for dpkg's lock. */
-  public static List<String> aptInstall(List<String> packages) {
-    List<String> argv =
-        new ArrayList<>(
-            List.of(
-                "apt-get",
-                "install",
-                "-y",
-                "-q",
-                "--no-install-recommends",
-                "-o",
-                "DPkg::Lock::Timeout=120"));
-    argv.addAll(packages);
-    return argv;
-  }
-
-  static List<Mount> mounts() {
-    List<Mount> mounts = new ArrayList<>();
-    try {
-      for (String line : Files.readAllLines(MOUNTINFO)) {
-        String[] halves = line.split(" - ", 2);
-        String[] before = halves[0].split(" ");
-        if (halves.length < 2 || before.length < 5) {
-          continue;
-        }
-        String[] after = halves[1].split(" ");
-        mounts.add(
-            new Mount(
-                Path.of(unescape(before[4])),
-                after[0],
-                after.length > 2 ? List.of(after[2].split(",")) : List.of()));
-      }
-    } catch (IOException | RuntimeException e) {
-      // not Linux, or no /proc: every mount-based check fails
-    }
-    return mounts;
-  }
-
-  private static String unescape(String field) {
-    Matcher m = Pattern.compile("\\\\([0-7]{3})").matcher(field);
-    StringBuilder out = new StringBuilder();
-    while (m.find()) {
-      m.appendReplacement(
-          out, Matcher.quoteReplacement(String.valueOf((char) Integer.parseInt(m.group(1), 8))));
-    }
-    m.appendTail(out);
-    return out.toString();
-  }
-
-  /** The cgroup2 mount, preferring the standard places. */
-  private static Optional<Path> unified(List<Mount> mounts) {
-    List<Path> v2 =
-        mounts.stream().filter(m -> m.fsType().equals("cgroup2")).map(Mount::mountPoint).toList();
-    for (Path preferred : List.of(HYBRID_UNIFIED, PURE_V2)) {
-      if (v2.contains(preferred)) {
-        return Optional.of(preferred);
-      }
-    }
-    return v2.stream().findFirst();
-  }
-
-  private static boolean hasCgroupV1(List<Mount> mounts) {
+  private static boolean hasCgroupV1(List<Mounts.Mount> mounts) {
     return mounts.stream().anyMatch(m -> m.fsType().equals("cgroup"));
   }
 
   /** Hybrid: a cgroup v1 memory hierarchy is mounted, so crun works in v1 mode. */
-  private static boolean isHybrid(List<Mount> mounts) {
+  private static boolean isHybrid(List<Mounts.Mount> mounts) {
     return mounts.stream()
         .anyMatch(m -> m.fsType().equals("cgroup") && m.options().contains("memory"));
   }
 
-  private static boolean hasHugetlb(List<Mount> mounts) {
+  private static boolean hasHugetlb(List<Mounts.Mount> mounts) {
     return mounts.stream()
         .anyMatch(
             m ->
@@ -603,14 +454,6 @@ public final class HostSetup {
     } catch (IOException | RuntimeException e) {
       return Optional.empty();
     }
-  }
-
-  static int[] kernelVersion(String osVersion) {
-    Matcher m = KERNEL.matcher(osVersion == null ? "" : osVersion);
-    if (!m.matches()) {
-      return new int[] {0, 0};
-    }
-    return new int[] {Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2))};
   }
 
   /** Whether this process's effective uid is 0. */

@@ -9,6 +9,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.sandbox4j.runtime.internal.engine.Checkpoints;
 import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.linux.Mounts;
 import dev.sandbox4j.workspace.BackgroundCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;
@@ -86,11 +87,11 @@ class CheckpointTest {
 
     Workspace child = create();
     String childId = child.open().id();
-    boolean fastCgroupMoves = HostSetup.favorDynmodsSet();
+    boolean fastCgroupMoves = Mounts.favorDynmodsSet();
     Checkpoints.Fork fork =
         Checkpoints.fork(SANDBOXES.engine(), parentId, childId, tmp.resolve("images"));
     // CRIU's own cgroup2 mount clears the option; every later create and command would pay for it
-    assertThat(HostSetup.favorDynmodsSet())
+    assertThat(Mounts.favorDynmodsSet())
         .as("favordynmods on the cgroup2 hierarchy after a checkpoint and restore")
         .isEqualTo(fastCgroupMoves);
     System.out.printf(

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
+import dev.sandbox4j.runtime.internal.linux.Mounts;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -141,13 +142,12 @@ class HostSetupTest {
   @Test
   void favordynmodsIsAddedToTheCgroup2OptionsItAlreadyHas() {
     Path unified = Path.of("/sys/fs/cgroup/unified");
-    List<HostSetup.Mount> without =
+    List<Mounts.Mount> without =
         List.of(
-            new HostSetup.Mount(
-                Path.of("/sys/fs/cgroup/memory"), "cgroup", List.of("rw", "memory")),
-            new HostSetup.Mount(unified, "cgroup2", List.of("rw", "nsdelegate")));
+            new Mounts.Mount(Path.of("/sys/fs/cgroup/memory"), "cgroup", List.of("rw", "memory")),
+            new Mounts.Mount(unified, "cgroup2", List.of("rw", "nsdelegate")));
 
-    HostCheck missing = HostSetup.favorDynmods(without, "6.18.44");
+    HostCheck missing = Mounts.favorDynmods(without, "6.18.44");
 
     assertThat(missing.ok()).isFalse();
     assertThat(missing.detail()).contains("RCU grace period");
@@ -155,19 +155,19 @@ class HostSetupTest {
     assertThat(missing.fix())
         .isEqualTo("mount -o remount,rw,nsdelegate,favordynmods /sys/fs/cgroup/unified");
 
-    List<HostSetup.Mount> with =
-        List.of(new HostSetup.Mount(unified, "cgroup2", List.of("rw", "favordynmods")));
-    assertThat(HostSetup.favorDynmods(with, "6.18.44").ok()).isTrue();
-    HostCheck old = HostSetup.favorDynmods(without, "5.15.0");
+    List<Mounts.Mount> with =
+        List.of(new Mounts.Mount(unified, "cgroup2", List.of("rw", "favordynmods")));
+    assertThat(Mounts.favorDynmods(with, "6.18.44").ok()).isTrue();
+    HostCheck old = Mounts.favorDynmods(without, "5.15.0");
     assertThat(old.ok()).as("informational before 6.0").isTrue();
     assertThat(old.detail()).contains("6.0");
   }
 
   @Test
   void kernelVersionsParse() {
-    assertThat(HostSetup.kernelVersion("6.18.0-rc1")).containsExactly(6, 18);
-    assertThat(HostSetup.kernelVersion("5.14")).containsExactly(5, 14);
-    assertThat(HostSetup.kernelVersion("weird")).containsExactly(0, 0);
+    assertThat(Mounts.kernelVersion("6.18.0-rc1")).containsExactly(6, 18);
+    assertThat(Mounts.kernelVersion("5.14")).containsExactly(5, 14);
+    assertThat(Mounts.kernelVersion("weird")).containsExactly(0, 0);
   }
 
   @Test

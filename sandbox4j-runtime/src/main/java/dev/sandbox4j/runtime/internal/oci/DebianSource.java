@@ -1,6 +1,5 @@
 package dev.sandbox4j.runtime.internal.oci;
 
-import dev.sandbox4j.runtime.HostSetup;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -262,7 +261,7 @@ final class DebianSource {
       return;
     }
     progress.accept(label + ": installing build dependencies: " + String.join(" ", missing));
-    List<String> install = HostSetup.aptInstall(missing);
+    List<String> install = HostCommand.aptInstall(missing);
     if (HostCommand.stream(install, null, progress) == 0) {
       return;
     }

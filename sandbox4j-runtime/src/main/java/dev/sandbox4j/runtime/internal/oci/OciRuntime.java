@@ -2,8 +2,8 @@ package dev.sandbox4j.runtime.internal.oci;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.sandbox4j.runtime.HostSetup;
 import dev.sandbox4j.runtime.internal.engine.Checkpoints;
+import dev.sandbox4j.runtime.internal.linux.Mounts;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -226,7 +226,7 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
    * {@link #restoreFavorDynmodsAfterCrash} (gc) does it.
    */
   private void keepingFavorDynmods(Runnable criuCall) {
-    boolean wasSet = HostSetup.favorDynmodsSet();
+    boolean wasSet = Mounts.favorDynmodsSet();
     Path marker = stateRoot.resolve(FAVOR_DYNMODS_MARKER);
     if (wasSet) {
       try {
@@ -247,8 +247,8 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
   public void restoreFavorDynmodsAfterCrash() {
     Path marker = stateRoot.resolve(FAVOR_DYNMODS_MARKER);
     if (Files.exists(marker)) {
-      if (!HostSetup.favorDynmodsSet()) {
-        HostSetup.restoreFavorDynmods();
+      if (!Mounts.favorDynmodsSet()) {
+        Mounts.restoreFavorDynmods();
       }
       try {
         Files.deleteIfExists(marker);

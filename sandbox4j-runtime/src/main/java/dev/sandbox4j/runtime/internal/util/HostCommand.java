@@ -6,6 +6,7 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
@@ -170,5 +171,21 @@ public final class HostCommand {
       Thread.currentThread().interrupt();
       throw new java.util.concurrent.CancellationException("interrupted while running " + argv);
     }
+  }
+
+  /** {@code apt-get install} of {@code packages}: quiet, no recommends, waiting for dpkg's lock. */
+  public static List<String> aptInstall(List<String> packages) {
+    List<String> argv =
+        new ArrayList<>(
+            List.of(
+                "apt-get",
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "-o",
+                "DPkg::Lock::Timeout=120"));
+    argv.addAll(packages);
+    return argv;
   }
 }
