@@ -5,13 +5,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.sandbox4j.runtime.internal.egress.PublicAddresses;
-import dev.sandbox4j.runtime.internal.util.SecretFiles;
-import java.io.IOException;
+import dev.sandbox4j.runtime.internal.addr.Cidr;
+import dev.sandbox4j.runtime.internal.addr.HostNames;
+import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
 import java.net.InetAddress;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -125,7 +122,6 @@ public final class EgressPolicy {
   private static final EgressPolicy ALL =
       new EgressPolicy(Mode.ALL, List.of(), List.of(), List.of(), false);
 
-  private static final Pattern LABEL = Pattern.compile("[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?");
   private static final Pattern TOKEN = Pattern.compile("[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}");
 
   /** Headers that frame or route the message: the proxy owns them, a rule may not set them. */
@@ -235,7 +231,8 @@ public final class EgressPolicy {
         }
       } else {
         String domain = normalizeDomainRule(trimmed, "egress rule");
-        if (strict && isLocalhostName(domain.startsWith("*.") ? domain.substring(2) : domain)) {
+        if (strict
+            && HostNames.isLocalhostName(domain.startsWith("*.") ? domain.substring(2) : domain)) {
           throw new IllegalArgumentException(
               "egress rule '"
                   + trimmed
@@ -358,7 +355,7 @@ public final class EgressPolicy {
       case NONE -> false;
       case ALL -> true;
       case ALLOWLIST -> {
-        String h = normalizeHost(host);
+        String h = HostNames.normalizeHost(host);
         for (String rule : domains) {
           if (domainMatches(rule, h)) {
             yield true;
@@ -387,7 +384,7 @@ public final class EgressPolicy {
     if (headers.isEmpty()) {
       return Map.of();
     }
-    String h = normalizeHost(host);
+    String h = HostNames.normalizeHost(host);
     Map<String, String> out = new LinkedHashMap<>();
     for (HeaderRule rule : headers) {
       if (rule.matches(h) && rule.appliesTo(port, tls)) {
@@ -509,31 +506,6 @@ public final class EgressPolicy {
     return policy;
   }
 
-  /**
-   * Stores this policy in {@code file} atomically, owner-only (0600) from the start: it may hold
-   * header secrets.
-   */
-  void write(Path file) throws IOException {
-    SecretFiles.write(file, toJson().getBytes(StandardCharsets.UTF_8));
-  }
-
-  /**
-   * Reads a policy {@link #write} stored.
-   *
-   * @throws IllegalArgumentException naming the file, if it does not hold a valid policy
-   */
-  static EgressPolicy read(Path file) throws IOException {
-    if (Files.size(file) > MAX_FILE_BYTES) {
-      throw new IllegalArgumentException(
-          "egress policy file " + file + " is larger than " + MAX_FILE_BYTES + " bytes");
-    }
-    try {
-      return fromJson(Files.readString(file, StandardCharsets.UTF_8));
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException(file + ": " + e.getMessage(), e);
-    }
-  }
-
   private static List<Integer> ports(JsonNode header) {
     JsonNode ports = header.path("ports");
     if (ports.isMissingNode() || ports.isNull()) {
@@ -598,17 +570,6 @@ public final class EgressPolicy {
 
   // ---- syntax ----
 
-  /** Lower case, trailing dot removed; used for host names coming from requests. */
-  public static String normalizeHost(String host) {
-    String h = host.toLowerCase(Locale.ROOT);
-    return h.endsWith(".") ? h.substring(0, h.length() - 1) : h;
-  }
-
-  /** Whether {@code host} (normalized) is {@code localhost} or a name below it: loopback. */
-  public static boolean isLocalhostName(String host) {
-    return host.equals("localhost") || host.endsWith(".localhost");
-  }
-
   static boolean domainMatches(String rule, String host) {
     if (rule.startsWith("*.")) {
       String suffix = rule.substring(1); // ".example.com"
@@ -617,27 +578,13 @@ public final class EgressPolicy {
     return rule.equals(host);
   }
 
-  /** Whether {@code text} is a valid host name (the form a request may name). */
-  public static boolean isValidHostName(String text) {
-    String h = normalizeHost(text);
-    if (h.isEmpty() || h.length() > 253) {
-      return false;
-    }
-    for (String label : h.split("\\.", -1)) {
-      if (!LABEL.matcher(label).matches()) {
-        return false;
-      }
-    }
-    return true;
-  }
-
   private static String normalizeDomainRule(String rule, String what) {
     if (rule == null) {
       throw new IllegalArgumentException(what + " is null");
     }
-    String r = normalizeHost(rule.strip());
+    String r = HostNames.normalizeHost(rule.strip());
     String name = r.startsWith("*.") ? r.substring(2) : r;
-    if (name.isEmpty() || !isValidHostName(name) || name.endsWith(".")) {
+    if (name.isEmpty() || !HostNames.isValidHostName(name) || name.endsWith(".")) {
       throw new IllegalArgumentException(
           what
               + " '"
@@ -699,97 +646,5 @@ public final class EgressPolicy {
       }
     }
     return value;
-  }
-
-  /** An IPv4 or IPv6 network. */
-  public record Cidr(byte[] network, int prefix) {
-    public static Cidr parse(String text) {
-      int slash = text.indexOf('/');
-      String addr = slash < 0 ? text : text.substring(0, slash);
-      InetAddress ip;
-      try {
-        ip = InetAddress.ofLiteral(addr);
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(
-            "egress rule '" + text + "' is not a CIDR (198.51.100.0/24) or IP address");
-      }
-      byte[] bytes = ip.getAddress();
-      int max = bytes.length * 8;
-      int prefix = max;
-      if (slash >= 0) {
-        String p = text.substring(slash + 1);
-        if (!p.matches("[0-9]{1,3}") || Integer.parseInt(p) > max) {
-          throw new IllegalArgumentException(
-              "egress rule '" + text + "' has a prefix length outside 0.." + max);
-        }
-        prefix = Integer.parseInt(p);
-      }
-      byte[] masked = mask(bytes, prefix);
-      if (!java.util.Arrays.equals(masked, bytes)) {
-        String fixed = toText(masked) + "/" + prefix;
-        throw new IllegalArgumentException(
-            "egress rule '" + text + "' has host bits set; did you mean " + fixed + "?");
-      }
-      return new Cidr(masked, prefix);
-    }
-
-    /** {@code network} masked to {@code prefix} bits. */
-    public static Cidr of(byte[] network, int prefix) {
-      return new Cidr(mask(network, prefix), prefix);
-    }
-
-    public boolean contains(InetAddress address) {
-      byte[] a = address.getAddress();
-      return a.length == network.length && java.util.Arrays.equals(mask(a, prefix), network);
-    }
-
-    /** Whether every address of {@code other} is in this network. */
-    public boolean contains(Cidr other) {
-      return other.network.length == network.length
-          && other.prefix >= prefix
-          && java.util.Arrays.equals(mask(other.network, prefix), network);
-    }
-
-    /** Whether this network and {@code other} share an address. */
-    public boolean overlaps(Cidr other) {
-      return contains(other) || other.contains(this);
-    }
-
-    private static byte[] mask(byte[] bytes, int prefix) {
-      byte[] out = bytes.clone();
-      for (int i = 0; i < out.length; i++) {
-        int bits = Math.max(0, Math.min(8, prefix - i * 8));
-        out[i] = (byte) (out[i] & (0xff << (8 - bits)));
-      }
-      return out;
-    }
-
-    private static String toText(byte[] bytes) {
-      try {
-        // Inet6Address's own factory: InetAddress's turns an IPv4-mapped address into IPv4.
-        return bytes.length == 16
-            ? java.net.Inet6Address.getByAddress(null, bytes, -1).getHostAddress()
-            : InetAddress.getByAddress(bytes).getHostAddress();
-      } catch (java.net.UnknownHostException e) {
-        throw new IllegalStateException(e);
-      }
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof Cidr c
-          && prefix == c.prefix
-          && java.util.Arrays.equals(network, c.network);
-    }
-
-    @Override
-    public int hashCode() {
-      return java.util.Arrays.hashCode(network) * 31 + prefix;
-    }
-
-    @Override
-    public String toString() {
-      return toText(network) + "/" + prefix;
-    }
   }
 }

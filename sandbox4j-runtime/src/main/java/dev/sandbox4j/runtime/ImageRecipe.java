@@ -54,36 +54,10 @@ public final class ImageRecipe {
   private static final int MAX_ID = Image.ID_RANGE - 1;
 
   /** A step of a recipe. */
-  public sealed interface Step permits Run, Copy {}
+  private final RecipeBuild.Recipe recipe;
 
-  /** {@code /bin/sh -c script} as root. */
-  public record Run(String script) implements Step {
-    @Override
-    public String toString() {
-      return "RUN " + script;
-    }
-  }
-
-  /** Copies host {@code source} to {@code destination}, owned by {@code uid:gid} inside. */
-  public record Copy(Path source, String destination, int uid, int gid) implements Step {
-    @Override
-    public String toString() {
-      return "COPY "
-          + source
-          + " "
-          + destination
-          + (uid == 0 && gid == 0 ? "" : " (" + uid + ":" + gid + ")");
-    }
-  }
-
-  private final String baseImage;
-  private final Path baseArchive;
-  private final List<Step> steps;
-
-  private ImageRecipe(String baseImage, Path baseArchive, List<Step> steps) {
-    this.baseImage = baseImage;
-    this.baseArchive = baseArchive;
-    this.steps = List.copyOf(steps);
+  private ImageRecipe(String baseImage, Path baseArchive, List<RecipeBuild.Step> steps) {
+    this.recipe = new RecipeBuild.Recipe(baseImage, baseArchive, steps);
   }
 
   /**
@@ -110,7 +84,7 @@ public final class ImageRecipe {
     if (script == null || script.isBlank() || script.indexOf('\0') >= 0) {
       throw new IllegalArgumentException("run needs a non-blank script without NUL");
     }
-    return with(new Run(script));
+    return with(new RecipeBuild.Run(script));
   }
 
   /** Adds a step that copies {@code source} to {@code destination}, owned by root: see below. */
@@ -146,7 +120,7 @@ public final class ImageRecipe {
       throw new IllegalArgumentException(
           "copy owner must be within 0.." + MAX_ID + ", was " + uid + ":" + gid);
     }
-    return with(new Copy(source.toAbsolutePath().normalize(), destination, uid, gid));
+    return with(new RecipeBuild.Copy(source.toAbsolutePath().normalize(), destination, uid, gid));
   }
 
   /**
@@ -163,33 +137,25 @@ public final class ImageRecipe {
     ImageStore.checkName(name);
     Engine engine = sandboxes.engine();
     return ImageInfo.of(
-        new RecipeBuild(engine, sandboxes.spec().limits(), sandboxes.progress()).build(this, name));
+        new RecipeBuild(engine, sandboxes.spec().limits(), sandboxes.progress())
+            .build(recipe, name));
   }
 
-  public String baseImage() {
-    return baseImage;
-  }
-
-  public Path baseArchive() {
-    return baseArchive;
-  }
-
-  public List<Step> steps() {
-    return steps;
-  }
-
-  private ImageRecipe with(Step step) {
-    List<Step> more = new ArrayList<>(steps);
+  private ImageRecipe with(RecipeBuild.Step step) {
+    List<RecipeBuild.Step> more = new ArrayList<>(recipe.steps());
     more.add(step);
-    return new ImageRecipe(baseImage, baseArchive, more);
+    return new ImageRecipe(recipe.baseImage(), recipe.baseArchive(), more);
   }
 
   /** The recipe, Dockerfile-like, one instruction per line. */
   @Override
   public String toString() {
     StringBuilder s =
-        new StringBuilder(baseImage != null ? "FROM " + baseImage : "FROM archive " + baseArchive);
-    for (Step step : steps) {
+        new StringBuilder(
+            recipe.baseImage() != null
+                ? "FROM " + recipe.baseImage()
+                : "FROM archive " + recipe.baseArchive());
+    for (RecipeBuild.Step step : recipe.steps()) {
       s.append('\n').append(step);
     }
     return s.toString();

@@ -3,9 +3,9 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
 import dev.sandbox4j.runtime.internal.egress.EgressResolver;
 import dev.sandbox4j.runtime.internal.egress.ProxyCa;
-import dev.sandbox4j.runtime.internal.egress.PublicAddresses;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -110,23 +110,6 @@ class EgressPartsTest {
     assertThat(ipLeaf.getSubjectAlternativeNames()).containsExactly(List.of(7, "198.18.0.5"));
     assertThat(first.serverContext("api.example.com"))
         .isSameAs(first.serverContext("api.example.com"));
-  }
-
-  @Test
-  void aPolicyFileIsPrivateAndReadsBack() throws Exception {
-    Path file = temp.resolve("egress.json");
-    EgressPolicy p =
-        EgressPolicy.allow("api.example.com").withHeader("api.example.com", "X-Key", "secret");
-
-    p.write(file);
-
-    assertThat(EgressPolicy.read(file)).isEqualTo(p);
-    assertThat(Files.getPosixFilePermissions(file))
-        .isEqualTo(Set.of(PosixFilePermission.OWNER_READ, PosixFilePermission.OWNER_WRITE));
-    Files.writeString(file, "{\"mode\":\"sometimes\"}");
-    assertThatThrownBy(() -> EgressPolicy.read(file))
-        .hasMessageContaining(file.toString())
-        .hasMessageContaining("none, all or allowlist");
   }
 
   /**

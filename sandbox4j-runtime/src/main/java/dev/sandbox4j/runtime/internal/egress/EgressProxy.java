@@ -1,6 +1,9 @@
 package dev.sandbox4j.runtime.internal.egress;
 
 import dev.sandbox4j.runtime.EgressPolicy;
+import dev.sandbox4j.runtime.internal.addr.Cidr;
+import dev.sandbox4j.runtime.internal.addr.HostNames;
+import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
 import dev.sandbox4j.runtime.internal.http.HttpWire;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import java.io.BufferedOutputStream;
@@ -227,7 +230,7 @@ public final class EgressProxy implements AutoCloseable {
     private Path hostsFile;
     private Path caDirectory;
     private Path upstreamTrust;
-    private final List<EgressPolicy.Cidr> alsoPublic = new ArrayList<>();
+    private final List<Cidr> alsoPublic = new ArrayList<>();
     private Predicate<InetAddress> notPublic = a -> false;
     private Duration connectTimeout = Duration.ofSeconds(10);
     private Duration idleTimeout = Duration.ofMinutes(5);
@@ -279,7 +282,7 @@ public final class EgressProxy implements AutoCloseable {
      * loopback); never for production use.
      */
     public Builder alsoPublic(String cidr) {
-      this.alsoPublic.add(EgressPolicy.Cidr.parse(cidr));
+      this.alsoPublic.add(Cidr.parse(cidr));
       return this;
     }
 
@@ -347,7 +350,7 @@ public final class EgressProxy implements AutoCloseable {
     } catch (GeneralSecurityException e) {
       throw new IOException("cannot set up upstream TLS: " + e.getMessage(), e);
     }
-    List<EgressPolicy.Cidr> alsoPublic = List.copyOf(b.alsoPublic);
+    List<Cidr> alsoPublic = List.copyOf(b.alsoPublic);
     Predicate<InetAddress> notPublic = b.notPublic;
     Predicate<InetAddress> testInternet =
         a -> alsoPublic.stream().anyMatch(c -> c.contains(PublicAddresses.unmapped(a)));
@@ -872,7 +875,7 @@ public final class EgressProxy implements AutoCloseable {
 
     /** What the policy says about {@code host:port}: the addresses to try, or a refusal. */
     private Target decide(EgressPolicy policy, String rawHost, int port) throws Refusal {
-      String host = EgressPolicy.normalizeHost(rawHost);
+      String host = HostNames.normalizeHost(rawHost);
       InetAddress literal = literal(host);
       if (literal != null) {
         Optional<String> closed = neverOpen.apply(literal);
@@ -889,12 +892,12 @@ public final class EgressProxy implements AutoCloseable {
         return new Target(literal.getHostAddress(), port, List.of(literal));
       }
       String lastLabel = host.substring(host.lastIndexOf('.') + 1);
-      if (!EgressPolicy.isValidHostName(host) || lastLabel.chars().allMatch(Character::isDigit)) {
+      if (!HostNames.isValidHostName(host) || lastLabel.chars().allMatch(Character::isDigit)) {
         throw new Refusal(
             400,
             "sandbox4j egress proxy: '" + HttpWire.printable(rawHost) + "' is not a host name");
       }
-      if (EgressPolicy.isLocalhostName(host)) {
+      if (HostNames.isLocalhostName(host)) {
         // RFC 6761: these names are loopback whatever a resolver says (browsers and curl resolve
         // them so without asking); the port proxy's URLs are such names.
         throw neverOpened(host, InetAddress.getLoopbackAddress(), "a localhost name is loopback");
@@ -1215,7 +1218,7 @@ public final class EgressProxy implements AutoCloseable {
       int colon = h.lastIndexOf(':');
       h = colon < 0 ? h : h.substring(0, colon);
     }
-    return EgressPolicy.normalizeHost(h).equals(target)
+    return HostNames.normalizeHost(h).equals(target)
         || (literal(h) != null && literal(h).getHostAddress().equals(target));
   }
 

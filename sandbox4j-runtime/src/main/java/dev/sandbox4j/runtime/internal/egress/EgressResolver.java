@@ -1,6 +1,6 @@
 package dev.sandbox4j.runtime.internal.egress;
 
-import dev.sandbox4j.runtime.EgressPolicy;
+import dev.sandbox4j.runtime.internal.addr.HostNames;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
@@ -89,8 +89,8 @@ public final class EgressResolver {
         continue;
       }
       for (int i = 1; i < fields.length; i++) {
-        if (EgressPolicy.isValidHostName(fields[i])) {
-          out.computeIfAbsent(EgressPolicy.normalizeHost(fields[i]), k -> new ArrayList<>())
+        if (HostNames.isValidHostName(fields[i])) {
+          out.computeIfAbsent(HostNames.normalizeHost(fields[i]), k -> new ArrayList<>())
               .add(address);
         }
       }

@@ -1,6 +1,5 @@
 package dev.sandbox4j.runtime.internal.engine;
 
-import dev.sandbox4j.runtime.ImageRecipe;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageArchive;
 import dev.sandbox4j.runtime.internal.image.ImageBuildException;
@@ -44,6 +43,41 @@ import java.util.stream.Stream;
  * lock throughout; every layer it uses is pinned against deletion (see {@link ImageStore}).
  */
 public final class RecipeBuild {
+  /**
+   * What to build: a base (an image of the store, or an image archive) and the steps on top, as the
+   * API's {@code ImageRecipe} collected them, checked.
+   */
+  public record Recipe(String baseImage, Path baseArchive, List<Step> steps) {
+    public Recipe {
+      steps = List.copyOf(steps);
+    }
+  }
+
+  /** One step of a recipe. */
+  public sealed interface Step permits Run, Copy {}
+
+  /** {@code /bin/sh -c script} as root. */
+  /** Runs a shell script as root. */
+  public record Run(String script) implements Step {
+    @Override
+    public String toString() {
+      return "RUN " + script;
+    }
+  }
+
+  /** Copies host {@code source} to {@code destination}, owned by {@code uid:gid} inside. */
+  /** Copies a host file or directory in, owned by {@code uid:gid}. */
+  public record Copy(Path source, String destination, int uid, int gid) implements Step {
+    @Override
+    public String toString() {
+      return "COPY "
+          + source
+          + " "
+          + destination
+          + (uid == 0 && gid == 0 ? "" : " (" + uid + ":" + gid + ")");
+    }
+  }
+
   /** The label that marks a step's sandbox, valued with the image being built. */
   static final String BUILD_LABEL = "sandbox4j.image-build";
 
@@ -74,7 +108,7 @@ public final class RecipeBuild {
     this.progress = progress;
   }
 
-  public Image build(ImageRecipe recipe, String name) {
+  public Image build(Recipe recipe, String name) {
     // The base first, outside the name's lock: building the default image takes its own lock.
     Image base = null;
     if (recipe.baseImage() != null) {
@@ -103,7 +137,7 @@ public final class RecipeBuild {
         });
   }
 
-  private Image buildIn(ImageStore.Build build, ImageRecipe recipe, Image base, String name)
+  private Image buildIn(ImageStore.Build build, Recipe recipe, Image base, String name)
       throws IOException {
     List<String> layers = new ArrayList<>();
     long size;
@@ -121,10 +155,10 @@ public final class RecipeBuild {
       from = imported.description();
     }
     String key = sha256Hex("sandbox4j recipe v1\nbase\n" + String.join("\n", layers));
-    List<ImageRecipe.Step> steps = recipe.steps();
+    List<Step> steps = recipe.steps();
     int ran = 0;
     for (int i = 0; i < steps.size(); i++) {
-      ImageRecipe.Step step = steps.get(i);
+      Step step = steps.get(i);
       key = stepKey(key, step);
       String label = "step " + (i + 1) + "/" + steps.size() + " " + oneLine(step.toString());
       if (store.pinIfPresent(build, key)) {
@@ -162,10 +196,10 @@ public final class RecipeBuild {
   }
 
   /** The cache key of {@code step} on top of {@code parent}. */
-  static String stepKey(String parent, ImageRecipe.Step step) throws IOException {
+  static String stepKey(String parent, Step step) throws IOException {
     return switch (step) {
-      case ImageRecipe.Run run -> sha256Hex(parent + "\nrun\n" + run.script());
-      case ImageRecipe.Copy copy ->
+      case Run run -> sha256Hex(parent + "\nrun\n" + run.script());
+      case Copy copy ->
           sha256Hex(
               parent
                   + "\ncopy\n"
@@ -227,7 +261,7 @@ public final class RecipeBuild {
    * the build's staging area. The sandbox is destroyed whatever happens.
    */
   private Path runStep(
-      ImageStore.Build build, String name, List<String> layers, ImageRecipe.Step step, String label)
+      ImageStore.Build build, String name, List<String> layers, Step step, String label)
       throws IOException {
     String id =
         engine.create(
@@ -241,9 +275,8 @@ public final class RecipeBuild {
       try {
         result =
             switch (step) {
-              case ImageRecipe.Run run ->
-                  exec(id, List.of("/bin/sh", "-c", run.script()), null, tail);
-              case ImageRecipe.Copy copy -> copy(id, copy, tail);
+              case Run run -> exec(id, List.of("/bin/sh", "-c", run.script()), null, tail);
+              case Copy copy -> copy(id, copy, tail);
             };
       } catch (ImageBuildException e) {
         throw e;
@@ -302,8 +335,7 @@ public final class RecipeBuild {
   }
 
   /** Streams a tar of the host source into the sandbox, where a shell script unpacks it. */
-  private CommandResult copy(String id, ImageRecipe.Copy copy, Deque<String> tail)
-      throws IOException {
+  private CommandResult copy(String id, Copy copy, Deque<String> tail) throws IOException {
     Path source = copy.source();
     boolean directory = Files.isDirectory(source, NOFOLLOW);
     List<String> tar =

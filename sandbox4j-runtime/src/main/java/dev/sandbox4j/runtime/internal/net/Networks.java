@@ -2,7 +2,8 @@ package dev.sandbox4j.runtime.internal.net;
 
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.HostCheck;
-import dev.sandbox4j.runtime.internal.egress.PublicAddresses;
+import dev.sandbox4j.runtime.internal.addr.Cidr;
+import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
@@ -765,7 +766,7 @@ public final class Networks {
     return PublicAddresses.NEVER_OPEN_MINIMAL.stream()
         .map(PublicAddresses.Range::cidr)
         .filter(c -> c.network().length == bytes)
-        .map(EgressPolicy.Cidr::toString)
+        .map(Cidr::toString)
         .toList();
   }
 

@@ -1,4 +1,4 @@
-package dev.sandbox4j.runtime.internal.egress;
+package dev.sandbox4j.runtime.internal.addr;
 
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.internal.net.Networks;
@@ -82,7 +82,7 @@ public final class PublicAddresses {
           "ff00::/8");
 
   /** A range and what it is, for error and denial messages. */
-  public record Range(EgressPolicy.Cidr cidr, String what) {
+  public record Range(Cidr cidr, String what) {
     @Override
     public String toString() {
       return cidr + " (" + what + ")";
@@ -134,10 +134,8 @@ public final class PublicAddresses {
     NEVER_OPEN_MINIMAL = List.copyOf(minimal);
   }
 
-  private static final List<EgressPolicy.Cidr> NON_PUBLIC =
-      Stream.concat(NON_PUBLIC_V4.stream(), NON_PUBLIC_V6.stream())
-          .map(EgressPolicy.Cidr::parse)
-          .toList();
+  private static final List<Cidr> NON_PUBLIC =
+      Stream.concat(NON_PUBLIC_V4.stream(), NON_PUBLIC_V6.stream()).map(Cidr::parse).toList();
 
   /** The host's own addresses, re-read at most every few seconds (interfaces come and go). */
   private static volatile Set<InetAddress> hostAddresses = Set.of();
@@ -155,7 +153,7 @@ public final class PublicAddresses {
   /** Whether {@code address}, or an IPv4 address it embeds, is in a range that is never public. */
   public static boolean inReservedRange(InetAddress address) {
     for (InetAddress a : forms(address)) {
-      for (EgressPolicy.Cidr cidr : NON_PUBLIC) {
+      for (Cidr cidr : NON_PUBLIC) {
         if (cidr.contains(a)) {
           return true;
         }
@@ -183,7 +181,7 @@ public final class PublicAddresses {
   }
 
   /** The range of {@link #NEVER_OPEN} that holds all of {@code rule}, if one does. */
-  public static Optional<Range> neverOpenHolding(EgressPolicy.Cidr rule) {
+  public static Optional<Range> neverOpenHolding(Cidr rule) {
     return NEVER_OPEN.stream().filter(r -> r.cidr().contains(rule)).findFirst();
   }
 
@@ -191,7 +189,7 @@ public final class PublicAddresses {
    * The never-open ranges {@code rule} overlaps, for saying how it is narrowed: IPv4 ranges once
    * each, their IPv6 forms folded into one line.
    */
-  public static List<String> neverOpenWithin(EgressPolicy.Cidr rule) {
+  public static List<String> neverOpenWithin(Cidr rule) {
     Map<String, Boolean> out = new LinkedHashMap<>();
     for (Range r : NEVER_OPEN) {
       if (rule.overlaps(r.cidr())) {
@@ -231,7 +229,7 @@ public final class PublicAddresses {
    * {@code ::ffff:10.0.0.1} is judged as 10.0.0.1; else the address itself. For test servers named
    * by CIDR; decisions use {@link #forms}.
    */
-  static InetAddress unmapped(InetAddress address) {
+  public static InetAddress unmapped(InetAddress address) {
     List<InetAddress> forms = forms(address);
     return forms.size() > 1 ? forms.get(1) : address;
   }
@@ -283,7 +281,7 @@ public final class PublicAddresses {
     }
 
     /** The IPv6 range of this form that holds exactly the addresses of {@code v4}. */
-    EgressPolicy.Cidr image(EgressPolicy.Cidr v4) {
+    Cidr image(Cidr v4) {
       byte[] out = new byte[16];
       System.arraycopy(prefix, 0, out, 0, prefix.length);
       byte[] n = v4.network();
@@ -296,12 +294,12 @@ public final class PublicAddresses {
       if (this == NAT64_LOCAL && v4.prefix() > 16) {
         bits += 8;
       }
-      return EgressPolicy.Cidr.of(out, bits);
+      return Cidr.of(out, bits);
     }
   }
 
   private static Range range(String cidr, String what) {
-    return new Range(EgressPolicy.Cidr.parse(cidr), what);
+    return new Range(Cidr.parse(cidr), what);
   }
 
   private static InetAddress v4(byte[] b) {
