@@ -21,7 +21,8 @@ import java.util.stream.Stream;
  * A module's public API as text, checked against a dump in the repository ({@code
  * api/public-api.txt} of the module), so every change to the surface shows in review. After an
  * intended change, rerun the module's test with {@code -Dsandbox4j.api.update=true} and commit the
- * new dump.
+ * new dump. Packages named {@code …internal…} are not API, though their classes are public (other
+ * packages of the module use them): their package-info says so, and the dump leaves them out.
  */
 public final class PublicApi {
 
@@ -58,7 +59,7 @@ public final class PublicApi {
         String name =
             classes.relativize(file).toString().replace('/', '.').replaceAll("\\.class$", "");
         Class<?> type = Class.forName(name, false, anchor.getClassLoader());
-        if (!isVisible(type)) {
+        if (!isVisible(type) || isInternal(type)) {
           continue;
         }
         lines.add(describe(type));
@@ -95,6 +96,10 @@ public final class PublicApi {
       }
     }
     return lines;
+  }
+
+  private static boolean isInternal(Class<?> type) {
+    return ("." + type.getPackageName() + ".").contains(".internal.");
   }
 
   private static boolean isVisible(Class<?> type) {

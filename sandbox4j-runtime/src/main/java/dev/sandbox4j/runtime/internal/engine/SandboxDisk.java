@@ -343,8 +343,25 @@ public final class SandboxDisk {
       long asked = limit.imageBytes();
       double budget = overcommit * Math.max(0, free - reserve);
       if (committed + asked > budget) {
-        throw InsufficientDiskException.overcommitted(
-            home, free, reserve, overcommit, committed, disks, asked);
+        throw new InsufficientDiskException(
+            "cannot create a sandbox: its disk (up to "
+                + asked / MIB
+                + " MiB) and what the "
+                + disks
+                + " disks of "
+                + home
+                + " may still write ("
+                + committed / MIB
+                + " MiB) exceed "
+                + overcommit
+                + " times the "
+                + Math.max(0, free - reserve) / MIB
+                + " MiB free above the reserve of "
+                + reserve / MIB
+                + " MiB (diskOvercommit); destroy sandboxes, ask for a smaller disk, or raise"
+                + " diskOvercommit",
+            free,
+            reserve);
       }
     }
   }
@@ -368,7 +385,16 @@ public final class SandboxDisk {
   static void checkReserve(Path home, long reserve) {
     long free = usableSpace(home);
     if (free < reserve) {
-      throw new InsufficientDiskException(home, free, reserve);
+      throw new InsufficientDiskException(
+          "cannot create a sandbox: the file system of "
+              + home
+              + " has "
+              + free / MIB
+              + " MiB free, below the reserve of "
+              + reserve / MIB
+              + " MiB that the host keeps; free some space (destroy sandboxes, `sandbox4j gc`)",
+          free,
+          reserve);
     }
   }
 
