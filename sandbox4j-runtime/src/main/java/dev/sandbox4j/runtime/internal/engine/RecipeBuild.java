@@ -57,7 +57,6 @@ public final class RecipeBuild {
   public sealed interface Step permits Run, Copy {}
 
   /** {@code /bin/sh -c script} as root. */
-  /** Runs a shell script as root. */
   public record Run(String script) implements Step {
     @Override
     public String toString() {
@@ -66,7 +65,6 @@ public final class RecipeBuild {
   }
 
   /** Copies host {@code source} to {@code destination}, owned by {@code uid:gid} inside. */
-  /** Copies a host file or directory in, owned by {@code uid:gid}. */
   public record Copy(Path source, String destination, int uid, int gid) implements Step {
     @Override
     public String toString() {

@@ -27,6 +27,7 @@ public final class Mounts {
   /** One line of {@code /proc/self/mountinfo}: where, what type, with which super options. */
   public record Mount(Path mountPoint, String fsType, List<String> options) {}
 
+  /** Every mount this process sees, bottom first; empty where there is no {@code /proc}. */
   public static List<Mount> mounts() {
     List<Mount> mounts = new ArrayList<>();
     try {
@@ -72,6 +73,7 @@ public final class Mounts {
     return v2.stream().findFirst();
   }
 
+  /** The major and minor version in {@code os.version} ("6.18.0-rc1": 6, 18); 0, 0 if none. */
   public static int[] kernelVersion(String osVersion) {
     Matcher m = KERNEL.matcher(osVersion == null ? "" : osVersion);
     if (!m.matches()) {
