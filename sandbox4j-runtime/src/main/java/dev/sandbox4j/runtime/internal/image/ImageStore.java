@@ -153,19 +153,30 @@ public final class ImageStore {
    */
   @FunctionalInterface
   public interface LayerUsers {
-    /** Nobody: for a store that only reads, or builds, and never deletes a layer in use. */
+    /** Nobody: no sandbox runs on this store's layers (a store of its own, as in a test). */
     LayerUsers NONE = Set::of;
+
+    /**
+     * Not known: the store was opened to read or build, without the sandboxes that may run on its
+     * layers, so it deletes none (a gc or removal fails, and deletes nothing).
+     */
+    LayerUsers UNKNOWN =
+        () -> {
+          throw new IOException(
+              "this image store was opened without the sandboxes that use its layers (to read or"
+                  + " build): it deletes no layer");
+        };
 
     /** Every layer some sandbox runs on. Fails rather than leave one out. */
     Set<String> layers() throws IOException;
   }
 
   /**
-   * A store whose default image is built with mmdebstrap, for a reader: nobody else's layers are
-   * known to it ({@link LayerUsers#NONE}). No I/O until first use.
+   * A store whose default image is built with mmdebstrap, to read or build: it knows no sandboxes
+   * ({@link LayerUsers#UNKNOWN}), so it deletes no layer. No I/O until first use.
    */
   public ImageStore(Path imagesDir) {
-    this(imagesDir, LayerUsers.NONE);
+    this(imagesDir, LayerUsers.UNKNOWN);
   }
 
   /** A store whose default image is built with mmdebstrap; {@code sandboxes} use its layers. */
@@ -173,9 +184,9 @@ public final class ImageStore {
     this(imagesDir, MmdebstrapBuilder.fromEnvironment(), sandboxes);
   }
 
-  /** A store whose default image is built by {@code defaultBuilder}. */
+  /** A store whose default image is built by {@code defaultBuilder}, to read or build. */
   public ImageStore(Path imagesDir, RootfsBuilder defaultBuilder) {
-    this(imagesDir, defaultBuilder, LayerUsers.NONE);
+    this(imagesDir, defaultBuilder, LayerUsers.UNKNOWN);
   }
 
   /** A store whose default image is built by {@code defaultBuilder}; {@code sandboxes} use it. */

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.Prerequisites;
 import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
+import dev.sandbox4j.runtime.internal.image.ImageStore.LayerUsers;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.BufferedReader;
@@ -108,7 +109,7 @@ class ImageStoreTest {
   @Test
   void findListAndRemoveHandMadeImages() throws IOException {
     Path images = temp.resolve("images");
-    ImageStore store = new ImageStore(images);
+    ImageStore store = new ImageStore(images, LayerUsers.NONE);
     Instant created = Instant.parse("2026-11-29T10:15:30.123456Z");
     writeImage(images, "b-image", created, "second");
     writeImage(images, "a.image", created, "first");
@@ -145,7 +146,7 @@ class ImageStoreTest {
 
   @Test
   void anEmptyOrMissingStoreHasNoImages() {
-    ImageStore store = new ImageStore(temp.resolve("nothing-here"));
+    ImageStore store = new ImageStore(temp.resolve("nothing-here"), LayerUsers.NONE);
 
     assertThat(store.list()).isEmpty();
     assertThat(store.find("default")).isEmpty();
@@ -155,7 +156,7 @@ class ImageStoreTest {
 
   @Test
   void invalidNamesAreRejectedClearly() {
-    ImageStore store = new ImageStore(temp.resolve("images"));
+    ImageStore store = new ImageStore(temp.resolve("images"), LayerUsers.NONE);
     for (String bad :
         List.of("", "Default", "../etc", "a/b", ".build-x", "-x", "_x", "a b", "a".repeat(64))) {
       assertThatThrownBy(() -> store.find(bad))
@@ -176,7 +177,7 @@ class ImageStoreTest {
     writeImage(images, "broken", Instant.now(), "x");
     Files.writeString(images.resolve("broken/image.json"), "{not json");
 
-    assertThatThrownBy(() -> new ImageStore(images).find("broken"))
+    assertThatThrownBy(() -> new ImageStore(images, LayerUsers.NONE).find("broken"))
         .isInstanceOf(WorkspaceException.class)
         .hasMessageContaining("image broken is damaged")
         .hasMessageContaining("sandbox4j image rm broken");
@@ -185,7 +186,7 @@ class ImageStoreTest {
     Files.delete(images.resolve("no-rootfs/rootfs/etc/hostname"));
     Files.delete(images.resolve("no-rootfs/rootfs/etc"));
     Files.delete(images.resolve("no-rootfs/rootfs"));
-    assertThatThrownBy(() -> new ImageStore(images).find("no-rootfs"))
+    assertThatThrownBy(() -> new ImageStore(images, LayerUsers.NONE).find("no-rootfs"))
         .isInstanceOf(WorkspaceException.class)
         .hasMessageContaining("image no-rootfs is damaged")
         .hasMessageContaining("rootfs is missing");
@@ -204,7 +205,7 @@ class ImageStoreTest {
     Files.writeString(temp.resolve("outside"), "must survive");
     Files.createDirectories(images.resolve(".old-keep-89abcdef/rootfs"));
     Files.createDirectories(images.resolve(".build-nodash"));
-    ImageStore store = new ImageStore(images);
+    ImageStore store = new ImageStore(images, LayerUsers.NONE);
 
     store.gc();
 
@@ -225,7 +226,7 @@ class ImageStoreTest {
               building.countDown();
               await(finish);
             });
-    ImageStore store = new ImageStore(images, builder);
+    ImageStore store = new ImageStore(images, builder, LayerUsers.NONE);
 
     try (ExecutorService threads = Executors.newVirtualThreadPerTaskExecutor()) {
       Future<Image> built = threads.submit(() -> store.ensureDefault(line -> {}));
@@ -247,8 +248,8 @@ class ImageStoreTest {
   void concurrentEnsureDefaultBuildsOnce() throws Exception {
     requireRoot();
     FakeBuilder builder = new FakeBuilder(() -> sleep(Duration.ofMillis(300)));
-    ImageStore store = new ImageStore(temp.resolve("images"), builder);
-    ImageStore sameDirectory = new ImageStore(temp.resolve("images"), builder);
+    ImageStore store = new ImageStore(temp.resolve("images"), builder, LayerUsers.NONE);
+    ImageStore sameDirectory = new ImageStore(temp.resolve("images"), builder, LayerUsers.NONE);
     CountDownLatch start = new CountDownLatch(1);
 
     List<Image> results;
@@ -271,7 +272,7 @@ class ImageStoreTest {
     Path images = temp.resolve("images");
     Files.createDirectories(images);
     FakeBuilder builder = new FakeBuilder(() -> {});
-    ImageStore store = new ImageStore(images, builder);
+    ImageStore store = new ImageStore(images, builder, LayerUsers.NONE);
     Process other = holdLockInAnotherJvm(images.resolve(".lock-default"));
     try (ExecutorService threads = Executors.newVirtualThreadPerTaskExecutor()) {
       Future<Image> waiting = threads.submit(() -> store.ensureDefault(l -> {}));
@@ -314,7 +315,7 @@ class ImageStoreTest {
           Files.writeString(home.resolve(".profile"), "# hi\n");
           Files.setAttribute(home.resolve(".profile"), "unix:uid", 1000);
         };
-    ImageStore store = new ImageStore(images, builder);
+    ImageStore store = new ImageStore(images, builder, LayerUsers.NONE);
 
     Image image = store.buildDefault(progress::add);
 
@@ -355,7 +356,7 @@ class ImageStoreTest {
     requireRoot();
     Path images = temp.resolve("images");
     FakeBuilder builder = new FakeBuilder(() -> {});
-    ImageStore store = new ImageStore(images, builder);
+    ImageStore store = new ImageStore(images, builder, LayerUsers.NONE);
     Image first = store.ensureDefault(l -> {});
     Files.writeString(first.layers().getFirst().resolve("etc/left-by-a-user"), "x");
 
@@ -414,7 +415,7 @@ class ImageStoreTest {
   void gcSparesLayersABuildInProgressPinned() throws IOException {
     requireRoot();
     Path images = temp.resolve("images");
-    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}));
+    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}), LayerUsers.NONE);
     String id = "ab".repeat(32);
     String[] seenByGc = new String[1];
 
@@ -431,6 +432,34 @@ class ImageStoreTest {
 
     assertThat(seenByGc[0]).isEqualTo("kept");
     assertThat(store.gc()).containsExactly("unused image layer " + id.substring(0, 12));
+    assertThat(store.layerPath(id)).doesNotExist();
+  }
+
+  /**
+   * A store opened without the sandboxes that run on its layers (to read or build) deletes no
+   * layer: it cannot tell which ones a sandbox uses, so its gc keeps them all. A store told that no
+   * sandbox uses them deletes the unused one.
+   */
+  @Test
+  void aStoreThatKnowsNoSandboxesDeletesNoLayer() throws IOException {
+    requireRoot();
+    Path images = temp.resolve("images");
+    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}));
+    String id = "cd".repeat(32);
+    store.withNameLock(
+        "orphan",
+        build -> {
+          Path layer = build.newScratchDirectory();
+          Files.writeString(layer.resolve("file"), "x");
+          store.addLayer(build, layer, id);
+          return null;
+        });
+
+    assertThat(store.gc()).isEmpty(); // it logs that it kept every layer, and why
+    assertThat(store.layerPath(id)).as("a layer nothing names, kept").isDirectory();
+
+    ImageStore knowing = new ImageStore(images, new FakeBuilder(() -> {}), LayerUsers.NONE);
+    assertThat(knowing.gc()).containsExactly("unused image layer " + id.substring(0, 12));
     assertThat(store.layerPath(id)).doesNotExist();
   }
 
@@ -459,7 +488,7 @@ class ImageStoreTest {
     Path images = temp.resolve("images");
     Files.createDirectories(images.resolve(".build-default-00ff/rootfs"));
     Files.createDirectories(images.resolve(".old-default-00ff/rootfs"));
-    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}));
+    ImageStore store = new ImageStore(images, new FakeBuilder(() -> {}), LayerUsers.NONE);
 
     store.ensureDefault(l -> {});
 
