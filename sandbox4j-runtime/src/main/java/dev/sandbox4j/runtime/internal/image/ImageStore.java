@@ -3,7 +3,6 @@ package dev.sandbox4j.runtime.internal.image;
 import static dev.sandbox4j.runtime.internal.image.StoreLayout.NOFOLLOW;
 import static dev.sandbox4j.runtime.internal.image.StoreLayout.OLD_PREFIX;
 
-import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -61,9 +60,10 @@ public final class ImageStore {
   public static final String DEFAULT = "default";
 
   /**
-   * What an image saved from a sandbox ({@link Lifecycle#snapshot}) remembers of it: the sandbox,
-   * its image, the size every sandbox made from the snapshot keeps, and the named networks it was
-   * on, which every sandbox made from the snapshot joins (null in snapshots saved before networks).
+   * What an image saved from a sandbox (the engine's {@code Lifecycle.snapshot}) remembers of it:
+   * the sandbox, its image, the size every sandbox made from the snapshot keeps, and the named
+   * networks it was on, which every sandbox made from the snapshot joins (null in snapshots saved
+   * before networks).
    */
   public record Snapshot(
       String sandbox,
