@@ -62,6 +62,7 @@ public final class Engine {
   private final OciRuntime runtime;
   private final Cgroups cgroups;
   private final Networks networks;
+  private final ContainerStart containers;
   private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
   private volatile double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
 
@@ -127,6 +128,7 @@ public final class Engine {
     this.runtime = runtime;
     this.cgroups = cgroups;
     this.networks = new Networks(home);
+    this.containers = new ContainerStart(this);
   }
 
   public Networks networks() {
@@ -436,95 +438,14 @@ public final class Engine {
     }
   }
 
+  /** Starts sandbox {@code id}'s container afresh (see {@link ContainerStart}). */
   void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
-    Bundle bundle = prepareBundle(dir, id, image, limits);
-    try {
-      Overlay.whileStarting(
-          dir.resolve("rootfs"),
-          () -> {
-            runtime.run(id, bundle.path());
-            return null;
-          });
-      bundle.finishRules(); // written while the runtime started the container
-    } catch (RuntimeException e) {
-      bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());
-      throw e;
-    }
-    attachNetwork(id, bundle.path());
+    containers.start(dir, id, image, limits);
   }
 
   /** Gives the running sandbox its veth, address and routes ({@link Networks#attach}). */
   void attachNetwork(String id, Path bundle) {
-    Path dir = dir(id);
-    if (Networks.saved(dir).isEmpty()) {
-      return;
-    }
-    long pid =
-        OciRuntime.initPid(bundle)
-            .orElseThrow(
-                () -> new WorkspaceException("the runtime wrote no pid file for local:" + id));
-    networks.attach(dir, id, pid);
-  }
-
-  /** A written bundle, and the rules that may still be being written for it. */
-  private record Bundle(Path path, Optional<java.util.concurrent.CompletableFuture<Void>> rules) {
-    void finishRules() {
-      try {
-        rules.ifPresent(java.util.concurrent.CompletableFuture::join);
-      } catch (java.util.concurrent.CompletionException e) {
-        if (e.getCause() instanceof RuntimeException r) {
-          throw r;
-        }
-        throw e;
-      }
-    }
-  }
-
-  /** Mounts the sandbox's root unless mounted, and writes its OCI bundle; returns the bundle. */
-  private Bundle prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
-      throws IOException {
-    Optional<java.util.concurrent.CompletableFuture<Void>> rules = networks.rules(dir, id);
-    Path rootfs = dir.resolve("rootfs");
-    Optional<Path> hosts =
-        Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
-    int hostBase;
-    try {
-      SandboxRecord record = SandboxRecord.read(dir.resolve("state.json"));
-      hostBase = record.hostBase();
-      IdBlocks.reclaim(home, id, record.idBase());
-      if (!Overlay.isMounted(rootfs)) {
-        Overlay.mount(
-            image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, hostBase);
-      }
-      RootfsPaths.requireShell(rootfs, image.name());
-      // Every container start (create, start, restore) comes through here: no sandbox ever runs
-      // under a parent without the limits of all sandboxes together.
-      cgroups.ensureParent();
-      if (hosts.isPresent() && !Files.exists(hosts.get())) {
-        networks.writeHosts(dir, id);
-      }
-    } catch (IOException | RuntimeException e) {
-      rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
-      throw e;
-    }
-    OciConfig.write(
-        dir.resolve("bundle"),
-        OciConfig.build(
-            id,
-            rootfs,
-            cgroups.pathOf(id),
-            BASE_ENV,
-            limits,
-            runtime.compiledSeccomp(),
-            hosts,
-            hostBase));
-    return new Bundle(dir.resolve("bundle"), rules);
-  }
-
-  /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
-  public Path dir(String id) {
-    SandboxHome.checkId(id);
-    return sandboxes.resolve(id);
+    containers.attachNetwork(id, bundle);
   }
 
   /**
@@ -533,19 +454,13 @@ public final class Engine {
    * checkpoint instead. The caller holds the sandbox's lock.
    */
   Path prepareBundle(String id) throws IOException {
-    SandboxRecord record = record(id);
-    Image image = images.layersFor(record.image(), record.layers());
-    if (!image.layers().stream().allMatch(Files::isDirectory)) {
-      throw unavailable(id, "the layers of its image '" + record.image() + "' are gone");
-    }
-    Bundle bundle =
-        prepareBundle(
-            dir(id),
-            id,
-            image,
-            new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
-    bundle.finishRules();
-    return bundle.path();
+    return containers.prepareBundle(id);
+  }
+
+  /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
+  public Path dir(String id) {
+    SandboxHome.checkId(id);
+    return sandboxes.resolve(id);
   }
 
   private void createWorkingDirectory(String id, String path) {
