@@ -12,18 +12,15 @@ import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
-import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
-import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.security.SecureRandom;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -41,6 +38,9 @@ import java.util.stream.Stream;
  * {@link SandboxDisk}; {@code upper/} and {@code work/} in the directory itself for a sandbox made
  * before disks existed or an image build's step), {@code rootfs/} (the overlay mount, the
  * container's root).
+ *
+ * <p>Its parts, in this package: {@link Reservation} (a new sandbox's id, directory, record and
+ * lock), {@link ContainerStart} (mount, bundle, run, network) and {@link SandboxGc}.
  */
 public final class Engine {
   public static final String USER = "1000:1000";
@@ -256,7 +256,7 @@ public final class Engine {
       throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
     }
     Image image = image(spec, progress);
-    Reserved reserved = reserve(image, spec);
+    Reservation reserved = Reservation.reserve(home, image, spec);
     String id = reserved.id();
     Path dir = sandboxes.resolve(id);
     SandboxRecord record = reserved.record();
@@ -318,91 +318,6 @@ public final class Engine {
             () ->
                 new WorkspaceException(
                     "image '" + name + "' does not exist here: see `sandbox4j image ls`"));
-  }
-
-  /** A sandbox directory that exists under its id, with its record, and whose lock is held. */
-  private record Reserved(String id, SandboxRecord record, FileLock lock) {}
-
-  /**
-   * Makes the sandbox's directory as {@code .new-<id>}, takes its lock, writes the CREATING record,
-   * and only then renames it to {@code <id>}: a directory under an id always has a record and,
-   * while being created, a held lock, so {@code gc} never takes a sandbox being created for an
-   * interrupted one. (The lock survives the rename: it belongs to the file, not the path.)
-   */
-  private Reserved reserve(Image image, Spec spec) {
-    try {
-      StateDirectory.ensure(home);
-      StateDirectory.requireReachable(home);
-      if (!Files.isDirectory(sandboxes)) {
-        try {
-          Files.createDirectory(
-              sandboxes,
-              java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
-                  StateDirectory.TRAVERSE_ONLY));
-        } catch (FileAlreadyExistsException raced) {
-          // made meanwhile
-        }
-      }
-      for (int attempt = 0; ; attempt++) {
-        String id = newId();
-        Path staging = sandboxes.resolve(".new-" + id);
-        if (Files.exists(sandboxes.resolve(id))) {
-          continue;
-        }
-        try {
-          PrivateFiles.createPrivateDirectory(staging);
-        } catch (FileAlreadyExistsException e) {
-          if (attempt == 10) {
-            throw e;
-          }
-          continue;
-        }
-        FileLock lock;
-        try {
-          lock = FileLock.acquire(staging.resolve("lock"));
-        } catch (NoSuchFileException collectedMeanwhile) {
-          continue; // a concurrent gc took the fresh directory for a crash leftover
-        }
-        long idBase = 0;
-        try {
-          // A block of host ids of its own (IdBlocks): image build steps too (their layer is
-          // shifted back to the canonical ids before it enters the store, see RecipeBuild).
-          idBase = IdBlocks.allocate(home, id);
-          SandboxRecord record =
-              new SandboxRecord(
-                  SandboxRecord.FORMAT_VERSION,
-                  id,
-                  SandboxRecord.Status.CREATING,
-                  image.name(),
-                  Instant.now().toString(),
-                  spec.labels(),
-                  spec.limits().cpus(),
-                  spec.limits().memoryBytes(),
-                  spec.limits().pids(),
-                  image.layerIds(),
-                  spec.disk() == null ? 0 : spec.disk().bytes(),
-                  spec.disk() == null ? 0 : spec.disk().inodes(),
-                  idBase);
-          // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
-          // (a .new- directory, or this record torn or CREATING), and no container survives one.
-          record.writeNew(staging.resolve("state.json"));
-          // Its root traverses it to reach rootfs/ (see StateDirectory); nobody else may.
-          StateDirectory.openToSandbox(staging, record.hostBase());
-          Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
-          return new Reserved(id, record, lock);
-        } catch (NoSuchFileException collectedMeanwhile) {
-          lock.close(); // a gc had the lock first and deleted the directory: another id
-          continue;
-        } catch (IOException | RuntimeException e) {
-          lock.close();
-          Trees.delete(staging);
-          IdBlocks.free(home, id, idBase);
-          throw e;
-        }
-      }
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot create a sandbox under " + sandboxes + ": " + e, e);
-    }
   }
 
   static String newId() {
