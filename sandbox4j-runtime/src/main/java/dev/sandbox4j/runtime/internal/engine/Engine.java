@@ -12,22 +12,18 @@ import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
-import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
-import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.security.SecureRandom;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
 
@@ -42,6 +38,9 @@ import java.util.stream.Stream;
  * {@link SandboxDisk}; {@code upper/} and {@code work/} in the directory itself for a sandbox made
  * before disks existed or an image build's step), {@code rootfs/} (the overlay mount, the
  * container's root).
+ *
+ * <p>Its parts, in this package: {@link Reservation} (a new sandbox's id, directory, record and
+ * lock), {@link ContainerStart} (mount, bundle, run, network) and {@link SandboxGc}.
  */
 public final class Engine {
   public static final String USER = "1000:1000";
@@ -62,6 +61,7 @@ public final class Engine {
   private final OciRuntime runtime;
   private final Cgroups cgroups;
   private final Networks networks;
+  private final ContainerStart containers;
   private volatile long diskReserve = -1; // -1: SandboxDisk.defaultReserve, computed on first use
   private volatile double diskOvercommit = SandboxDisk.DEFAULT_OVERCOMMIT;
 
@@ -127,6 +127,7 @@ public final class Engine {
     this.runtime = runtime;
     this.cgroups = cgroups;
     this.networks = new Networks(home);
+    this.containers = new ContainerStart(this);
   }
 
   public Networks networks() {
@@ -255,7 +256,7 @@ public final class Engine {
       throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
     }
     Image image = image(spec, progress);
-    Reserved reserved = reserve(image, spec);
+    Reservation reserved = Reservation.reserve(home, image, spec);
     String id = reserved.id();
     Path dir = sandboxes.resolve(id);
     SandboxRecord record = reserved.record();
@@ -319,91 +320,6 @@ public final class Engine {
                     "image '" + name + "' does not exist here: see `sandbox4j image ls`"));
   }
 
-  /** A sandbox directory that exists under its id, with its record, and whose lock is held. */
-  private record Reserved(String id, SandboxRecord record, FileLock lock) {}
-
-  /**
-   * Makes the sandbox's directory as {@code .new-<id>}, takes its lock, writes the CREATING record,
-   * and only then renames it to {@code <id>}: a directory under an id always has a record and,
-   * while being created, a held lock, so {@code gc} never takes a sandbox being created for an
-   * interrupted one. (The lock survives the rename: it belongs to the file, not the path.)
-   */
-  private Reserved reserve(Image image, Spec spec) {
-    try {
-      StateDirectory.ensure(home);
-      StateDirectory.requireReachable(home);
-      if (!Files.isDirectory(sandboxes)) {
-        try {
-          Files.createDirectory(
-              sandboxes,
-              java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
-                  StateDirectory.TRAVERSE_ONLY));
-        } catch (FileAlreadyExistsException raced) {
-          // made meanwhile
-        }
-      }
-      for (int attempt = 0; ; attempt++) {
-        String id = newId();
-        Path staging = sandboxes.resolve(".new-" + id);
-        if (Files.exists(sandboxes.resolve(id))) {
-          continue;
-        }
-        try {
-          PrivateFiles.createPrivateDirectory(staging);
-        } catch (FileAlreadyExistsException e) {
-          if (attempt == 10) {
-            throw e;
-          }
-          continue;
-        }
-        FileLock lock;
-        try {
-          lock = FileLock.acquire(staging.resolve("lock"));
-        } catch (NoSuchFileException collectedMeanwhile) {
-          continue; // a concurrent gc took the fresh directory for a crash leftover
-        }
-        long idBase = 0;
-        try {
-          // A block of host ids of its own (IdBlocks): image build steps too (their layer is
-          // shifted back to the canonical ids before it enters the store, see RecipeBuild).
-          idBase = IdBlocks.allocate(home, id);
-          SandboxRecord record =
-              new SandboxRecord(
-                  SandboxRecord.FORMAT_VERSION,
-                  id,
-                  SandboxRecord.Status.CREATING,
-                  image.name(),
-                  Instant.now().toString(),
-                  spec.labels(),
-                  spec.limits().cpus(),
-                  spec.limits().memoryBytes(),
-                  spec.limits().pids(),
-                  image.layerIds(),
-                  spec.disk() == null ? 0 : spec.disk().bytes(),
-                  spec.disk() == null ? 0 : spec.disk().inodes(),
-                  idBase);
-          // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
-          // (a .new- directory, or this record torn or CREATING), and no container survives one.
-          record.writeNew(staging.resolve("state.json"));
-          // Its root traverses it to reach rootfs/ (see StateDirectory); nobody else may.
-          StateDirectory.openToSandbox(staging, record.hostBase());
-          Files.move(staging, sandboxes.resolve(id), StandardCopyOption.ATOMIC_MOVE);
-          return new Reserved(id, record, lock);
-        } catch (NoSuchFileException collectedMeanwhile) {
-          lock.close(); // a gc had the lock first and deleted the directory: another id
-          continue;
-        } catch (IOException | RuntimeException e) {
-          lock.close();
-          Trees.delete(staging);
-          IdBlocks.free(home, id, idBase);
-          throw e;
-        }
-      }
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot create a sandbox under " + sandboxes + ": " + e, e);
-    }
-  }
-
   static String newId() {
     char[] id = new char[12];
     id[0] = ID_ALPHABET.charAt(RANDOM.nextInt(26)); // a letter first: it is the hostname
@@ -436,95 +352,14 @@ public final class Engine {
     }
   }
 
+  /** Starts sandbox {@code id}'s container afresh (see {@link ContainerStart}). */
   void start(Path dir, String id, Image image, OciConfig.Limits limits) throws IOException {
-    Bundle bundle = prepareBundle(dir, id, image, limits);
-    try {
-      Overlay.whileStarting(
-          dir.resolve("rootfs"),
-          () -> {
-            runtime.run(id, bundle.path());
-            return null;
-          });
-      bundle.finishRules(); // written while the runtime started the container
-    } catch (RuntimeException e) {
-      bundle.rules().ifPresent(r -> r.exceptionally(ignored -> null).join());
-      throw e;
-    }
-    attachNetwork(id, bundle.path());
+    containers.start(dir, id, image, limits);
   }
 
   /** Gives the running sandbox its veth, address and routes ({@link Networks#attach}). */
   void attachNetwork(String id, Path bundle) {
-    Path dir = dir(id);
-    if (Networks.saved(dir).isEmpty()) {
-      return;
-    }
-    long pid =
-        OciRuntime.initPid(bundle)
-            .orElseThrow(
-                () -> new WorkspaceException("the runtime wrote no pid file for local:" + id));
-    networks.attach(dir, id, pid);
-  }
-
-  /** A written bundle, and the rules that may still be being written for it. */
-  private record Bundle(Path path, Optional<java.util.concurrent.CompletableFuture<Void>> rules) {
-    void finishRules() {
-      try {
-        rules.ifPresent(java.util.concurrent.CompletableFuture::join);
-      } catch (java.util.concurrent.CompletionException e) {
-        if (e.getCause() instanceof RuntimeException r) {
-          throw r;
-        }
-        throw e;
-      }
-    }
-  }
-
-  /** Mounts the sandbox's root unless mounted, and writes its OCI bundle; returns the bundle. */
-  private Bundle prepareBundle(Path dir, String id, Image image, OciConfig.Limits limits)
-      throws IOException {
-    Optional<java.util.concurrent.CompletableFuture<Void>> rules = networks.rules(dir, id);
-    Path rootfs = dir.resolve("rootfs");
-    Optional<Path> hosts =
-        Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
-    int hostBase;
-    try {
-      SandboxRecord record = SandboxRecord.read(dir.resolve("state.json"));
-      hostBase = record.hostBase();
-      IdBlocks.reclaim(home, id, record.idBase());
-      if (!Overlay.isMounted(rootfs)) {
-        Overlay.mount(
-            image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, hostBase);
-      }
-      RootfsPaths.requireShell(rootfs, image.name());
-      // Every container start (create, start, restore) comes through here: no sandbox ever runs
-      // under a parent without the limits of all sandboxes together.
-      cgroups.ensureParent();
-      if (hosts.isPresent() && !Files.exists(hosts.get())) {
-        networks.writeHosts(dir, id);
-      }
-    } catch (IOException | RuntimeException e) {
-      rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
-      throw e;
-    }
-    OciConfig.write(
-        dir.resolve("bundle"),
-        OciConfig.build(
-            id,
-            rootfs,
-            cgroups.pathOf(id),
-            BASE_ENV,
-            limits,
-            runtime.compiledSeccomp(),
-            hosts,
-            hostBase));
-    return new Bundle(dir.resolve("bundle"), rules);
-  }
-
-  /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
-  public Path dir(String id) {
-    SandboxHome.checkId(id);
-    return sandboxes.resolve(id);
+    containers.attachNetwork(id, bundle);
   }
 
   /**
@@ -533,19 +368,13 @@ public final class Engine {
    * checkpoint instead. The caller holds the sandbox's lock.
    */
   Path prepareBundle(String id) throws IOException {
-    SandboxRecord record = record(id);
-    Image image = images.layersFor(record.image(), record.layers());
-    if (!image.layers().stream().allMatch(Files::isDirectory)) {
-      throw unavailable(id, "the layers of its image '" + record.image() + "' are gone");
-    }
-    Bundle bundle =
-        prepareBundle(
-            dir(id),
-            id,
-            image,
-            new OciConfig.Limits(record.memoryBytes(), record.cpus(), record.pids()));
-    bundle.finishRules();
-    return bundle.path();
+    return containers.prepareBundle(id);
+  }
+
+  /** The directory of sandbox {@code id}, whether or not it exists (see the class comment). */
+  public Path dir(String id) {
+    SandboxHome.checkId(id);
+    return sandboxes.resolve(id);
   }
 
   private void createWorkingDirectory(String id, String path) {
@@ -680,7 +509,8 @@ public final class Engine {
     }
   }
 
-  private void teardown(String id, Path dir) throws IOException {
+  /** Tears sandbox {@code id} down; the caller holds its lock. */
+  void teardown(String id, Path dir) throws IOException {
     long idBase = idBaseOf(dir);
     java.util.concurrent.CompletableFuture<Void> unrouted = networks.unroute(dir, id);
     Freezer.thaw(cgroups, id); // a frozen process would not die
@@ -746,91 +576,11 @@ public final class Engine {
   /**
    * Removes what crashes left: sandboxes interrupted while being created or destroyed (nobody holds
    * their lock), directories of half-destroyed ones, containers, mounts and cgroups that belong to
-   * no sandbox, and leftovers of interrupted image builds. Returns what it removed.
+   * no sandbox, and leftovers of interrupted image builds. Returns what it removed ({@link
+   * SandboxGc}).
    */
   public List<String> gc() {
-    runtime.restoreFavorDynmodsAfterCrash(); // a checkpoint or restore that died midway
-    List<String> removed = new ArrayList<>();
-    if (Files.isDirectory(sandboxes)) {
-      try (Stream<Path> dirs = Files.list(sandboxes)) {
-        for (Path dir : dirs.sorted().toList()) {
-          String name = dir.getFileName().toString();
-          try {
-            if (name.startsWith(".new-")) {
-              Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
-              if (lock.isPresent()) { // its creator died before naming it: nothing else exists yet
-                try (FileLock held = lock.get()) { // held while deleting: see removeIfInterrupted
-                  Trees.delete(dir);
-                }
-                removed.add("half-reserved sandbox directory " + name);
-              }
-            } else if (name.startsWith(".destroyed-")) {
-              String id = name.substring(".destroyed-".length(), name.lastIndexOf('-'));
-              Overlay.unmount(dir.resolve("rootfs"));
-              SandboxDisk.unmount(dir);
-              Trees.delete(dir);
-              removed.add("leftover files of destroyed sandbox " + id);
-            } else if (SandboxHome.isId(name) && removeIfInterrupted(name, dir)) {
-              removed.add("interrupted sandbox local:" + name);
-            }
-          } catch (NoSuchFileException e) {
-            // renamed or deleted meanwhile by a concurrent create, destroy or gc
-          } catch (IOException e) {
-            // A whole record this version cannot read (a newer version's state, say) is never
-            // destroyed on a guess; the other sandboxes still get their gc.
-            LOG.log(
-                System.Logger.Level.WARNING,
-                "gc left " + dir + " alone: cannot read it (" + e.getMessage() + ")");
-          }
-        }
-      } catch (IOException e) {
-        throw new WorkspaceException("gc cannot read " + sandboxes + ": " + e, e);
-      }
-    }
-    for (String id : runtime.list()) {
-      if (!Files.isDirectory(sandboxes.resolve(id))) {
-        runtime.delete(id);
-        removed.add("orphan container " + id);
-      }
-    }
-    for (String id : cgroups.sandboxIds()) {
-      if (SandboxHome.isId(id) && !Files.isDirectory(sandboxes.resolve(id))) {
-        cgroups.removeSandbox(id);
-        removed.add("orphan cgroup " + cgroups.pathOf(id));
-      }
-    }
-    removed.addAll(networks.gc(sandboxes));
-    removed.addAll(SpareDisks.gc(home));
-    removed.addAll(IdBlocks.gc(home));
-    removed.addAll(images.gc());
-    return removed;
-  }
-
-  /**
-   * Tears down a sandbox whose record is missing, torn, or says CREATING or DESTROYING while nobody
-   * holds its lock, and keeps holding the lock from the check to the end: released in between,
-   * someone could take it and change the sandbox that gc then destroys. A torn record is a CREATING
-   * one that a power loss cut short (see {@link SandboxRecord}): the records of usable states are
-   * written durably. A suspended or stopped one whose transition was interrupted is finished
-   * instead ({@link Lifecycle#finishInterrupted}).
-   */
-  private boolean removeIfInterrupted(String id, Path dir) throws IOException {
-    Optional<FileLock> lock = FileLock.tryAcquire(dir.resolve("lock"));
-    if (lock.isEmpty()) {
-      return false; // someone is creating or destroying it right now
-    }
-    try (FileLock held = lock.get()) {
-      Path state = dir.resolve("state.json");
-      if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
-        SandboxRecord record = SandboxRecord.read(state);
-        if (record.status().isUsable()) {
-          Lifecycle.finishInterrupted(this, record);
-          return false;
-        }
-      }
-      teardown(id, dir);
-      return true;
-    }
+    return new SandboxGc(this).gc();
   }
 
   // ---- helpers ----------------------------------------------------------------------------

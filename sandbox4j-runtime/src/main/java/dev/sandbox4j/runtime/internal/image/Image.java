@@ -1,7 +1,5 @@
 package dev.sandbox4j.runtime.internal.image;
 
-import dev.sandbox4j.runtime.internal.engine.IdBlocks;
-import dev.sandbox4j.runtime.internal.engine.Overlay;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.List;
@@ -18,8 +16,8 @@ import java.util.Objects;
  *
  * <p>Every file is already owned by host ids shifted by {@link #UID_SHIFT} (the canonical block): a
  * sandbox sees them through idmapped mounts that map the canonical block to its own block of host
- * ids ({@link IdBlocks}, {@link Overlay}), so a file owned by host uid 100000 is root's inside, and
- * nothing in an image is owned by real host root.
+ * ids (the engine's {@code IdBlocks} and {@code Overlay}), so a file owned by host uid 100000 is
+ * root's inside, and nothing in an image is owned by real host root.
  *
  * @param name its name in the store
  * @param layerIds the ids of its layers, <b>bottom first</b> (the base system first, the last step

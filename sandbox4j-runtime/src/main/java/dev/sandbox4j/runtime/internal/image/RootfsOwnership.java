@@ -1,6 +1,5 @@
 package dev.sandbox4j.runtime.internal.image;
 
-import dev.sandbox4j.runtime.internal.engine.IdBlocks;
 import java.io.IOException;
 import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
@@ -53,9 +52,10 @@ public final class RootfsOwnership {
    * Moves the owners of {@code root}'s files from one block of host ids to another, in place: a uid
    * or gid in {@code fromBase..fromBase+65535} becomes the same offset from {@code toBase}, others
    * are kept (an image build step's writable layer, owned by the step's own block, becoming a layer
-   * of the store, owned by the canonical ids: see {@link IdBlocks}). Symlinks are changed
-   * themselves, never followed; setuid and setgid bits are set again after the chown. For a tree
-   * nothing runs in (the step's container is gone, the layer moved into the build's own directory).
+   * of the store, owned by the canonical ids: see the engine's {@code IdBlocks}). Symlinks are
+   * changed themselves, never followed; setuid and setgid bits are set again after the chown. For a
+   * tree nothing runs in (the step's container is gone, the layer moved into the build's own
+   * directory).
    */
   public static void shiftBlock(Path root, int fromBase, int toBase) throws IOException {
     if (fromBase == toBase) {
