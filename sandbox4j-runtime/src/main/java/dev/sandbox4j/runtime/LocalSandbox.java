@@ -1,16 +1,13 @@
 package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.runtime.internal.engine.Engine;
-import dev.sandbox4j.runtime.internal.engine.Exec;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
 import dev.sandbox4j.runtime.internal.engine.Timers;
-import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
-import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
@@ -19,19 +16,22 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsHibernate;
 import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
-import java.nio.file.Files;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -63,8 +63,9 @@ import java.util.regex.Pattern;
  * hibernated sandbox wakes it. These are the machine capabilities of {@link
  * dev.sandbox4j.workspace.machine} ({@link SupportsListing}, {@link SupportsSuspend}, {@link
  * SupportsStop}, {@link SupportsHibernate}, {@link SupportsFork}, {@link SupportsSnapshots}), which
- * a remote server's sandboxes have too; egress, ports, networks, images and the shell are this
- * engine's own.
+ * a remote server's sandboxes have too, as they have {@link SupportsTimers} and {@link
+ * SupportsEgress}; {@link SupportsPorts} completes them here. Named networks, images and the shell
+ * are this engine's own.
  *
  * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
  * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
@@ -89,7 +90,10 @@ public final class LocalSandbox
         SupportsStop,
         SupportsHibernate,
         SupportsFork,
-        SupportsSnapshots {
+        SupportsSnapshots,
+        SupportsTimers,
+        SupportsEgress,
+        SupportsPorts {
 
   /** The provider name in refs. */
   public static final String NAME = "local";
@@ -98,31 +102,22 @@ public final class LocalSandbox
   public static final Path DEFAULT_HOME = SandboxHome.DEFAULT;
 
   private static final Pattern LABEL = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
-  private static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
   private static final long GIB = 1L << 30;
   private static final long MAX_MEMORY = 1L << 40;
   private static final int MAX_PIDS = 1 << 22;
 
   private final Path home;
   private final String runtimeName;
-  private final String image;
-  private final String workingDirectory;
+  private final SandboxShape shape;
   private final Map<String, String> env;
-  private final int cpus;
-  private final long memoryBytes;
-  private final int pids;
-  private final SandboxDisk.Limit disk; // null: the default, or a snapshot's
   private final long diskReserve; // -1: the engine's default
   private final double diskOvercommit;
-  private final Map<String, String> labels;
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
-  private final String snapshot;
   private final Timers.Config timers;
   private final boolean portToken;
-  private final EgressPolicy egress;
-  private final List<String> networks;
-  private final ImageStore images;
+  private final LocalImages images;
+  private final LocalNetworking networking;
   private final HostLimits.Sandboxes sandboxesLimits;
   private final Runnable beforeCreate;
   private volatile Engine engine;
@@ -135,31 +130,34 @@ public final class LocalSandbox
   private LocalSandbox(Builder b) {
     this.home = b.home != null ? b.home : defaultHome();
     this.runtimeName = b.runtime;
-    this.image = b.image;
-    this.workingDirectory = b.workingDirectory;
+    List<String> networks = List.copyOf(new java.util.TreeSet<>(b.networks));
+    this.shape =
+        new SandboxShape(
+            b.image,
+            b.workingDirectory,
+            b.cpus,
+            b.memoryBytes != 0 ? b.memoryBytes : 4 * GIB * b.cpus,
+            b.pids,
+            b.diskBytes == 0 && b.diskInodes == 0
+                ? null
+                : new SandboxDisk.Limit(
+                    b.diskBytes != 0 ? b.diskBytes : SandboxDisk.DEFAULT_BYTES,
+                    b.diskInodes != 0 ? b.diskInodes : SandboxDisk.DEFAULT_INODES),
+            Map.copyOf(b.labels),
+            b.snapshot,
+            b.egress,
+            networks);
     this.env = Map.copyOf(b.env);
-    this.cpus = b.cpus;
-    this.memoryBytes = b.memoryBytes != 0 ? b.memoryBytes : 4 * GIB * b.cpus;
-    this.pids = b.pids;
-    this.disk =
-        b.diskBytes == 0 && b.diskInodes == 0
-            ? null
-            : new SandboxDisk.Limit(
-                b.diskBytes != 0 ? b.diskBytes : SandboxDisk.DEFAULT_BYTES,
-                b.diskInodes != 0 ? b.diskInodes : SandboxDisk.DEFAULT_INODES);
     this.diskReserve = b.diskReserve;
     this.diskOvercommit = b.diskOvercommit;
-    this.labels = Map.copyOf(b.labels);
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
     this.noOutputTimeout = b.noOutputTimeout;
-    this.snapshot = b.snapshot;
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
     this.portToken = b.portToken;
-    this.egress = b.egress;
-    this.networks = List.copyOf(new java.util.TreeSet<>(b.networks));
-    this.images = Engine.imageStore(home);
+    this.images = new LocalImages(Engine.imageStore(home), progress);
+    this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
   }
 
@@ -234,7 +232,7 @@ public final class LocalSandbox
    */
   @Override
   public void suspend(WorkspaceRef ref) {
-    new Lifecycle(engine()).suspend(localId(ref));
+    new Lifecycle(engine()).suspend(LocalRefs.localId(ref));
   }
 
   /**
@@ -252,7 +250,7 @@ public final class LocalSandbox
    */
   @Override
   public void hibernate(WorkspaceRef ref) {
-    new Lifecycle(engine()).hibernate(localId(ref));
+    new Lifecycle(engine()).hibernate(LocalRefs.localId(ref));
   }
 
   /**
@@ -263,7 +261,7 @@ public final class LocalSandbox
    */
   @Override
   public void resume(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(localId(ref));
+    new Lifecycle(engine()).start(LocalRefs.localId(ref));
   }
 
   /**
@@ -274,7 +272,7 @@ public final class LocalSandbox
    */
   @Override
   public void stop(WorkspaceRef ref) {
-    new Lifecycle(engine()).stop(localId(ref));
+    new Lifecycle(engine()).stop(LocalRefs.localId(ref));
   }
 
   /**
@@ -285,7 +283,7 @@ public final class LocalSandbox
    */
   @Override
   public void start(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(localId(ref));
+    new Lifecycle(engine()).start(LocalRefs.localId(ref));
   }
 
   /**
@@ -309,8 +307,9 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult fork(WorkspaceRef ref) {
-    checkNetworkAccess(localId(ref), "fork");
-    return forkResult(new Lifecycle(engine()).fork(localId(ref), progress, PortProxy::inherit));
+    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
+    return forkResult(
+        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, PortProxy::inherit));
   }
 
   /**
@@ -323,9 +322,9 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
-    checkNetworkAccess(localId(ref), "fork");
+    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
     return forkResult(
-        new Lifecycle(engine()).fork(localId(ref), progress, false, PortProxy::inherit));
+        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, false, PortProxy::inherit));
   }
 
   private static ForkResult forkResult(Lifecycle.Forked fork) {
@@ -349,15 +348,7 @@ public final class LocalSandbox
    * @throws WorkspaceException if it was created before sandboxes had networks (loopback only)
    */
   public void setEgress(WorkspaceRef ref, EgressPolicy policy) {
-    Objects.requireNonNull(policy, "policy");
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id); // unavailable if gone
-    e.networks().setPolicy(e.dir(id), id, policy);
-    if (policy.interceptTls()) {
-      e.wake(id);
-      e.installCaIfIntercepting(id);
-    }
+    networking.setEgress(ref, policy);
   }
 
   /**
@@ -367,32 +358,33 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
   public EgressPolicy egress(WorkspaceRef ref) {
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    return Networks.policy(e.dir(id));
+    return networking.egress(ref);
   }
 
   /**
-   * Refuses a sandbox on a named network that this provider was not built for ({@link
-   * Builder#network}): the isolated-only API cannot reach into a network.
+   * {@link #egress} as the machine capability's value.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
+  public EgressRules egressRules(WorkspaceRef ref) {
+    return egress(ref).toRules();
+  }
+
+  /**
+   * {@link #setEgress} with the policy {@code rules} state ({@link EgressPolicy#of}).
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws IllegalArgumentException naming the first rule that is malformed or refused
+   * @throws WorkspaceException if it was created before sandboxes had networks (loopback only)
+   */
+  @Override
+  public void setEgressRules(WorkspaceRef ref, EgressRules rules) {
+    setEgress(ref, EgressPolicy.of(rules));
+  }
+
   void checkNetworkAccess(String id, String what) {
-    List<String> on = Networks.networksOf(engine().dir(id));
-    List<String> foreign = on.stream().filter(n -> !networks.contains(n)).toList();
-    if (!foreign.isEmpty()) {
-      throw new WorkspaceException(
-          "refusing to "
-              + what
-              + " local:"
-              + id
-              + ": it is on named network "
-              + String.join(", ", foreign)
-              + ", and this LocalSandbox was built without it (use"
-              + " LocalSandbox.builder().network(\""
-              + foreign.getFirst()
-              + "\"))");
-    }
+    networking.checkNetworkAccess(id, what);
   }
 
   /**
@@ -406,18 +398,13 @@ public final class LocalSandbox
    */
   @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
-    checkImageName(name, "snapshot name");
-    Lifecycle lifecycle = new Lifecycle(engine());
-    Image image = lifecycle.snapshot(localId(ref), name);
-    return snapshotInfo(image, images.snapshotOf(name).orElseThrow());
+    return images.snapshot(engine(), ref, name);
   }
 
   /** The complete snapshots on this machine (of this state directory), sorted by name. */
   @Override
   public List<SnapshotInfo> snapshots() {
-    return images.list().stream()
-        .flatMap(i -> images.snapshotOf(i.name()).map(s -> snapshotInfo(i, s)).stream())
-        .toList();
+    return images.snapshots();
   }
 
   /**
@@ -428,38 +415,7 @@ public final class LocalSandbox
    */
   @Override
   public boolean removeSnapshot(String name) {
-    checkImageName(name, "snapshot name");
-    requireLinuxAndRoot();
-    if (images.find(name).isEmpty()) {
-      return false;
-    }
-    if (images.snapshotOf(name).isEmpty()) {
-      throw new IllegalArgumentException(
-          "image '" + name + "' is not a snapshot: remove it as an image");
-    }
-    images.remove(name);
-    return true;
-  }
-
-  private static String localId(WorkspaceRef ref) {
-    Objects.requireNonNull(ref, "ref");
-    if (!ref.provider().equals(NAME)) {
-      throw new IllegalArgumentException(
-          ref + " belongs to provider '" + ref.provider() + "', not local");
-    }
-    SandboxHome.checkId(ref.id());
-    return ref.id();
-  }
-
-  private static void checkImageName(String name, String what) {
-    if (name == null || !IMAGE_NAME.matcher(name).matches() || name.equals("layers")) {
-      throw new IllegalArgumentException(
-          "invalid "
-              + what
-              + " '"
-              + name
-              + "': 1 to 63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit");
-    }
+    return images.removeSnapshot(name);
   }
 
   /** Every sandbox on this machine (of this state directory), sorted by id. */
@@ -468,7 +424,7 @@ public final class LocalSandbox
     Engine e = engine();
     Supervisor.ensureRunning(e);
     int proxyPort = PortProxy.port(home);
-    return e.list().stream().map(r -> info(e, r, proxyPort)).toList();
+    return e.list().stream().map(r -> LocalInfos.info(e, r, proxyPort)).toList();
   }
 
   /**
@@ -477,7 +433,7 @@ public final class LocalSandbox
    */
   @Override
   public Optional<SandboxInfo> info(WorkspaceRef ref) {
-    String id = localId(ref);
+    String id = LocalRefs.localId(ref);
     Engine e = engine();
     SandboxRecord r;
     try {
@@ -485,48 +441,22 @@ public final class LocalSandbox
     } catch (WorkspaceException gone) {
       return Optional.empty();
     }
-    return Optional.of(info(e, r, PortProxy.port(home)));
+    return Optional.of(LocalInfos.info(e, r, PortProxy.port(home)));
   }
 
-  private static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
-    Path dir = e.dir(r.id());
-    String egress;
-    List<String> networks;
-    try {
-      boolean has = Networks.saved(dir).isPresent();
-      networks = Networks.networksOf(dir);
-      egress =
-          has ? Networks.policy(dir).mode().name().toLowerCase(java.util.Locale.ROOT) : "loopback";
-    } catch (RuntimeException beingCreatedOrDestroyed) {
-      networks = List.of();
-      egress = "unknown";
-    }
-    return SandboxInfo.builder(
-            new WorkspaceRef(NAME, r.id()), r.status().name().toLowerCase(java.util.Locale.ROOT))
-        .image(r.image())
-        .created(Instant.parse(r.created()))
-        .labels(r.labels())
-        .limits(r.cpus(), r.memoryBytes(), r.pids())
-        .disk(r.diskBytes(), r.diskInodes())
-        .timers(Timers.read(dir).map(Timers.Settings::toPublic).orElse(null))
-        .networks(networks)
-        .egress(egress)
-        .portUrl(PortProxy.urlTemplate(proxyPort, r.id()))
-        .build();
-  }
-
-  private static SnapshotInfo snapshotInfo(Image image, ImageStore.Snapshot s) {
-    return new SnapshotInfo(
-        image.name(),
-        image.created(),
-        new WorkspaceRef(NAME, s.sandbox()),
-        s.image(),
-        s.cpus(),
-        s.memoryBytes(),
-        s.pids(),
-        image.sizeBytes(),
-        SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()).bytes(),
-        SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()).inodes());
+  /**
+   * The timers {@code ref}'s sandbox was created with ({@link Builder#autoSuspendTimeout} ...), or
+   * empty for one made before timers existed; a fork has its parent's, its lifetime counted from
+   * the fork. They cannot be changed afterwards.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist, or a timer ended it
+   */
+  @Override
+  public Optional<SandboxTimers> timers(WorkspaceRef ref) {
+    String id = LocalRefs.localId(ref);
+    Engine e = engine();
+    e.record(id); // unavailable if gone, saying which timer ended it
+    return Timers.read(e.dir(id)).map(Timers.Settings::toPublic);
   }
 
   // ---- ports -------------------------------------------------------------------------------
@@ -548,13 +478,9 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
    */
+  @Override
   public java.net.URI url(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    Supervisor.ensureRunning(e);
-    return PortProxy.url(PortProxy.port(home), id, port);
+    return networking.url(ref, port);
   }
 
   /**
@@ -564,11 +490,9 @@ public final class LocalSandbox
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public Optional<String> portToken(WorkspaceRef ref) {
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    return PortProxy.token(e.dir(id));
+    return networking.portToken(ref);
   }
 
   /**
@@ -582,14 +506,9 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
    */
+  @Override
   public int forwardTcp(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    boolean running = Supervisor.isRunning(home);
-    Supervisor.ensureRunning(e);
-    return PortProxy.forward(e, id, port, running);
+    return networking.forwardTcp(ref, port);
   }
 
   /**
@@ -608,7 +527,7 @@ public final class LocalSandbox
 
   /** The images on this machine (of this state directory), sorted by name. */
   public List<ImageInfo> images() {
-    return images.list().stream().map(ImageInfo::of).toList();
+    return images.images();
   }
 
   /**
@@ -620,8 +539,7 @@ public final class LocalSandbox
    * @return the image
    */
   public ImageInfo buildDefaultImage(boolean rebuild) {
-    requireLinuxAndRoot();
-    return ImageInfo.of(rebuild ? images.buildDefault(progress) : images.ensureDefault(progress));
+    return images.buildDefault(rebuild);
   }
 
   /**
@@ -631,12 +549,7 @@ public final class LocalSandbox
    * @return whether there was such an image
    */
   public boolean removeImage(String name) {
-    requireLinuxAndRoot();
-    if (images.find(name).isEmpty()) {
-      return false;
-    }
-    images.remove(name);
-    return true;
+    return images.removeImage(name);
   }
 
   /**
@@ -654,23 +567,11 @@ public final class LocalSandbox
    *     everything it started are killed
    */
   public int shell(WorkspaceRef ref) {
-    WorkspaceBackend backend =
-        backend(ref)
-            .orElseThrow(() -> new IllegalArgumentException("not a local sandbox ref: " + ref));
-    backend.workingDirectory(); // attaches: unavailable if gone, and checks the directory
-    Map<String, String> shellEnv = new LinkedHashMap<>(Engine.BASE_ENV);
-    shellEnv.putAll(engine().networks().proxyEnv(engine().dir(ref.id())));
-    shellEnv.putAll(env);
-    String term = System.getenv("TERM");
-    if (term != null && !term.isBlank() && !env.containsKey("TERM")) {
-      shellEnv.put("TERM", term);
-    }
-    return Exec.interactive(
-        engine(), ref.id(), Engine.USER, workingDirectory, shellEnv, List.of("/bin/bash", "-l"));
+    return LocalShell.run(this, ref);
   }
 
   String workingDirectory() {
-    return workingDirectory;
+    return shape.workingDirectory();
   }
 
   Map<String, String> env() {
@@ -699,40 +600,12 @@ public final class LocalSandbox
   }
 
   /**
-   * What a new sandbox is made of; from a snapshot, its layers and size.
+   * What a new sandbox is made of.
    *
-   * @throws WorkspaceUnavailableException if the snapshot does not exist (or is still being saved)
+   * @throws WorkspaceUnavailableException if its snapshot does not exist (or is still being saved)
    */
   Engine.Spec spec() {
-    if (snapshot == null) {
-      return new Engine.Spec(
-          image,
-          workingDirectory,
-          new OciConfig.Limits(memoryBytes, cpus, pids),
-          labels,
-          null,
-          new Networks.Settings(egress, networks),
-          disk != null ? disk : SandboxDisk.Limit.DEFAULT);
-    }
-    Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
-    Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
-    if (saved.isEmpty() || found.isEmpty()) {
-      throw new WorkspaceUnavailableException(
-          "snapshot '"
-              + snapshot
-              + "' does not exist here (or is still being saved): see `sandbox4j snapshot ls`");
-    }
-    ImageStore.Snapshot s = saved.get();
-    List<String> joined = new java.util.ArrayList<>(networks);
-    joined.addAll(s.networks()); // a snapshot keeps the networks of the machine it was saved from
-    return new Engine.Spec(
-        snapshot,
-        workingDirectory,
-        new OciConfig.Limits(s.memoryBytes(), s.cpus(), s.pids()),
-        labels,
-        found.get().layerIds(),
-        new Networks.Settings(egress, joined),
-        disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()));
+    return shape.spec(images.store());
   }
 
   /** The engine, checked and built on first use. */
@@ -749,21 +622,10 @@ public final class LocalSandbox
     return e;
   }
 
-  private static void requireLinuxAndRoot() {
-    if (!System.getProperty("os.name").equals("Linux")) {
-      throw new WorkspaceException(
-          "local sandboxes need Linux (this is " + System.getProperty("os.name") + ")");
-    }
-    if (!"root".equals(System.getProperty("user.name"))
-        && !Files.isWritable(Path.of("/sys/fs/cgroup"))) {
-      throw new WorkspaceException(
-          "local sandboxes need root (mounts, cgroups, user namespaces): run as root");
-    }
-  }
-
   private Engine openEngine() {
-    requireLinuxAndRoot();
-    return Engine.open(home, images, runtimeName, sandboxesLimits, diskReserve, diskOvercommit);
+    LocalRefs.requireLinuxAndRoot();
+    return Engine.open(
+        home, images.store(), runtimeName, sandboxesLimits, diskReserve, diskOvercommit);
   }
 
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */
@@ -1029,7 +891,7 @@ public final class LocalSandbox
      * being saved, makes the first use fail with {@link WorkspaceUnavailableException}.
      */
     public Builder snapshot(String name) {
-      checkImageName(name, "snapshot name");
+      LocalRefs.checkImageName(name, "snapshot name");
       this.snapshot = name;
       return this;
     }
