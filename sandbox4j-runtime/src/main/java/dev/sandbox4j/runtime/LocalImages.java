@@ -8,6 +8,7 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.util.List;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * The images and snapshots of one state directory, as {@link LocalSandbox} manages them: list,
@@ -26,9 +27,10 @@ final class LocalImages {
     return images;
   }
 
-  SnapshotInfo snapshot(Engine engine, WorkspaceRef ref, String name) {
+  /** The name is checked before the engine is opened, as by every operation. */
+  SnapshotInfo snapshot(Supplier<Engine> engine, WorkspaceRef ref, String name) {
     LocalRefs.checkImageName(name, "snapshot name");
-    Image image = new Lifecycle(engine).snapshot(LocalRefs.localId(ref), name);
+    Image image = new Lifecycle(engine.get()).snapshot(LocalRefs.localId(ref), name);
     return LocalInfos.snapshotInfo(image, images.snapshotOf(name).orElseThrow());
   }
 

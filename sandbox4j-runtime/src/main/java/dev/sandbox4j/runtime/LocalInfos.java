@@ -8,6 +8,8 @@ import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
+import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
@@ -15,6 +17,7 @@ import java.nio.file.Path;
 import java.time.Instant;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 
 /**
  * The machine values the local engine reports ({@link SandboxInfo}, {@link SnapshotInfo}),
@@ -22,6 +25,24 @@ import java.util.Locale;
  */
 final class LocalInfos {
   private LocalInfos() {}
+
+  /** Every sandbox of the engine's state directory, sorted by id; starts its supervisor. */
+  static List<SandboxInfo> list(Engine e) {
+    Supervisor.ensureRunning(e);
+    int proxyPort = PortProxy.port(e.home());
+    return e.list().stream().map(r -> info(e, r, proxyPort)).toList();
+  }
+
+  /** Sandbox {@code id}, reading its files only; empty if it does not exist (or is being made). */
+  static Optional<SandboxInfo> info(Engine e, String id) {
+    SandboxRecord r;
+    try {
+      r = e.record(id);
+    } catch (WorkspaceException gone) {
+      return Optional.empty();
+    }
+    return Optional.of(info(e, r, PortProxy.port(e.home())));
+  }
 
   static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
     Path dir = e.dir(r.id());

@@ -3,7 +3,6 @@ package dev.sandbox4j.runtime;
 import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
-import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
 import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
@@ -38,7 +37,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Consumer;
-import java.util.regex.Pattern;
 
 /**
  * Isolated Linux sandboxes on this machine: the provider {@code local}, whose workspaces are
@@ -57,15 +55,15 @@ import java.util.regex.Pattern;
  * to every command, also after attaching. The working directory is created in a new sandbox and
  * must already exist in one attached to.
  *
- * <p>A sandbox can be suspended, stopped, hibernated, forked (files, and processes where
- * checkpoint/restore works) and saved as a snapshot ({@link #suspend}, {@link #stop}, {@link
- * #hibernate}, {@link #fork}, {@link #snapshot}); any operation on a suspended, stopped or
- * hibernated sandbox wakes it. These are the machine capabilities of {@link
- * dev.sandbox4j.workspace.machine} ({@link SupportsListing}, {@link SupportsSuspend}, {@link
- * SupportsStop}, {@link SupportsHibernate}, {@link SupportsFork}, {@link SupportsSnapshots}), which
- * a remote server's sandboxes have too, as they have {@link SupportsTimers} and {@link
- * SupportsEgress}; {@link SupportsPorts} completes them here. Named networks, images and the shell
- * are this engine's own.
+ * <p>A sandbox can be suspended (with the cgroup freezer), stopped (its processes ended and its
+ * root file system unmounted), hibernated, forked (files, and processes where checkpoint/restore
+ * works) and saved as a snapshot ({@link #suspend}, {@link #stop}, {@link #hibernate}, {@link
+ * #fork}, {@link #snapshot}); any operation on a suspended, stopped or hibernated sandbox wakes it.
+ * These are the machine capabilities of {@link dev.sandbox4j.workspace.machine} ({@link
+ * SupportsListing}, {@link SupportsSuspend}, {@link SupportsStop}, {@link SupportsHibernate},
+ * {@link SupportsFork}, {@link SupportsSnapshots}), which a remote server's sandboxes have too, as
+ * they have {@link SupportsTimers} and {@link SupportsEgress}; {@link SupportsPorts} completes them
+ * here. Named networks, images and the shell are this engine's own.
  *
  * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
  * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
@@ -101,10 +99,7 @@ public final class LocalSandbox
   /** The engine's state directory unless {@code SANDBOX4J_HOME} says otherwise. */
   public static final Path DEFAULT_HOME = SandboxHome.DEFAULT;
 
-  private static final Pattern LABEL = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
   private static final long GIB = 1L << 30;
-  private static final long MAX_MEMORY = 1L << 40;
-  private static final int MAX_PIDS = 1 << 22;
 
   private final Path home;
   private final String runtimeName;
@@ -223,13 +218,6 @@ public final class LocalSandbox
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
-  /**
-   * Freezes every process of {@code ref}'s sandbox (cgroup freezer); memory is kept and nothing
-   * runs until it is resumed, which any operation on it does transparently. Idempotent; a stopped
-   * sandbox stays stopped.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist (destroyed, unknown)
-   */
   @Override
   public void suspend(WorkspaceRef ref) {
     new Lifecycle(engine()).suspend(LocalRefs.localId(ref));
@@ -253,34 +241,16 @@ public final class LocalSandbox
     new Lifecycle(engine()).hibernate(LocalRefs.localId(ref));
   }
 
-  /**
-   * Wakes {@code ref}'s sandbox: thaws a suspended one, starts a stopped one, restores a hibernated
-   * one. Idempotent. Any operation on a sandbox does this by itself.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist
-   */
   @Override
   public void resume(WorkspaceRef ref) {
     new Lifecycle(engine()).start(LocalRefs.localId(ref));
   }
 
-  /**
-   * Ends every process of {@code ref}'s sandbox and unmounts its root file system, keeping its
-   * files; the next operation (or {@link #start}) starts it again, with a fresh init. Idempotent.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist
-   */
   @Override
   public void stop(WorkspaceRef ref) {
     new Lifecycle(engine()).stop(LocalRefs.localId(ref));
   }
 
-  /**
-   * Starts {@code ref}'s stopped sandbox (and thaws a suspended one, restores a hibernated one):
-   * the same as {@link #resume}.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist
-   */
   @Override
   public void start(WorkspaceRef ref) {
     new Lifecycle(engine()).start(LocalRefs.localId(ref));
@@ -398,7 +368,7 @@ public final class LocalSandbox
    */
   @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
-    return images.snapshot(engine(), ref, name);
+    return images.snapshot(this::engine, ref, name);
   }
 
   /** The complete snapshots on this machine (of this state directory), sorted by name. */
@@ -421,10 +391,7 @@ public final class LocalSandbox
   /** Every sandbox on this machine (of this state directory), sorted by id. */
   @Override
   public List<SandboxInfo> list() {
-    Engine e = engine();
-    Supervisor.ensureRunning(e);
-    int proxyPort = PortProxy.port(home);
-    return e.list().stream().map(r -> LocalInfos.info(e, r, proxyPort)).toList();
+    return LocalInfos.list(engine());
   }
 
   /**
@@ -434,14 +401,7 @@ public final class LocalSandbox
   @Override
   public Optional<SandboxInfo> info(WorkspaceRef ref) {
     String id = LocalRefs.localId(ref);
-    Engine e = engine();
-    SandboxRecord r;
-    try {
-      r = e.record(id);
-    } catch (WorkspaceException gone) {
-      return Optional.empty();
-    }
-    return Optional.of(LocalInfos.info(e, r, PortProxy.port(home)));
+    return LocalInfos.info(engine(), id);
   }
 
   /**
@@ -694,10 +654,7 @@ public final class LocalSandbox
      * crun} on PATH.
      */
     public Builder runtime(String runtime) {
-      if (runtime == null || runtime.isBlank()) {
-        throw new IllegalArgumentException("runtime must name an OCI runtime, e.g. crun");
-      }
-      this.runtime = runtime;
+      this.runtime = SettingChecks.runtime(runtime);
       return this;
     }
 
@@ -713,32 +670,13 @@ public final class LocalSandbox
      * /home/sandbox}). Created in a new sandbox; must exist in one attached to.
      */
     public Builder workingDirectory(String path) {
-      if (path == null
-          || !path.startsWith("/")
-          || path.indexOf('\0') >= 0
-          || path.length() > 4096
-          || List.of(path.split("/")).contains("..")
-          || List.of(path.split("/")).contains(".")
-          || (path.length() > 1 && path.endsWith("/"))
-          || path.contains("//")) {
-        throw new IllegalArgumentException(
-            "workingDirectory must be an absolute, normalized path (no '.', '..', '//' or trailing"
-                + " '/'): "
-                + path);
-      }
-      this.workingDirectory = path;
+      this.workingDirectory = SettingChecks.workingDirectory(path);
       return this;
     }
 
     /** A variable every command gets (a command's own env wins). */
     public Builder env(String name, String value) {
-      if (name == null || name.isEmpty() || name.contains("=") || name.indexOf('\0') >= 0) {
-        throw new IllegalArgumentException("invalid env name '" + name + "'");
-      }
-      if (value == null || value.indexOf('\0') >= 0) {
-        throw new IllegalArgumentException(
-            "env value of " + name + " must be non-null, without NUL");
-      }
+      SettingChecks.env(name, value);
       env.put(name, value);
       return this;
     }
@@ -751,10 +689,7 @@ public final class LocalSandbox
 
     /** CPU quota of a new sandbox: 1, 2, 4 or 8 CPUs (default 1). */
     public Builder cpus(int cpus) {
-      if (cpus != 1 && cpus != 2 && cpus != 4 && cpus != 8) {
-        throw new IllegalArgumentException("cpus must be 1, 2, 4 or 8, was " + cpus);
-      }
-      this.cpus = cpus;
+      this.cpus = SettingChecks.cpus(cpus);
       sizeSettings.add("cpus");
       return this;
     }
@@ -764,11 +699,7 @@ public final class LocalSandbox
      * TiB).
      */
     public Builder memory(long bytes) {
-      if (bytes < 64L << 20 || bytes > MAX_MEMORY) {
-        throw new IllegalArgumentException(
-            "memory must be from 64 MiB to 1 TiB, was " + bytes + " bytes");
-      }
-      this.memoryBytes = bytes;
+      this.memoryBytes = SettingChecks.memory(bytes);
       sizeSettings.add("memory");
       return this;
     }
@@ -780,10 +711,7 @@ public final class LocalSandbox
      * sandbox's limit, all of them together never exceed that half.
      */
     public Builder pids(int pids) {
-      if (pids < 16 || pids > MAX_PIDS) {
-        throw new IllegalArgumentException("pids must be from 16 to 4194304, was " + pids);
-      }
-      this.pids = pids;
+      this.pids = SettingChecks.pids(pids);
       sizeSettings.add("pids");
       return this;
     }
@@ -819,10 +747,7 @@ public final class LocalSandbox
      * host space as they are written, up to their quota.
      */
     public Builder diskReserve(long bytes) {
-      if (bytes < 0) {
-        throw new IllegalArgumentException("diskReserve must be 0 or more bytes, was " + bytes);
-      }
-      this.diskReserve = bytes;
+      this.diskReserve = SettingChecks.diskReserve(bytes);
       return this;
     }
 
@@ -845,14 +770,7 @@ public final class LocalSandbox
 
     /** A label of a new sandbox, shown by {@link LocalSandbox#list()}. */
     public Builder label(String key, String value) {
-      if (key == null || !LABEL.matcher(key).matches()) {
-        throw new IllegalArgumentException(
-            "invalid label key '" + key + "': letters, digits, '.', '_', '/', '-', up to 63");
-      }
-      if (value == null || value.length() > 256 || value.chars().anyMatch(c -> c < 0x20)) {
-        throw new IllegalArgumentException(
-            "invalid value for label " + key + ": up to 256 characters, no control characters");
-      }
+      SettingChecks.label(key, value);
       labels.put(key, value);
       return this;
     }
@@ -902,10 +820,7 @@ public final class LocalSandbox
      * own (default 30 minutes).
      */
     public Builder noOutputTimeout(Duration limit) {
-      if (limit == null || limit.isNegative() || limit.isZero()) {
-        throw new IllegalArgumentException("noOutputTimeout must be positive, was " + limit);
-      }
-      this.noOutputTimeout = limit;
+      this.noOutputTimeout = SettingChecks.noOutputTimeout(limit);
       return this;
     }
 
@@ -918,7 +833,7 @@ public final class LocalSandbox
      * activity too, and a request wakes it.
      */
     public Builder autoSuspendTimeout(Duration idle) {
-      this.autoSuspendTimeout = nonNegative(idle, "autoSuspendTimeout");
+      this.autoSuspendTimeout = SettingChecks.nonNegative(idle, "autoSuspendTimeout");
       return this;
     }
 
@@ -928,13 +843,7 @@ public final class LocalSandbox
      * it raises {@link WorkspaceUnavailableException} saying so.
      */
     public Builder sandboxTimeout(Duration lifetime) {
-      if (lifetime == null
-          || lifetime.compareTo(Timers.MIN_LIFETIME) < 0
-          || lifetime.compareTo(Timers.MAX_LIFETIME) > 0) {
-        throw new IllegalArgumentException(
-            "sandboxTimeout must be from 10 seconds to 24 hours, was " + lifetime);
-      }
-      this.sandboxTimeout = lifetime;
+      this.sandboxTimeout = SettingChecks.sandboxTimeout(lifetime);
       return this;
     }
 
@@ -944,7 +853,7 @@ public final class LocalSandbox
      * sandbox is idle.
      */
     public Builder idleTimeout(Duration idle) {
-      this.idleTimeout = nonNegative(idle, "idleTimeout");
+      this.idleTimeout = SettingChecks.nonNegative(idle, "idleTimeout");
       return this;
     }
 
@@ -967,35 +876,13 @@ public final class LocalSandbox
       return this;
     }
 
-    private static Duration nonNegative(Duration d, String what) {
-      if (d == null || d.isNegative()) {
-        throw new IllegalArgumentException(what + " must be zero (never) or positive, was " + d);
-      }
-      if (!d.isZero() && d.compareTo(Duration.ofSeconds(1)) < 0) {
-        throw new IllegalArgumentException(what + " must be at least 1 second, was " + d);
-      }
-      return d;
-    }
-
     /**
      * Returns the provider.
      *
      * @throws IllegalArgumentException if a snapshot is combined with a size or an image
      */
     public LocalSandbox build() {
-      if (snapshot != null && (!sizeSettings.isEmpty() || imageSet)) {
-        List<String> conflicting =
-            new java.util.ArrayList<>(new java.util.LinkedHashSet<>(sizeSettings));
-        if (imageSet) {
-          conflicting.add("image");
-        }
-        throw new IllegalArgumentException(
-            "snapshot cannot be combined with "
-                + String.join(", ", conflicting)
-                + ": a sandbox from snapshot '"
-                + snapshot
-                + "' keeps the size and image it was saved with");
-      }
+      SettingChecks.snapshotAlone(snapshot, sizeSettings, imageSet);
       return new LocalSandbox(this);
     }
   }

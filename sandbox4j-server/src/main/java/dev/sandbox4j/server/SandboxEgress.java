@@ -35,8 +35,8 @@ final class SandboxEgress {
 
   void put(Call c) throws IOException {
     c.onlyQuery(java.util.Set.of());
-    Body body = c.body(Body.class, null);
     WorkspaceRef ref = ref(c); // ownership first: another organization's sandbox is a 404
+    Body body = c.body(Body.class, null);
     EgressPolicy policy;
     try {
       policy = EgressPolicy.of(rules(body));
