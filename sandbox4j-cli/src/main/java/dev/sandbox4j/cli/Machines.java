@@ -132,6 +132,11 @@ final class Machines {
     return ports().forwardTcp(ref, port);
   }
 
+  /** Whether the provider serves its sandboxes' ports ({@link SupportsPorts}); no I/O. */
+  boolean servePorts() {
+    return provider() instanceof SupportsPorts;
+  }
+
   private SupportsPorts ports() {
     return capability(provider(), SupportsPorts.class, "serve the ports of");
   }

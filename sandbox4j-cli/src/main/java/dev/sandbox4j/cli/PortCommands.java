@@ -40,7 +40,13 @@ final class PortCommands {
         throw new picocli.CommandLine.ParameterException(
             spec.commandLine(), "PORT must be from 1 to 65535, was " + port);
       }
-      return StateCommands.machineRefs(root, spec, List.of(ref)).get(0);
+      WorkspaceRef parsed = StateCommands.machineRefs(root, spec, List.of(ref)).get(0);
+      if (!root.machines().servePorts()) {
+        throw new picocli.CommandLine.ParameterException(
+            spec.commandLine(),
+            parsed + " is a " + parsed.provider() + " workspace: only local sandboxes have this");
+      }
+      return parsed;
     }
   }
 
