@@ -59,8 +59,8 @@ public final class WorkspaceCapability<P extends WorkspaceProvider> implements C
 
   /**
    * The provider workspaces come from, as its own type: for what only that provider has, such as
-   * the local engine's egress policy or port URLs. What every provider may have (fork, snapshot,
-   * suspend, ...) is in {@link #machine}.
+   * the local engine's named networks or the full {@code EgressPolicy}. What every provider may
+   * have (fork, snapshot, suspend, timers, egress rules, port URLs, ...) is in {@link #machine}.
    */
   public P provider() {
     return provider;
@@ -68,8 +68,8 @@ public final class WorkspaceCapability<P extends WorkspaceProvider> implements C
 
   /**
    * The provider as one of its machine capabilities of {@link dev.sandbox4j.workspace.machine}, or
-   * empty if it does not have that one: an application (or a tool of its own) can fork, snapshot or
-   * suspend a run's workspace without knowing which provider holds it.
+   * empty if it does not have that one: an application (or a tool of its own) can fork, snapshot,
+   * suspend a run's workspace or narrow its egress without knowing which provider holds it.
    *
    * {@snippet :
    * capability.machine(SupportsFork.class).ifPresent(forks -> forks.fork(ref));

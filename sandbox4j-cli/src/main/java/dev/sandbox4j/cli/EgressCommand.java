@@ -1,8 +1,8 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.runtime.EgressPolicy;
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -16,7 +16,8 @@ import picocli.CommandLine.Spec;
 
 /**
  * {@code sandbox4j egress ID [POLICY] [--header DOMAIN[/PORTS]:NAME:VALUE]... [--intercept-tls]}:
- * shows or replaces a local sandbox's egress policy while it runs.
+ * shows or replaces a sandbox's egress policy while it runs, through {@link Machines} (a local
+ * sandbox, or a remote one with a server).
  */
 @Command(
     name = "egress",
@@ -33,7 +34,10 @@ final class EgressCommand implements Callable<Integer> {
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
 
-  @Parameters(index = "0", paramLabel = "ID", description = "A local sandbox ref or id.")
+  @Parameters(
+      index = "0",
+      paramLabel = "ID",
+      description = "A sandbox ref or id (local, or remote with a server).")
   String ref;
 
   @Parameters(
@@ -61,21 +65,34 @@ final class EgressCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    WorkspaceRef parsed = StateCommands.localRefs(root, spec, List.of(ref)).getFirst();
-    LocalSandbox sandboxes = root.providers().local();
+    WorkspaceRef parsed = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
+    Machines sandboxes = root.machines();
     if (policy == null) {
       if ((headers != null && !headers.isEmpty()) || interceptTls) {
         throw new ParameterException(
             spec.commandLine(), "--header and --intercept-tls need a POLICY too");
       }
-      root.context().out().println(sandboxes.egress(parsed));
+      root.context().out().println(shown(sandboxes.egressRules(parsed)));
       return ExitCodes.OK;
     }
     EgressPolicy p = parse(spec, policy, headers, interceptTls);
     warnNarrowed(root.context().err(), p);
-    sandboxes.setEgress(parsed, p);
+    sandboxes.setEgressRules(parsed, p.toRules());
     root.context().out().println(parsed);
     return ExitCodes.OK;
+  }
+
+  /**
+   * The rules as the policy they state, whose text hides header values; as the bare rules (values
+   * hidden too) where the policy refuses one: a sandbox may keep a rule stored before such rules
+   * were refused, and showing it must not fail.
+   */
+  private static Object shown(EgressRules rules) {
+    try {
+      return EgressPolicy.of(rules);
+    } catch (IllegalArgumentException refusedSince) {
+      return rules;
+    }
   }
 
   /** Says, on stderr, which ranges a wide CIDR rule does not open. */

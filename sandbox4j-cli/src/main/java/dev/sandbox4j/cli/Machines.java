@@ -6,22 +6,28 @@ import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsHibernate;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import java.io.Console;
 import java.io.PrintStream;
+import java.net.URI;
 import java.util.List;
+import java.util.Optional;
 
 /**
- * Where the CLI's machine commands (suspend/resume/stop/start/hibernate, fork, snapshot, shell)
- * act: the local engine, or a sandbox4j server when {@code --server} or {@code $SANDBOX4J_URL}
- * names one. Each command is written once against this, and this against the machine capabilities
- * of {@link dev.sandbox4j.workspace.machine}: a provider that lacks one refuses the command.
+ * Where the CLI's machine commands (suspend/resume/stop/start/hibernate, fork, snapshot, egress,
+ * url, forward, shell) act: the local engine, or a sandbox4j server when {@code --server} or {@code
+ * $SANDBOX4J_URL} names one. Each command is written once against this, and this against the
+ * machine capabilities of {@link dev.sandbox4j.workspace.machine}: a provider that lacks one
+ * refuses the command.
  */
 final class Machines {
 
@@ -102,6 +108,37 @@ final class Machines {
 
   void removeSnapshot(String name) {
     capability(provider(), SupportsSnapshots.class, "snapshot").removeSnapshot(name);
+  }
+
+  EgressRules egressRules(WorkspaceRef ref) {
+    return capability(provider(), SupportsEgress.class, "show the egress rules of")
+        .egressRules(ref);
+  }
+
+  void setEgressRules(WorkspaceRef ref, EgressRules rules) {
+    capability(provider(), SupportsEgress.class, "change the egress rules of")
+        .setEgressRules(ref, rules);
+  }
+
+  URI url(WorkspaceRef ref, int port) {
+    return ports().url(ref, port);
+  }
+
+  Optional<String> portToken(WorkspaceRef ref) {
+    return ports().portToken(ref);
+  }
+
+  int forwardTcp(WorkspaceRef ref, int port) {
+    return ports().forwardTcp(ref, port);
+  }
+
+  /** Whether the provider serves its sandboxes' ports ({@link SupportsPorts}); no I/O. */
+  boolean servePorts() {
+    return provider() instanceof SupportsPorts;
+  }
+
+  private SupportsPorts ports() {
+    return capability(provider(), SupportsPorts.class, "serve the ports of");
   }
 
   /**

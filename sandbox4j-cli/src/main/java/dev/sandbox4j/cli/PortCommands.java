@@ -1,6 +1,5 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.net.URI;
 import java.net.URLEncoder;
@@ -15,7 +14,10 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
-/** {@code sandbox4j url ID PORT} and {@code sandbox4j forward ID PORT}: a sandbox's ports. */
+/**
+ * {@code sandbox4j url ID PORT} and {@code sandbox4j forward ID PORT}: a sandbox's ports, through
+ * {@link Machines} (a provider without port URLs refuses them).
+ */
 final class PortCommands {
   private PortCommands() {}
 
@@ -38,7 +40,13 @@ final class PortCommands {
         throw new picocli.CommandLine.ParameterException(
             spec.commandLine(), "PORT must be from 1 to 65535, was " + port);
       }
-      return StateCommands.localRefs(root, spec, List.of(ref)).get(0);
+      WorkspaceRef parsed = StateCommands.machineRefs(root, spec, List.of(ref)).get(0);
+      if (!root.machines().servePorts()) {
+        throw new picocli.CommandLine.ParameterException(
+            spec.commandLine(),
+            parsed + " is a " + parsed.provider() + " workspace: only local sandboxes have this");
+      }
+      return parsed;
     }
   }
 
@@ -66,9 +74,10 @@ final class PortCommands {
     @Override
     public Integer call() {
       WorkspaceRef r = parsed();
-      LocalSandbox local = root.providers().local();
-      URI url = local.url(r, port);
-      Optional<String> secret = withToken || token ? local.portToken(r) : Optional.<String>empty();
+      Machines machines = root.machines();
+      URI url = machines.url(r, port);
+      Optional<String> secret =
+          withToken || token ? machines.portToken(r) : Optional.<String>empty();
       String line = url.toString();
       if (withToken && secret.isPresent()) {
         line += "?s4j_token=" + URLEncoder.encode(secret.get(), StandardCharsets.UTF_8);
@@ -94,7 +103,7 @@ final class PortCommands {
     @Override
     public Integer call() {
       WorkspaceRef r = parsed();
-      int hostPort = root.providers().local().forwardTcp(r, port);
+      int hostPort = root.machines().forwardTcp(r, port);
       root.context().out().println("127.0.0.1:" + hostPort);
       return ExitCodes.OK;
     }

@@ -1,6 +1,5 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -64,23 +63,6 @@ final class StateCommands {
                 + " sandboxes have this");
       }
       root.backend(spec, root.provider(spec, machines.name()), ref); // validates the id; no I/O
-    }
-    return parsed;
-  }
-
-  /**
-   * Parses refs that must all be local sandboxes' (a usage error otherwise): for what only the
-   * local engine has (egress policies, port URLs and forwards).
-   */
-  static List<WorkspaceRef> localRefs(SandboxCommand root, CommandSpec spec, List<String> refs) {
-    List<WorkspaceRef> parsed = refs.stream().map(text -> root.parseRef(spec, text)).toList();
-    for (WorkspaceRef ref : parsed) {
-      if (!ref.provider().equals(LocalSandbox.NAME)) {
-        throw new ParameterException(
-            spec.commandLine(),
-            ref + " is a " + ref.provider() + " workspace: only local sandboxes have this");
-      }
-      root.backend(spec, root.providers().local(), ref); // validates the id; no I/O
     }
     return parsed;
   }

@@ -240,6 +240,26 @@ class RemoteCliTest {
   }
 
   @Test
+  void egressWorksOnTheServersSandboxesAndPortsSayTheyAreLocalOnly() {
+    String ref = create();
+    Run shown = run("egress", ref);
+    assertThat(shown.exitCode()).as(shown.err()).isZero();
+    assertThat(shown.out()).isEqualTo("EgressPolicy[all]\n");
+    Run set = run("egress", ref, "api.example.com", "--header", "api.example.com:X-Key:remote-v");
+    assertThat(set.exitCode()).as(set.err()).isZero();
+    assertThat(run("egress", ref).out())
+        .contains("allowlist", "api.example.com", "X-Key")
+        .doesNotContain("remote-v");
+    Run bad = run("egress", ref, "127.0.0.0/8");
+    assertThat(bad.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(bad.err()).contains("lies inside 127.0.0.0/8");
+
+    Run url = run("url", ref, "8080");
+    assertThat(url.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(url.err()).contains("only local sandboxes have this");
+  }
+
+  @Test
   void stateCommandsForkAndSnapshotsWork() throws Exception {
     String ref = create();
     assertThat(run("exec", ref, "--", "sh", "-c", "echo parent > note").exitCode()).isZero();

@@ -7,16 +7,19 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SandboxTimers;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsHibernate;
 import dev.sandbox4j.workspace.machine.SupportsListing;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.time.Duration;
@@ -46,11 +49,13 @@ import java.util.regex.Pattern;
  * WorkspaceUnavailableException}. Commands run over a WebSocket: output reaches the callbacks as it
  * arrives, stdin is streamed, and interrupting the caller cancels the command on the server, which
  * kills its processes. The machine operations ({@link #list}, {@link #suspend}, {@link #fork},
- * {@link #snapshot}, ...) are the capabilities of {@link dev.sandbox4j.workspace.machine}, as the
- * local engine's are.
+ * {@link #snapshot}, {@link #timers}, {@link #setEgressRules}, ...) are the capabilities of {@link
+ * dev.sandbox4j.workspace.machine}, as the local engine's are.
  *
  * <p>Non-goals: no retries (a failed request is reported, not repeated), no interactive terminal
- * (the API has no pty), no connection to more than one server per instance. Thread-safe.
+ * (the API has no pty), no port URLs or TCP forwards (the server does not serve sandbox ports: no
+ * {@link dev.sandbox4j.workspace.machine.SupportsPorts}), no connection to more than one server per
+ * instance. Thread-safe.
  */
 public final class RemoteSandbox
     implements WorkspaceProvider,
@@ -59,7 +64,9 @@ public final class RemoteSandbox
         SupportsStop,
         SupportsHibernate,
         SupportsFork,
-        SupportsSnapshots {
+        SupportsSnapshots,
+        SupportsTimers,
+        SupportsEgress {
 
   /** The provider name in refs: {@code remote}. */
   public static final String NAME = "remote";
@@ -234,6 +241,42 @@ public final class RemoteSandbox
     } catch (WorkspaceUnavailableException gone) {
       return Optional.empty();
     }
+  }
+
+  /**
+   * The timers the sandbox was created with, as the server reports them (its Sandbox object); the
+   * server cannot change them afterwards.
+   */
+  @Override
+  public Optional<SandboxTimers> timers(WorkspaceRef ref) {
+    String id = mine(ref);
+    return Optional.ofNullable(
+        info(server.call("GET", "/v1/sandboxes/" + id, null, ServerClient.Target.sandbox(id)))
+            .timers());
+  }
+
+  /** The sandbox's egress rules, header values included (they are the organization's). */
+  @Override
+  public EgressRules egressRules(WorkspaceRef ref) {
+    String id = mine(ref);
+    return RemoteEgress.rules(
+        server.call(
+            "GET", "/v1/sandboxes/" + id + "/egress", null, ServerClient.Target.sandbox(id)));
+  }
+
+  /**
+   * Replaces the sandbox's egress rules; the server validates them as the local engine does, and a
+   * rule it refuses is an {@link IllegalArgumentException} naming it.
+   */
+  @Override
+  public void setEgressRules(WorkspaceRef ref, EgressRules rules) {
+    Objects.requireNonNull(rules, "rules");
+    String id = mine(ref);
+    server.call(
+        "PUT",
+        "/v1/sandboxes/" + id + "/egress",
+        RemoteEgress.json(rules),
+        ServerClient.Target.sandbox(id));
   }
 
   /** Freezes every process of the sandbox, keeping its memory; any later use thaws it. */

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.sandbox4j.runtime.internal.addr.Cidr;
 import dev.sandbox4j.runtime.internal.addr.HostNames;
 import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -410,6 +411,41 @@ public final class EgressPolicy {
         yield all.size() > 10 ? joined + ", ... (" + all.size() + " rules)" : joined;
       }
     };
+  }
+
+  // ---- the machine capability's value ----
+
+  /**
+   * The policy that {@code rules} ({@link dev.sandbox4j.workspace.machine.SupportsEgress}'s value)
+   * state, validated as the factories do.
+   *
+   * @throws IllegalArgumentException naming the first rule that is malformed or refused
+   */
+  public static EgressPolicy of(EgressRules rules) {
+    Objects.requireNonNull(rules, "rules");
+    EgressPolicy policy =
+        switch (rules.mode()) {
+          case NONE -> NONE;
+          case ALL -> ALL;
+          case ALLOWLIST -> allow(rules.allow());
+        };
+    for (EgressRules.Header h : rules.headers()) {
+      policy = policy.withHeader(h.domain(), h.name(), h.value(), h.ports());
+    }
+    return rules.interceptTls() ? policy.withInterceptTls(true) : policy;
+  }
+
+  /** This policy as the machine capability's value, header values included. */
+  public EgressRules toRules() {
+    List<String> allow = new ArrayList<>(domains);
+    allow.addAll(cidrs());
+    return new EgressRules(
+        EgressRules.Mode.valueOf(mode.name()),
+        allow,
+        headers.stream()
+            .map(h -> new EgressRules.Header(h.domain(), h.name(), h.value(), h.ports()))
+            .toList(),
+        interceptTls);
   }
 
   // ---- JSON (storage in the engine home) ----

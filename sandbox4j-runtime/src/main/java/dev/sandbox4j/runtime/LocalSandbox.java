@@ -1,16 +1,12 @@
 package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.runtime.internal.engine.Engine;
-import dev.sandbox4j.runtime.internal.engine.Exec;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
-import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
 import dev.sandbox4j.runtime.internal.engine.Timers;
-import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
-import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
@@ -19,26 +15,28 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsHibernate;
 import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
-import java.nio.file.Files;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.function.Consumer;
-import java.util.regex.Pattern;
 
 /**
  * Isolated Linux sandboxes on this machine: the provider {@code local}, whose workspaces are
@@ -57,14 +55,15 @@ import java.util.regex.Pattern;
  * to every command, also after attaching. The working directory is created in a new sandbox and
  * must already exist in one attached to.
  *
- * <p>A sandbox can be suspended, stopped, hibernated, forked (files, and processes where
- * checkpoint/restore works) and saved as a snapshot ({@link #suspend}, {@link #stop}, {@link
- * #hibernate}, {@link #fork}, {@link #snapshot}); any operation on a suspended, stopped or
- * hibernated sandbox wakes it. These are the machine capabilities of {@link
- * dev.sandbox4j.workspace.machine} ({@link SupportsListing}, {@link SupportsSuspend}, {@link
- * SupportsStop}, {@link SupportsHibernate}, {@link SupportsFork}, {@link SupportsSnapshots}), which
- * a remote server's sandboxes have too; egress, ports, networks, images and the shell are this
- * engine's own.
+ * <p>A sandbox can be suspended (with the cgroup freezer), stopped (its processes ended and its
+ * root file system unmounted), hibernated, forked (files, and processes where checkpoint/restore
+ * works) and saved as a snapshot ({@link #suspend}, {@link #stop}, {@link #hibernate}, {@link
+ * #fork}, {@link #snapshot}); any operation on a suspended, stopped or hibernated sandbox wakes it.
+ * These are the machine capabilities of {@link dev.sandbox4j.workspace.machine} ({@link
+ * SupportsListing}, {@link SupportsSuspend}, {@link SupportsStop}, {@link SupportsHibernate},
+ * {@link SupportsFork}, {@link SupportsSnapshots}), which a remote server's sandboxes have too, as
+ * they have {@link SupportsTimers} and {@link SupportsEgress}; {@link SupportsPorts} completes them
+ * here. Named networks, images and the shell are this engine's own.
  *
  * <p>Timers ({@link Builder#autoSuspendTimeout}, {@link Builder#sandboxTimeout} — 24 hours by
  * default —, {@link Builder#idleTimeout}, {@link Builder#deleteAfter}) are kept with a new sandbox
@@ -89,7 +88,10 @@ public final class LocalSandbox
         SupportsStop,
         SupportsHibernate,
         SupportsFork,
-        SupportsSnapshots {
+        SupportsSnapshots,
+        SupportsTimers,
+        SupportsEgress,
+        SupportsPorts {
 
   /** The provider name in refs. */
   public static final String NAME = "local";
@@ -97,32 +99,20 @@ public final class LocalSandbox
   /** The engine's state directory unless {@code SANDBOX4J_HOME} says otherwise. */
   public static final Path DEFAULT_HOME = SandboxHome.DEFAULT;
 
-  private static final Pattern LABEL = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
-  private static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
   private static final long GIB = 1L << 30;
-  private static final long MAX_MEMORY = 1L << 40;
-  private static final int MAX_PIDS = 1 << 22;
 
   private final Path home;
   private final String runtimeName;
-  private final String image;
-  private final String workingDirectory;
+  private final SandboxShape shape;
   private final Map<String, String> env;
-  private final int cpus;
-  private final long memoryBytes;
-  private final int pids;
-  private final SandboxDisk.Limit disk; // null: the default, or a snapshot's
   private final long diskReserve; // -1: the engine's default
   private final double diskOvercommit;
-  private final Map<String, String> labels;
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
-  private final String snapshot;
   private final Timers.Config timers;
   private final boolean portToken;
-  private final EgressPolicy egress;
-  private final List<String> networks;
-  private final ImageStore images;
+  private final LocalImages images;
+  private final LocalNetworking networking;
   private final HostLimits.Sandboxes sandboxesLimits;
   private final Runnable beforeCreate;
   private volatile Engine engine;
@@ -135,31 +125,34 @@ public final class LocalSandbox
   private LocalSandbox(Builder b) {
     this.home = b.home != null ? b.home : defaultHome();
     this.runtimeName = b.runtime;
-    this.image = b.image;
-    this.workingDirectory = b.workingDirectory;
+    List<String> networks = List.copyOf(new java.util.TreeSet<>(b.networks));
+    this.shape =
+        new SandboxShape(
+            b.image,
+            b.workingDirectory,
+            b.cpus,
+            b.memoryBytes != 0 ? b.memoryBytes : 4 * GIB * b.cpus,
+            b.pids,
+            b.diskBytes == 0 && b.diskInodes == 0
+                ? null
+                : new SandboxDisk.Limit(
+                    b.diskBytes != 0 ? b.diskBytes : SandboxDisk.DEFAULT_BYTES,
+                    b.diskInodes != 0 ? b.diskInodes : SandboxDisk.DEFAULT_INODES),
+            Map.copyOf(b.labels),
+            b.snapshot,
+            b.egress,
+            networks);
     this.env = Map.copyOf(b.env);
-    this.cpus = b.cpus;
-    this.memoryBytes = b.memoryBytes != 0 ? b.memoryBytes : 4 * GIB * b.cpus;
-    this.pids = b.pids;
-    this.disk =
-        b.diskBytes == 0 && b.diskInodes == 0
-            ? null
-            : new SandboxDisk.Limit(
-                b.diskBytes != 0 ? b.diskBytes : SandboxDisk.DEFAULT_BYTES,
-                b.diskInodes != 0 ? b.diskInodes : SandboxDisk.DEFAULT_INODES);
     this.diskReserve = b.diskReserve;
     this.diskOvercommit = b.diskOvercommit;
-    this.labels = Map.copyOf(b.labels);
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
     this.noOutputTimeout = b.noOutputTimeout;
-    this.snapshot = b.snapshot;
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
     this.portToken = b.portToken;
-    this.egress = b.egress;
-    this.networks = List.copyOf(new java.util.TreeSet<>(b.networks));
-    this.images = Engine.imageStore(home);
+    this.images = new LocalImages(Engine.imageStore(home), progress);
+    this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
   }
 
@@ -225,16 +218,9 @@ public final class LocalSandbox
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
-  /**
-   * Freezes every process of {@code ref}'s sandbox (cgroup freezer); memory is kept and nothing
-   * runs until it is resumed, which any operation on it does transparently. Idempotent; a stopped
-   * sandbox stays stopped.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist (destroyed, unknown)
-   */
   @Override
   public void suspend(WorkspaceRef ref) {
-    new Lifecycle(engine()).suspend(localId(ref));
+    new Lifecycle(engine()).suspend(LocalRefs.localId(ref));
   }
 
   /**
@@ -252,40 +238,22 @@ public final class LocalSandbox
    */
   @Override
   public void hibernate(WorkspaceRef ref) {
-    new Lifecycle(engine()).hibernate(localId(ref));
+    new Lifecycle(engine()).hibernate(LocalRefs.localId(ref));
   }
 
-  /**
-   * Wakes {@code ref}'s sandbox: thaws a suspended one, starts a stopped one, restores a hibernated
-   * one. Idempotent. Any operation on a sandbox does this by itself.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist
-   */
   @Override
   public void resume(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(localId(ref));
+    new Lifecycle(engine()).start(LocalRefs.localId(ref));
   }
 
-  /**
-   * Ends every process of {@code ref}'s sandbox and unmounts its root file system, keeping its
-   * files; the next operation (or {@link #start}) starts it again, with a fresh init. Idempotent.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist
-   */
   @Override
   public void stop(WorkspaceRef ref) {
-    new Lifecycle(engine()).stop(localId(ref));
+    new Lifecycle(engine()).stop(LocalRefs.localId(ref));
   }
 
-  /**
-   * Starts {@code ref}'s stopped sandbox (and thaws a suspended one, restores a hibernated one):
-   * the same as {@link #resume}.
-   *
-   * @throws WorkspaceUnavailableException if the sandbox does not exist
-   */
   @Override
   public void start(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(localId(ref));
+    new Lifecycle(engine()).start(LocalRefs.localId(ref));
   }
 
   /**
@@ -309,8 +277,9 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult fork(WorkspaceRef ref) {
-    checkNetworkAccess(localId(ref), "fork");
-    return forkResult(new Lifecycle(engine()).fork(localId(ref), progress, PortProxy::inherit));
+    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
+    return forkResult(
+        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, PortProxy::inherit));
   }
 
   /**
@@ -323,9 +292,9 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
-    checkNetworkAccess(localId(ref), "fork");
+    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
     return forkResult(
-        new Lifecycle(engine()).fork(localId(ref), progress, false, PortProxy::inherit));
+        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, false, PortProxy::inherit));
   }
 
   private static ForkResult forkResult(Lifecycle.Forked fork) {
@@ -349,15 +318,7 @@ public final class LocalSandbox
    * @throws WorkspaceException if it was created before sandboxes had networks (loopback only)
    */
   public void setEgress(WorkspaceRef ref, EgressPolicy policy) {
-    Objects.requireNonNull(policy, "policy");
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id); // unavailable if gone
-    e.networks().setPolicy(e.dir(id), id, policy);
-    if (policy.interceptTls()) {
-      e.wake(id);
-      e.installCaIfIntercepting(id);
-    }
+    networking.setEgress(ref, policy);
   }
 
   /**
@@ -367,32 +328,33 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
   public EgressPolicy egress(WorkspaceRef ref) {
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    return Networks.policy(e.dir(id));
+    return networking.egress(ref);
   }
 
   /**
-   * Refuses a sandbox on a named network that this provider was not built for ({@link
-   * Builder#network}): the isolated-only API cannot reach into a network.
+   * {@link #egress} as the machine capability's value.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
+  public EgressRules egressRules(WorkspaceRef ref) {
+    return egress(ref).toRules();
+  }
+
+  /**
+   * {@link #setEgress} with the policy {@code rules} state ({@link EgressPolicy#of}).
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws IllegalArgumentException naming the first rule that is malformed or refused
+   * @throws WorkspaceException if it was created before sandboxes had networks (loopback only)
+   */
+  @Override
+  public void setEgressRules(WorkspaceRef ref, EgressRules rules) {
+    setEgress(ref, EgressPolicy.of(rules));
+  }
+
   void checkNetworkAccess(String id, String what) {
-    List<String> on = Networks.networksOf(engine().dir(id));
-    List<String> foreign = on.stream().filter(n -> !networks.contains(n)).toList();
-    if (!foreign.isEmpty()) {
-      throw new WorkspaceException(
-          "refusing to "
-              + what
-              + " local:"
-              + id
-              + ": it is on named network "
-              + String.join(", ", foreign)
-              + ", and this LocalSandbox was built without it (use"
-              + " LocalSandbox.builder().network(\""
-              + foreign.getFirst()
-              + "\"))");
-    }
+    networking.checkNetworkAccess(id, what);
   }
 
   /**
@@ -406,18 +368,13 @@ public final class LocalSandbox
    */
   @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
-    checkImageName(name, "snapshot name");
-    Lifecycle lifecycle = new Lifecycle(engine());
-    Image image = lifecycle.snapshot(localId(ref), name);
-    return snapshotInfo(image, images.snapshotOf(name).orElseThrow());
+    return images.snapshot(this::engine, ref, name);
   }
 
   /** The complete snapshots on this machine (of this state directory), sorted by name. */
   @Override
   public List<SnapshotInfo> snapshots() {
-    return images.list().stream()
-        .flatMap(i -> images.snapshotOf(i.name()).map(s -> snapshotInfo(i, s)).stream())
-        .toList();
+    return images.snapshots();
   }
 
   /**
@@ -428,47 +385,13 @@ public final class LocalSandbox
    */
   @Override
   public boolean removeSnapshot(String name) {
-    checkImageName(name, "snapshot name");
-    requireLinuxAndRoot();
-    if (images.find(name).isEmpty()) {
-      return false;
-    }
-    if (images.snapshotOf(name).isEmpty()) {
-      throw new IllegalArgumentException(
-          "image '" + name + "' is not a snapshot: remove it as an image");
-    }
-    images.remove(name);
-    return true;
-  }
-
-  private static String localId(WorkspaceRef ref) {
-    Objects.requireNonNull(ref, "ref");
-    if (!ref.provider().equals(NAME)) {
-      throw new IllegalArgumentException(
-          ref + " belongs to provider '" + ref.provider() + "', not local");
-    }
-    SandboxHome.checkId(ref.id());
-    return ref.id();
-  }
-
-  private static void checkImageName(String name, String what) {
-    if (name == null || !IMAGE_NAME.matcher(name).matches() || name.equals("layers")) {
-      throw new IllegalArgumentException(
-          "invalid "
-              + what
-              + " '"
-              + name
-              + "': 1 to 63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit");
-    }
+    return images.removeSnapshot(name);
   }
 
   /** Every sandbox on this machine (of this state directory), sorted by id. */
   @Override
   public List<SandboxInfo> list() {
-    Engine e = engine();
-    Supervisor.ensureRunning(e);
-    int proxyPort = PortProxy.port(home);
-    return e.list().stream().map(r -> info(e, r, proxyPort)).toList();
+    return LocalInfos.list(engine());
   }
 
   /**
@@ -477,56 +400,23 @@ public final class LocalSandbox
    */
   @Override
   public Optional<SandboxInfo> info(WorkspaceRef ref) {
-    String id = localId(ref);
+    String id = LocalRefs.localId(ref);
+    return LocalInfos.info(engine(), id);
+  }
+
+  /**
+   * The timers {@code ref}'s sandbox was created with ({@link Builder#autoSuspendTimeout} ...), or
+   * empty for one made before timers existed; a fork has its parent's, its lifetime counted from
+   * the fork. They cannot be changed afterwards.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist, or a timer ended it
+   */
+  @Override
+  public Optional<SandboxTimers> timers(WorkspaceRef ref) {
+    String id = LocalRefs.localId(ref);
     Engine e = engine();
-    SandboxRecord r;
-    try {
-      r = e.record(id);
-    } catch (WorkspaceException gone) {
-      return Optional.empty();
-    }
-    return Optional.of(info(e, r, PortProxy.port(home)));
-  }
-
-  private static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
-    Path dir = e.dir(r.id());
-    String egress;
-    List<String> networks;
-    try {
-      boolean has = Networks.saved(dir).isPresent();
-      networks = Networks.networksOf(dir);
-      egress =
-          has ? Networks.policy(dir).mode().name().toLowerCase(java.util.Locale.ROOT) : "loopback";
-    } catch (RuntimeException beingCreatedOrDestroyed) {
-      networks = List.of();
-      egress = "unknown";
-    }
-    return SandboxInfo.builder(
-            new WorkspaceRef(NAME, r.id()), r.status().name().toLowerCase(java.util.Locale.ROOT))
-        .image(r.image())
-        .created(Instant.parse(r.created()))
-        .labels(r.labels())
-        .limits(r.cpus(), r.memoryBytes(), r.pids())
-        .disk(r.diskBytes(), r.diskInodes())
-        .timers(Timers.read(dir).map(Timers.Settings::toPublic).orElse(null))
-        .networks(networks)
-        .egress(egress)
-        .portUrl(PortProxy.urlTemplate(proxyPort, r.id()))
-        .build();
-  }
-
-  private static SnapshotInfo snapshotInfo(Image image, ImageStore.Snapshot s) {
-    return new SnapshotInfo(
-        image.name(),
-        image.created(),
-        new WorkspaceRef(NAME, s.sandbox()),
-        s.image(),
-        s.cpus(),
-        s.memoryBytes(),
-        s.pids(),
-        image.sizeBytes(),
-        SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()).bytes(),
-        SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()).inodes());
+    e.record(id); // unavailable if gone, saying which timer ended it
+    return Timers.read(e.dir(id)).map(Timers.Settings::toPublic);
   }
 
   // ---- ports -------------------------------------------------------------------------------
@@ -548,13 +438,9 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
    */
+  @Override
   public java.net.URI url(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    Supervisor.ensureRunning(e);
-    return PortProxy.url(PortProxy.port(home), id, port);
+    return networking.url(ref, port);
   }
 
   /**
@@ -564,11 +450,9 @@ public final class LocalSandbox
    *
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    */
+  @Override
   public Optional<String> portToken(WorkspaceRef ref) {
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    return PortProxy.token(e.dir(id));
+    return networking.portToken(ref);
   }
 
   /**
@@ -582,14 +466,9 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if the sandbox does not exist
    * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
    */
+  @Override
   public int forwardTcp(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
-    String id = localId(ref);
-    Engine e = engine();
-    e.record(id);
-    boolean running = Supervisor.isRunning(home);
-    Supervisor.ensureRunning(e);
-    return PortProxy.forward(e, id, port, running);
+    return networking.forwardTcp(ref, port);
   }
 
   /**
@@ -608,7 +487,7 @@ public final class LocalSandbox
 
   /** The images on this machine (of this state directory), sorted by name. */
   public List<ImageInfo> images() {
-    return images.list().stream().map(ImageInfo::of).toList();
+    return images.images();
   }
 
   /**
@@ -620,8 +499,7 @@ public final class LocalSandbox
    * @return the image
    */
   public ImageInfo buildDefaultImage(boolean rebuild) {
-    requireLinuxAndRoot();
-    return ImageInfo.of(rebuild ? images.buildDefault(progress) : images.ensureDefault(progress));
+    return images.buildDefault(rebuild);
   }
 
   /**
@@ -631,12 +509,7 @@ public final class LocalSandbox
    * @return whether there was such an image
    */
   public boolean removeImage(String name) {
-    requireLinuxAndRoot();
-    if (images.find(name).isEmpty()) {
-      return false;
-    }
-    images.remove(name);
-    return true;
+    return images.removeImage(name);
   }
 
   /**
@@ -654,23 +527,11 @@ public final class LocalSandbox
    *     everything it started are killed
    */
   public int shell(WorkspaceRef ref) {
-    WorkspaceBackend backend =
-        backend(ref)
-            .orElseThrow(() -> new IllegalArgumentException("not a local sandbox ref: " + ref));
-    backend.workingDirectory(); // attaches: unavailable if gone, and checks the directory
-    Map<String, String> shellEnv = new LinkedHashMap<>(Engine.BASE_ENV);
-    shellEnv.putAll(engine().networks().proxyEnv(engine().dir(ref.id())));
-    shellEnv.putAll(env);
-    String term = System.getenv("TERM");
-    if (term != null && !term.isBlank() && !env.containsKey("TERM")) {
-      shellEnv.put("TERM", term);
-    }
-    return Exec.interactive(
-        engine(), ref.id(), Engine.USER, workingDirectory, shellEnv, List.of("/bin/bash", "-l"));
+    return LocalShell.run(this, ref);
   }
 
   String workingDirectory() {
-    return workingDirectory;
+    return shape.workingDirectory();
   }
 
   Map<String, String> env() {
@@ -699,40 +560,12 @@ public final class LocalSandbox
   }
 
   /**
-   * What a new sandbox is made of; from a snapshot, its layers and size.
+   * What a new sandbox is made of.
    *
-   * @throws WorkspaceUnavailableException if the snapshot does not exist (or is still being saved)
+   * @throws WorkspaceUnavailableException if its snapshot does not exist (or is still being saved)
    */
   Engine.Spec spec() {
-    if (snapshot == null) {
-      return new Engine.Spec(
-          image,
-          workingDirectory,
-          new OciConfig.Limits(memoryBytes, cpus, pids),
-          labels,
-          null,
-          new Networks.Settings(egress, networks),
-          disk != null ? disk : SandboxDisk.Limit.DEFAULT);
-    }
-    Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
-    Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
-    if (saved.isEmpty() || found.isEmpty()) {
-      throw new WorkspaceUnavailableException(
-          "snapshot '"
-              + snapshot
-              + "' does not exist here (or is still being saved): see `sandbox4j snapshot ls`");
-    }
-    ImageStore.Snapshot s = saved.get();
-    List<String> joined = new java.util.ArrayList<>(networks);
-    joined.addAll(s.networks()); // a snapshot keeps the networks of the machine it was saved from
-    return new Engine.Spec(
-        snapshot,
-        workingDirectory,
-        new OciConfig.Limits(s.memoryBytes(), s.cpus(), s.pids()),
-        labels,
-        found.get().layerIds(),
-        new Networks.Settings(egress, joined),
-        disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()));
+    return shape.spec(images.store());
   }
 
   /** The engine, checked and built on first use. */
@@ -749,21 +582,10 @@ public final class LocalSandbox
     return e;
   }
 
-  private static void requireLinuxAndRoot() {
-    if (!System.getProperty("os.name").equals("Linux")) {
-      throw new WorkspaceException(
-          "local sandboxes need Linux (this is " + System.getProperty("os.name") + ")");
-    }
-    if (!"root".equals(System.getProperty("user.name"))
-        && !Files.isWritable(Path.of("/sys/fs/cgroup"))) {
-      throw new WorkspaceException(
-          "local sandboxes need root (mounts, cgroups, user namespaces): run as root");
-    }
-  }
-
   private Engine openEngine() {
-    requireLinuxAndRoot();
-    return Engine.open(home, images, runtimeName, sandboxesLimits, diskReserve, diskOvercommit);
+    LocalRefs.requireLinuxAndRoot();
+    return Engine.open(
+        home, images.store(), runtimeName, sandboxesLimits, diskReserve, diskOvercommit);
   }
 
   /** Builds a {@link LocalSandbox}; every setter validates its argument and names it on error. */
@@ -832,10 +654,7 @@ public final class LocalSandbox
      * crun} on PATH.
      */
     public Builder runtime(String runtime) {
-      if (runtime == null || runtime.isBlank()) {
-        throw new IllegalArgumentException("runtime must name an OCI runtime, e.g. crun");
-      }
-      this.runtime = runtime;
+      this.runtime = SettingChecks.runtime(runtime);
       return this;
     }
 
@@ -851,32 +670,13 @@ public final class LocalSandbox
      * /home/sandbox}). Created in a new sandbox; must exist in one attached to.
      */
     public Builder workingDirectory(String path) {
-      if (path == null
-          || !path.startsWith("/")
-          || path.indexOf('\0') >= 0
-          || path.length() > 4096
-          || List.of(path.split("/")).contains("..")
-          || List.of(path.split("/")).contains(".")
-          || (path.length() > 1 && path.endsWith("/"))
-          || path.contains("//")) {
-        throw new IllegalArgumentException(
-            "workingDirectory must be an absolute, normalized path (no '.', '..', '//' or trailing"
-                + " '/'): "
-                + path);
-      }
-      this.workingDirectory = path;
+      this.workingDirectory = SettingChecks.workingDirectory(path);
       return this;
     }
 
     /** A variable every command gets (a command's own env wins). */
     public Builder env(String name, String value) {
-      if (name == null || name.isEmpty() || name.contains("=") || name.indexOf('\0') >= 0) {
-        throw new IllegalArgumentException("invalid env name '" + name + "'");
-      }
-      if (value == null || value.indexOf('\0') >= 0) {
-        throw new IllegalArgumentException(
-            "env value of " + name + " must be non-null, without NUL");
-      }
+      SettingChecks.env(name, value);
       env.put(name, value);
       return this;
     }
@@ -889,10 +689,7 @@ public final class LocalSandbox
 
     /** CPU quota of a new sandbox: 1, 2, 4 or 8 CPUs (default 1). */
     public Builder cpus(int cpus) {
-      if (cpus != 1 && cpus != 2 && cpus != 4 && cpus != 8) {
-        throw new IllegalArgumentException("cpus must be 1, 2, 4 or 8, was " + cpus);
-      }
-      this.cpus = cpus;
+      this.cpus = SettingChecks.cpus(cpus);
       sizeSettings.add("cpus");
       return this;
     }
@@ -902,11 +699,7 @@ public final class LocalSandbox
      * TiB).
      */
     public Builder memory(long bytes) {
-      if (bytes < 64L << 20 || bytes > MAX_MEMORY) {
-        throw new IllegalArgumentException(
-            "memory must be from 64 MiB to 1 TiB, was " + bytes + " bytes");
-      }
-      this.memoryBytes = bytes;
+      this.memoryBytes = SettingChecks.memory(bytes);
       sizeSettings.add("memory");
       return this;
     }
@@ -918,10 +711,7 @@ public final class LocalSandbox
      * sandbox's limit, all of them together never exceed that half.
      */
     public Builder pids(int pids) {
-      if (pids < 16 || pids > MAX_PIDS) {
-        throw new IllegalArgumentException("pids must be from 16 to 4194304, was " + pids);
-      }
-      this.pids = pids;
+      this.pids = SettingChecks.pids(pids);
       sizeSettings.add("pids");
       return this;
     }
@@ -957,10 +747,7 @@ public final class LocalSandbox
      * host space as they are written, up to their quota.
      */
     public Builder diskReserve(long bytes) {
-      if (bytes < 0) {
-        throw new IllegalArgumentException("diskReserve must be 0 or more bytes, was " + bytes);
-      }
-      this.diskReserve = bytes;
+      this.diskReserve = SettingChecks.diskReserve(bytes);
       return this;
     }
 
@@ -983,14 +770,7 @@ public final class LocalSandbox
 
     /** A label of a new sandbox, shown by {@link LocalSandbox#list()}. */
     public Builder label(String key, String value) {
-      if (key == null || !LABEL.matcher(key).matches()) {
-        throw new IllegalArgumentException(
-            "invalid label key '" + key + "': letters, digits, '.', '_', '/', '-', up to 63");
-      }
-      if (value == null || value.length() > 256 || value.chars().anyMatch(c -> c < 0x20)) {
-        throw new IllegalArgumentException(
-            "invalid value for label " + key + ": up to 256 characters, no control characters");
-      }
+      SettingChecks.label(key, value);
       labels.put(key, value);
       return this;
     }
@@ -1029,7 +809,7 @@ public final class LocalSandbox
      * being saved, makes the first use fail with {@link WorkspaceUnavailableException}.
      */
     public Builder snapshot(String name) {
-      checkImageName(name, "snapshot name");
+      LocalRefs.checkImageName(name, "snapshot name");
       this.snapshot = name;
       return this;
     }
@@ -1040,10 +820,7 @@ public final class LocalSandbox
      * own (default 30 minutes).
      */
     public Builder noOutputTimeout(Duration limit) {
-      if (limit == null || limit.isNegative() || limit.isZero()) {
-        throw new IllegalArgumentException("noOutputTimeout must be positive, was " + limit);
-      }
-      this.noOutputTimeout = limit;
+      this.noOutputTimeout = SettingChecks.noOutputTimeout(limit);
       return this;
     }
 
@@ -1056,7 +833,7 @@ public final class LocalSandbox
      * activity too, and a request wakes it.
      */
     public Builder autoSuspendTimeout(Duration idle) {
-      this.autoSuspendTimeout = nonNegative(idle, "autoSuspendTimeout");
+      this.autoSuspendTimeout = SettingChecks.nonNegative(idle, "autoSuspendTimeout");
       return this;
     }
 
@@ -1066,13 +843,7 @@ public final class LocalSandbox
      * it raises {@link WorkspaceUnavailableException} saying so.
      */
     public Builder sandboxTimeout(Duration lifetime) {
-      if (lifetime == null
-          || lifetime.compareTo(Timers.MIN_LIFETIME) < 0
-          || lifetime.compareTo(Timers.MAX_LIFETIME) > 0) {
-        throw new IllegalArgumentException(
-            "sandboxTimeout must be from 10 seconds to 24 hours, was " + lifetime);
-      }
-      this.sandboxTimeout = lifetime;
+      this.sandboxTimeout = SettingChecks.sandboxTimeout(lifetime);
       return this;
     }
 
@@ -1082,7 +853,7 @@ public final class LocalSandbox
      * sandbox is idle.
      */
     public Builder idleTimeout(Duration idle) {
-      this.idleTimeout = nonNegative(idle, "idleTimeout");
+      this.idleTimeout = SettingChecks.nonNegative(idle, "idleTimeout");
       return this;
     }
 
@@ -1105,35 +876,13 @@ public final class LocalSandbox
       return this;
     }
 
-    private static Duration nonNegative(Duration d, String what) {
-      if (d == null || d.isNegative()) {
-        throw new IllegalArgumentException(what + " must be zero (never) or positive, was " + d);
-      }
-      if (!d.isZero() && d.compareTo(Duration.ofSeconds(1)) < 0) {
-        throw new IllegalArgumentException(what + " must be at least 1 second, was " + d);
-      }
-      return d;
-    }
-
     /**
      * Returns the provider.
      *
      * @throws IllegalArgumentException if a snapshot is combined with a size or an image
      */
     public LocalSandbox build() {
-      if (snapshot != null && (!sizeSettings.isEmpty() || imageSet)) {
-        List<String> conflicting =
-            new java.util.ArrayList<>(new java.util.LinkedHashSet<>(sizeSettings));
-        if (imageSet) {
-          conflicting.add("image");
-        }
-        throw new IllegalArgumentException(
-            "snapshot cannot be combined with "
-                + String.join(", ", conflicting)
-                + ": a sandbox from snapshot '"
-                + snapshot
-                + "' keeps the size and image it was saved with");
-      }
+      SettingChecks.snapshotAlone(snapshot, sizeSettings, imageSet);
       return new LocalSandbox(this);
     }
   }

@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.workspace.machine.EgressRules;
 import java.net.InetAddress;
 import java.util.List;
 import java.util.Map;
@@ -265,5 +266,39 @@ class EgressPolicyTest {
                     "{\"mode\":\"all\",\"headers\":[{\"domain\":\"a.example\",\"name\":\"X\","
                         + "\"value\":\"v\",\"ports\":[\"80\"]}]}"))
         .hasMessageContaining("port is not a number");
+  }
+
+  @Test
+  void rulesRoundTripAndAreValidatedAsTheFactoriesDo() {
+    EgressPolicy policy =
+        EgressPolicy.allow("API.example.com.", "198.51.100.7")
+            .withHeader("api.example.com", "X-Key", "v", List.of(80))
+            .withInterceptTls(true);
+
+    EgressRules rules = policy.toRules();
+    assertThat(rules.mode()).isEqualTo(EgressRules.Mode.ALLOWLIST);
+    assertThat(rules.allow())
+        .as("normalized")
+        .containsExactly("api.example.com", "198.51.100.7/32");
+    assertThat(rules.headers())
+        .containsExactly(new EgressRules.Header("api.example.com", "X-Key", "v", List.of(80)));
+    assertThat(rules.interceptTls()).isTrue();
+    assertThat(EgressPolicy.of(rules)).isEqualTo(policy);
+    assertThat(EgressPolicy.of(EgressRules.none())).isEqualTo(EgressPolicy.none());
+    assertThat(EgressPolicy.all().toRules()).isEqualTo(EgressRules.all());
+
+    assertThatThrownBy(() -> EgressPolicy.of(EgressRules.allow(List.of("127.0.0.0/8"))))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("lies inside 127.0.0.0/8");
+    assertThatThrownBy(
+            () ->
+                EgressPolicy.of(
+                    new EgressRules(
+                        EgressRules.Mode.NONE,
+                        List.of(),
+                        List.of(new EgressRules.Header("a.example", "X", "v", List.of())),
+                        false)))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("cannot inject header");
   }
 }

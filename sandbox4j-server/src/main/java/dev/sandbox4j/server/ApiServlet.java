@@ -124,6 +124,9 @@ final class ApiServlet extends HttpServlet {
     r.add(new Route("GET", "/v1/snapshots", true, this::snapshots));
     r.add(new Route("GET", "/v1/images", true, this::images));
     r.add(new Route("DELETE", "/v1/snapshots/{name}", true, this::deleteSnapshot));
+    SandboxEgress egress = new SandboxEgress(sandboxes);
+    r.add(new Route("GET", "/v1/sandboxes/{id}/egress", true, egress::get));
+    r.add(new Route("PUT", "/v1/sandboxes/{id}/egress", true, egress::put));
     r.add(new Route("POST", "/v1/sandboxes/{id}/exec", true, this::exec));
     r.add(new Route("GET", "/v1/sandboxes/{id}/exec", true, this::execSocket));
     r.add(new Route("POST", "/v1/sandboxes/{id}/commands", true, this::startCommand));

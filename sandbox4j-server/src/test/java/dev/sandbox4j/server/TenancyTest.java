@@ -220,6 +220,9 @@ class TenancyTest {
             .extracting(n -> n.get("name").asText())
             .containsExactly("base");
         assertThat(s.call(a, "GET", "/v1/sandboxes", null).json().get("items")).hasSize(1);
+        assertThat(s.engine.egress(ref))
+            .as("b's PUT egress changed nothing")
+            .isEqualTo(dev.sandbox4j.runtime.EgressPolicy.all());
 
         // snapshot names are per organization: b may have its own "base", apart from a's
         String bs = own;

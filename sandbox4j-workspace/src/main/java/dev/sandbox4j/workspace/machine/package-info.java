@@ -17,8 +17,12 @@
  * dev.sandbox4j.workspace.machine.SupportsSuspend} (freeze, keeping memory), {@link
  * dev.sandbox4j.workspace.machine.SupportsStop} (end the processes, keeping the files), {@link
  * dev.sandbox4j.workspace.machine.SupportsHibernate} (save the processes to disk), {@link
- * dev.sandbox4j.workspace.machine.SupportsFork} and {@link
- * dev.sandbox4j.workspace.machine.SupportsSnapshots}.
+ * dev.sandbox4j.workspace.machine.SupportsFork}, {@link
+ * dev.sandbox4j.workspace.machine.SupportsSnapshots}, {@link
+ * dev.sandbox4j.workspace.machine.SupportsTimers} (read the timers a machine was created with),
+ * {@link dev.sandbox4j.workspace.machine.SupportsEgress} (read and replace where a machine may
+ * connect to) and {@link dev.sandbox4j.workspace.machine.SupportsPorts} (URLs and TCP forwards to a
+ * machine's ports).
  *
  * <h2>The contract every provider keeps for the capabilities it declares</h2>
  *
@@ -44,13 +48,20 @@
  *   <li><b>Snapshots.</b> A snapshot saves a machine's files under a name new machines can start
  *       from; saving under a name in use replaces that snapshot, and machines made from it keep
  *       theirs.
+ *   <li><b>Timers.</b> A machine's timers are those it was created with; reading them changes
+ *       nothing, and a machine's timers agree with what {@code info} says of it.
+ *   <li><b>Egress.</b> Rules read back as they were set (rules normalized by the provider aside); a
+ *       rule the provider refuses is an {@link java.lang.IllegalArgumentException} that leaves the
+ *       rules as they were.
+ *   <li><b>Ports.</b> A port is from 1 to 65535, anything else an {@link
+ *       java.lang.IllegalArgumentException}; a port's URL and forward are stable for a machine.
  *   <li><b>Values.</b> The records are values, the same for every provider; a fact a provider does
  *       not know is null, empty or 0, as each component says.
  * </ol>
  *
  * <p>Non-goals: creating a machine is not a capability (a provider's {@code newBackend()} does it,
- * shaped by the provider's own builder), and features only one engine has (the local engine's
- * egress policy, port URLs and TCP forwarding, named networks, interactive shell) stay methods of
+ * shaped by the provider's own builder), nor is changing timers after creation; and features only
+ * one engine has (the local engine's named networks, images and interactive shell) stay methods of
  * that provider until a second one can honour them.
  */
 package dev.sandbox4j.workspace.machine;

@@ -13,18 +13,25 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsHibernate;
 import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
+import java.net.URI;
 import java.time.Duration;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -549,6 +556,166 @@ public abstract class MachineConformanceSuite {
           .as("rule: a ref whose workspace is gone raises unavailable")
           .isInstanceOf(WorkspaceUnavailableException.class);
       assertThatThrownBy(() -> snapshots.snapshot(foreignRef(), name))
+          .as("rule: another provider's ref is an IllegalArgumentException")
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+  }
+
+  // ---- timers ------------------------------------------------------------------------------
+
+  @Nested
+  @DisplayName("Timers")
+  class Timers {
+
+    @Test
+    @DisplayName("a machine's timers are those it was created with, and agree with its info")
+    void timersAgreeWithInfo() {
+      SupportsTimers timers = require(SupportsTimers.class);
+      WorkspaceRef ref = newMachine().open();
+
+      Optional<SandboxTimers> first = timers.timers(ref);
+      assertThat(timers.timers(ref))
+          .as("rule: a machine's timers are those it was created with; reading changes nothing")
+          .isEqualTo(first);
+      if (theProvider() instanceof SupportsListing listing) {
+        assertThat(Optional.ofNullable(listing.info(ref).orElseThrow().timers()))
+            .as("rule: a machine's timers agree with what info says of it")
+            .isEqualTo(first);
+      }
+    }
+
+    @Test
+    @DisplayName("the timers of a machine that is gone are unavailable")
+    void goneIsUnavailable() {
+      SupportsTimers timers = require(SupportsTimers.class);
+      WorkspaceRef gone = destroyedRef();
+      assertThatThrownBy(() -> timers.timers(gone))
+          .as("rule: a ref whose workspace is gone raises unavailable")
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> timers.timers(foreignRef()))
+          .as("rule: another provider's ref is an IllegalArgumentException")
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+  }
+
+  // ---- egress ------------------------------------------------------------------------------
+
+  @Nested
+  @DisplayName("Egress")
+  class Egress {
+
+    @Test
+    @DisplayName("rules read back as they were set, in every mode")
+    void rulesReadBackAsSet() {
+      SupportsEgress egress = require(SupportsEgress.class);
+      WorkspaceRef ref = newMachine().open();
+      EgressRules.Header header =
+          new EgressRules.Header("api.example.com", "X-Conformance", "secret-1", List.of(80));
+      EgressRules allow =
+          new EgressRules(
+              EgressRules.Mode.ALLOWLIST,
+              List.of("api.example.com", "198.51.100.0/24"),
+              List.of(header),
+              false);
+
+      egress.setEgressRules(ref, allow);
+      assertThat(egress.egressRules(ref))
+          .as("rule: egress rules read back as they were set")
+          .isEqualTo(allow);
+
+      egress.setEgressRules(ref, EgressRules.none());
+      assertThat(egress.egressRules(ref).mode())
+          .as("rule: egress rules read back as they were set")
+          .isEqualTo(EgressRules.Mode.NONE);
+      egress.setEgressRules(ref, EgressRules.all());
+      assertThat(egress.egressRules(ref))
+          .as("rule: egress rules read back as they were set")
+          .isEqualTo(EgressRules.all());
+    }
+
+    @Test
+    @DisplayName("a refused rule is an IllegalArgumentException and changes nothing")
+    void refusedRuleChangesNothing() {
+      SupportsEgress egress = require(SupportsEgress.class);
+      WorkspaceRef ref = newMachine().open();
+      EgressRules before = EgressRules.allow(List.of("api.example.com"));
+      egress.setEgressRules(ref, before);
+
+      assertThatThrownBy(
+              () -> egress.setEgressRules(ref, EgressRules.allow(List.of("not a domain!"))))
+          .as("rule: a rule the provider refuses is an IllegalArgumentException")
+          .isInstanceOf(IllegalArgumentException.class);
+      assertThat(egress.egressRules(ref))
+          .as("rule: a refused rule leaves the rules as they were")
+          .isEqualTo(before);
+    }
+
+    @Test
+    @DisplayName("the rules of a machine that is gone are unavailable")
+    void goneIsUnavailable() {
+      SupportsEgress egress = require(SupportsEgress.class);
+      WorkspaceRef gone = destroyedRef();
+      assertThatThrownBy(() -> egress.egressRules(gone))
+          .as("rule: a ref whose workspace is gone raises unavailable")
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> egress.setEgressRules(gone, EgressRules.none()))
+          .as("rule: a ref whose workspace is gone raises unavailable")
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> egress.egressRules(foreignRef()))
+          .as("rule: another provider's ref is an IllegalArgumentException")
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+  }
+
+  // ---- ports -------------------------------------------------------------------------------
+
+  @Nested
+  @DisplayName("Ports")
+  class Ports {
+
+    @Test
+    @DisplayName("a port has one URL and one forward; a port outside 1..65535 is refused")
+    void urlsAndForwardsAreStable() {
+      SupportsPorts ports = require(SupportsPorts.class);
+      WorkspaceRef ref = newMachine().open();
+
+      URI url = ports.url(ref, 8080);
+      assertThat(url.isAbsolute()).as("a port's URL is absolute: %s", url).isTrue();
+      assertThat(url.getScheme()).as("a port's URL is HTTP: %s", url).isIn("http", "https");
+      assertThat(ports.url(ref, 8080)).as("rule: a port's URL is stable").isEqualTo(url);
+      assertThat(ports.url(ref, 8081)).as("another port has another URL").isNotEqualTo(url);
+      assertThat(ports.portToken(ref)).as("a token or none, never null").isNotNull();
+
+      int hostPort = ports.forwardTcp(ref, 8080);
+      assertThat(hostPort).as("a host port").isBetween(1, 65535);
+      assertThat(ports.forwardTcp(ref, 8080))
+          .as("rule: a port's forward is stable")
+          .isEqualTo(hostPort);
+      for (int bad : new int[] {0, 65536}) {
+        assertThatThrownBy(() -> ports.url(ref, bad))
+            .as("rule: a port is from 1 to 65535")
+            .isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> ports.forwardTcp(ref, bad))
+            .as("rule: a port is from 1 to 65535")
+            .isInstanceOf(IllegalArgumentException.class);
+      }
+    }
+
+    @Test
+    @DisplayName("the ports of a machine that is gone are unavailable")
+    void goneIsUnavailable() {
+      SupportsPorts ports = require(SupportsPorts.class);
+      WorkspaceRef gone = destroyedRef();
+      assertThatThrownBy(() -> ports.url(gone, 8080))
+          .as("rule: a ref whose workspace is gone raises unavailable")
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> ports.portToken(gone))
+          .as("rule: a ref whose workspace is gone raises unavailable")
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> ports.forwardTcp(gone, 8080))
+          .as("rule: a ref whose workspace is gone raises unavailable")
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThatThrownBy(() -> ports.url(foreignRef(), 8080))
           .as("rule: another provider's ref is an IllegalArgumentException")
           .isInstanceOf(IllegalArgumentException.class);
     }

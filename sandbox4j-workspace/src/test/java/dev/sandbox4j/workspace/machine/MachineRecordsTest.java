@@ -100,4 +100,36 @@ class MachineRecordsTest {
         .isInstanceOf(NullPointerException.class)
         .hasMessageContaining("name");
   }
+
+  @Test
+  void egressRulesTakeAllowRulesOnlyInAllowlistModeAndCopyTheirLists() {
+    List<String> allow = new ArrayList<>(List.of("api.example.com"));
+    EgressRules rules = EgressRules.allow(allow);
+    allow.add("changed.example.com");
+
+    assertThat(rules.allow()).as("copied").containsExactly("api.example.com");
+    assertThat(new EgressRules(EgressRules.Mode.ALL, null, null, false))
+        .isEqualTo(EgressRules.all());
+    assertThat(EgressRules.none().allow()).isEmpty();
+    assertThatThrownBy(
+            () -> new EgressRules(EgressRules.Mode.ALL, List.of("api.example.com"), null, false))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("takes no allow rules");
+    assertThatThrownBy(() -> new EgressRules(null, null, null, false))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessageContaining("mode");
+  }
+
+  @Test
+  void egressHeaderHidesItsValue() {
+    EgressRules.Header h =
+        new EgressRules.Header("api.example.com", "Authorization", "s3cret", null);
+
+    assertThat(h.ports()).isEmpty();
+    assertThat(h.toString()).contains("api.example.com", "Authorization").doesNotContain("s3cret");
+    assertThat(EgressRules.allow(List.of("api.example.com")).toString()).doesNotContain("s3cret");
+    assertThatThrownBy(() -> new EgressRules.Header("api.example.com", "X", null, List.of()))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessageContaining("value");
+  }
 }

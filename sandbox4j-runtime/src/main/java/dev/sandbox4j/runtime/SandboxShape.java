@@ -1,0 +1,70 @@
+package dev.sandbox4j.runtime;
+
+import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.oci.OciConfig;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * What a new sandbox of a {@link LocalSandbox} is made of, as its builder said: an image (or a
+ * snapshot, whose layers and size win), size, labels, egress and networks.
+ *
+ * @param disk null: the default, or a snapshot's
+ * @param snapshot null: from {@code image}
+ */
+record SandboxShape(
+    String image,
+    String workingDirectory,
+    int cpus,
+    long memoryBytes,
+    int pids,
+    SandboxDisk.Limit disk,
+    Map<String, String> labels,
+    String snapshot,
+    EgressPolicy egress,
+    List<String> networks) {
+
+  /**
+   * The engine's spec of a new sandbox; from a snapshot, its layers and size.
+   *
+   * @throws WorkspaceUnavailableException if the snapshot does not exist (or is still being saved)
+   */
+  Engine.Spec spec(ImageStore images) {
+    if (snapshot == null) {
+      return new Engine.Spec(
+          image,
+          workingDirectory,
+          new OciConfig.Limits(memoryBytes, cpus, pids),
+          labels,
+          null,
+          new Networks.Settings(egress, networks),
+          disk != null ? disk : SandboxDisk.Limit.DEFAULT);
+    }
+    Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
+    Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
+    if (saved.isEmpty() || found.isEmpty()) {
+      throw new WorkspaceUnavailableException(
+          "snapshot '"
+              + snapshot
+              + "' does not exist here (or is still being saved): see `sandbox4j snapshot ls`");
+    }
+    ImageStore.Snapshot s = saved.get();
+    List<String> joined = new ArrayList<>(networks);
+    joined.addAll(s.networks()); // a snapshot keeps the networks of the machine it was saved from
+    return new Engine.Spec(
+        snapshot,
+        workingDirectory,
+        new OciConfig.Limits(s.memoryBytes(), s.cpus(), s.pids()),
+        labels,
+        found.get().layerIds(),
+        new Networks.Settings(egress, joined),
+        disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()));
+  }
+}
