@@ -1,6 +1,7 @@
 package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.EnginePorts;
 import dev.sandbox4j.runtime.internal.engine.Exec;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
@@ -589,7 +590,7 @@ public final class LocalSandbox
     e.record(id);
     boolean running = Supervisor.isRunning(home);
     Supervisor.ensureRunning(e);
-    return PortProxy.forward(e, id, port, running);
+    return PortProxy.forward(new EnginePorts(e), id, port, running);
   }
 
   /**

@@ -5,7 +5,6 @@ import dev.sandbox4j.runtime.internal.addr.Cidr;
 import dev.sandbox4j.runtime.internal.addr.HostNames;
 import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
 import dev.sandbox4j.runtime.internal.http.HttpWire;
-import dev.sandbox4j.runtime.internal.net.Networks;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -211,7 +210,7 @@ public final class EgressProxy implements AutoCloseable {
   }
 
   /**
-   * The PEM certificate of {@code home}'s proxy CA (created if missing), for {@link Networks} to
+   * The PEM certificate of {@code home}'s proxy CA (created if missing), for the network setup to
    * install into a sandbox whose policy intercepts TLS.
    */
   public static String caCertificatePem(Path home) throws IOException {
@@ -287,8 +286,8 @@ public final class EgressProxy implements AutoCloseable {
     }
 
     /**
-     * Addresses that are never public whatever their range (other sandboxes: {@link
-     * Networks#isSandboxSubnet}).
+     * Addresses that are never public whatever their range (other sandboxes: the network setup's
+     * {@code Networks.isSandboxSubnet}).
      */
     public Builder notPublic(Predicate<InetAddress> test) {
       this.notPublic = test;

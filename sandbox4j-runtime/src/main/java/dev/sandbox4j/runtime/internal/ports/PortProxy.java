@@ -1,9 +1,5 @@
 package dev.sandbox4j.runtime.internal.ports;
 
-import dev.sandbox4j.runtime.internal.engine.Engine;
-import dev.sandbox4j.runtime.internal.engine.NetNamespace;
-import dev.sandbox4j.runtime.internal.engine.Timers;
-import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
@@ -46,7 +42,8 @@ import java.util.stream.Stream;
 /**
  * The host's way into the ports that sandboxes listen on: a reverse proxy serving {@code
  * http://{port}-{id}.localhost:{proxyPort}/}, and raw TCP forwards from a host port to a sandbox
- * port. Runs in the home's {@link Supervisor}; the engine and the proxy share only files.
+ * port. Runs in the home's supervisor; the backend and the proxy share only files, and the proxy
+ * reaches sandboxes only through its {@link PortTargets}.
  *
  * <p><b>Files.</b> {@code $home/network/proxy-port}: the proxy's port, chosen once by the first JVM
  * that needs it ({@value #DEFAULT_PORT} for the default home, a free port for any other) and kept;
@@ -61,12 +58,12 @@ import java.util.stream.Stream;
  * the form {@code {port}-{id}.localhost[:proxyPort]} (else 400), a sandbox of that id here (else
  * 404), and, if the sandbox has a token, that token in header {@value #TOKEN_HEADER} or query
  * parameter {@value #TOKEN_PARAM} (else 401). Only then is the sandbox woken if it sleeps (through
- * {@link Engine#attach}, under its lock), stamped active, and a socket connected to {@code
- * 127.0.0.1:port} inside its network namespace ({@link NetNamespace}); none there is a 502. The
- * head is forwarded without the token and the connection becomes a byte pipe both ways: keep- alive
- * requests, WebSocket and {@code Upgrade: h2c} pass through untouched. The connection stays bound
- * to the sandbox its first request was authorized for, so bytes never reach another one; the token
- * is stripped from that first request only.
+ * {@link PortTargets#wake}, under its lock), stamped active, and a socket connected to {@code
+ * 127.0.0.1:port} inside its network namespace ({@link PortTargets#connect}); none there is a 502.
+ * The head is forwarded without the token and the connection becomes a byte pipe both ways: keep-
+ * alive requests, WebSocket and {@code Upgrade: h2c} pass through untouched. The connection stays
+ * bound to the sandbox its first request was authorized for, so bytes never reach another one; the
+ * token is stripped from that first request only.
  *
  * <p><b>Activity.</b> Bytes moving either way stamp the sandbox active (at most once a second), so
  * idle timers do not suspend a sandbox that is being used through its ports.
@@ -93,7 +90,7 @@ public final class PortProxy implements AutoCloseable {
   private static final Pattern NUMBER = Pattern.compile("[1-9][0-9]{0,4}");
   private static final SecureRandom RANDOM = new SecureRandom();
 
-  private final Engine engine;
+  private final PortTargets targets;
   private final Path sandboxes;
   private final Log log;
   private final Map<String, Forward> forwards = new ConcurrentHashMap<>();
@@ -109,13 +106,13 @@ public final class PortProxy implements AutoCloseable {
     void say(String line);
   }
 
-  public PortProxy(Engine engine, Log log) {
-    this.engine = engine;
-    this.sandboxes = engine.home().resolve("sandboxes");
+  public PortProxy(PortTargets targets, Log log) {
+    this.targets = targets;
+    this.sandboxes = targets.sandboxes();
     this.log = log;
   }
 
-  // ---- shared with the engine ---------------------------------------------------------------
+  // ---- shared with the backend --------------------------------------------------------------
 
   /**
    * The proxy's port for {@code home}: from {@code network/proxy-port}, written on first use (the
@@ -214,7 +211,7 @@ public final class PortProxy implements AutoCloseable {
   }
 
   /** Writes a new random token, readable by root only from its first byte on. */
-  static void writeNewToken(Path sandboxDir) throws IOException {
+  public static void writeNewToken(Path sandboxDir) throws IOException {
     byte[] secret = new byte[32];
     RANDOM.nextBytes(secret);
     String token = Base64.getUrlEncoder().withoutPadding().encodeToString(secret);
@@ -229,17 +226,6 @@ public final class PortProxy implements AutoCloseable {
     }
   }
 
-  /** The writable layer {@code upper} makes, plus a token if {@code withToken}. */
-  public static Engine.UpperLayer creatingWith(boolean withToken, Engine.UpperLayer upper) {
-    if (!withToken) {
-      return upper;
-    }
-    return (dir, id) -> {
-      writeNewToken(dir);
-      upper.prepare(dir, id);
-    };
-  }
-
   /** A fork of a sandbox with a token gets a token too (its own: they are two machines). */
   public static void inherit(Path parentDir, Path forkDir) throws IOException {
     if (Files.exists(tokenFile(parentDir))) {
@@ -252,9 +238,9 @@ public final class PortProxy implements AutoCloseable {
    * the host port on 127.0.0.1. The caller has checked the sandbox exists and started the
    * supervisor.
    */
-  public static int forward(Engine engine, String id, int port, boolean supervisorRuns) {
+  public static int forward(PortTargets targets, String id, int port, boolean supervisorRuns) {
     checkPort(port);
-    Path file = engine.dir(id).resolve("forwards").resolve(Integer.toString(port));
+    Path file = targets.dir(id).resolve("forwards").resolve(Integer.toString(port));
     try {
       PrivateFiles.createPrivateDirectories(file.getParent());
       if (!supervisorRuns) {
@@ -280,9 +266,9 @@ public final class PortProxy implements AutoCloseable {
               + " of local:"
               + id
               + " within 20 s: see "
-              + engine.home().resolve(SandboxHome.SUPERVISOR_LOG));
+              + targets.home().resolve(SandboxHome.SUPERVISOR_LOG));
     } catch (NoSuchFileException e) {
-      throw Engine.unavailable(id, "it was destroyed");
+      throw targets.unavailable(id, "it was destroyed");
     } catch (IOException e) {
       throw new WorkspaceException("cannot forward port " + port + " of local:" + id + ": " + e, e);
     } catch (InterruptedException e) {
@@ -302,7 +288,7 @@ public final class PortProxy implements AutoCloseable {
     }
     if (server == null) {
       try {
-        int wanted = port(engine.home(), false);
+        int wanted = port(targets.home(), false);
         ServerSocket s = new ServerSocket();
         s.setReuseAddress(true);
         s.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), wanted), 128);
@@ -459,7 +445,7 @@ public final class PortProxy implements AutoCloseable {
       upstream = opened;
       upstreamOut = new java.io.BufferedOutputStream(opened.getOutputStream(), BUFFER);
       open.add(opened);
-      activity = new Activity(next.id(), engine.dir(next.id()));
+      activity = new Activity(next.id());
       switching = false;
       Socket up = opened;
       Activity a = activity;
@@ -549,14 +535,14 @@ public final class PortProxy implements AutoCloseable {
       throw new BadRequest(400, "bad Host: this proxy listens on port " + port);
     }
     String id = m.group(2);
-    Path dir = engine.dir(id);
+    Path dir = targets.dir(id);
     Target target = new Target(id, sandboxPort);
     if (target.equals(authorized)) {
       head.removeQueryParameter(TOKEN_PARAM);
       head.removeHeader(TOKEN_HEADER.toLowerCase(Locale.ROOT));
       return target;
     }
-    if (!engine.isAlive(id)) {
+    if (!targets.isAlive(id)) {
       throw new BadRequest(404, "no sandbox local:" + id + " here");
     }
     Optional<String> expected;
@@ -611,7 +597,7 @@ public final class PortProxy implements AutoCloseable {
               + " in sandbox local:"
               + id
               + " (a server must listen on 127.0.0.1 or 0.0.0.0 inside it)";
-    } catch (NetNamespace.NotRunning e) {
+    } catch (PortTargets.NotRunning e) {
       failure = e.getMessage();
     } catch (IOException | WorkspaceException e) {
       failure = "cannot reach port " + sandboxPort + " of local:" + id + ": " + e.getMessage();
@@ -621,10 +607,9 @@ public final class PortProxy implements AutoCloseable {
   }
 
   private SocketChannel wakeAndConnect(String id, int sandboxPort) throws IOException {
-    Path dir = engine.dir(id);
-    Timers.touch(dir); // before waking: the supervisor must not suspend it again
-    engine.wake(id);
-    SocketChannel channel = NetNamespace.connect(engine, id, sandboxPort);
+    targets.touch(id); // before waking: the supervisor must not suspend it again
+    targets.wake(id);
+    SocketChannel channel = targets.connect(id, sandboxPort);
     channel.socket().setTcpNoDelay(true); // a head and its body are two writes: no Nagle wait
     return channel;
   }
@@ -635,7 +620,7 @@ public final class PortProxy implements AutoCloseable {
    * suspend), checked at most every {@link #WAKE_CHECK_NANOS}.
    */
   private void pipe(Socket client, Socket upstream, String id) throws IOException {
-    Activity activity = new Activity(id, engine.dir(id));
+    Activity activity = new Activity(id);
     Thread up =
         Thread.ofVirtual()
             .start(
@@ -665,20 +650,18 @@ public final class PortProxy implements AutoCloseable {
   /** The activity stamps of one connection: touched at most once a second. */
   private final class Activity {
     private final String id;
-    private final Path dir;
     private volatile long lastTouch = System.nanoTime();
     private volatile long lastWakeCheck = System.nanoTime();
 
-    Activity(String id, Path dir) {
+    Activity(String id) {
       this.id = id;
-      this.dir = dir;
     }
 
     void touch() {
       long now = System.nanoTime();
       if (now - lastTouch > TOUCH_EVERY_NANOS) {
         lastTouch = now;
-        Timers.touch(dir);
+        targets.touch(id);
       }
     }
 
@@ -687,8 +670,8 @@ public final class PortProxy implements AutoCloseable {
       if (now - lastWakeCheck > WAKE_CHECK_NANOS) {
         lastWakeCheck = now;
         lastTouch = now;
-        Timers.touch(dir); // before waking: the supervisor must not suspend it again
-        engine.wake(id); // unavailable once destroyed: ends the pipe
+        targets.touch(id); // before waking: the supervisor must not suspend it again
+        targets.wake(id); // unavailable once destroyed: ends the pipe
       } else {
         touch();
       }
@@ -1139,7 +1122,7 @@ public final class PortProxy implements AutoCloseable {
   private void serveForward(Socket client, String id, int sandboxPort) {
     try {
       client.setTcpNoDelay(true);
-      if (!engine.isAlive(id)) {
+      if (!targets.isAlive(id)) {
         return;
       }
       SocketChannel upstream;
