@@ -12,7 +12,9 @@ import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.ports.PortForwards;
+import dev.sandbox4j.runtime.internal.ports.PortTokens;
+import dev.sandbox4j.runtime.internal.ports.PortUrls;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceBackend;
@@ -311,7 +313,7 @@ public final class LocalSandbox
   @Override
   public ForkResult fork(WorkspaceRef ref) {
     checkNetworkAccess(localId(ref), "fork");
-    return forkResult(new Lifecycle(engine()).fork(localId(ref), progress, PortProxy::inherit));
+    return forkResult(new Lifecycle(engine()).fork(localId(ref), progress, PortTokens::inherit));
   }
 
   /**
@@ -326,7 +328,7 @@ public final class LocalSandbox
   public ForkResult forkFiles(WorkspaceRef ref) {
     checkNetworkAccess(localId(ref), "fork");
     return forkResult(
-        new Lifecycle(engine()).fork(localId(ref), progress, false, PortProxy::inherit));
+        new Lifecycle(engine()).fork(localId(ref), progress, false, PortTokens::inherit));
   }
 
   private static ForkResult forkResult(Lifecycle.Forked fork) {
@@ -468,7 +470,7 @@ public final class LocalSandbox
   public List<SandboxInfo> list() {
     Engine e = engine();
     Supervisor.ensureRunning(e);
-    int proxyPort = PortProxy.port(home);
+    int proxyPort = PortUrls.port(home);
     return e.list().stream().map(r -> info(e, r, proxyPort)).toList();
   }
 
@@ -486,7 +488,7 @@ public final class LocalSandbox
     } catch (WorkspaceException gone) {
       return Optional.empty();
     }
-    return Optional.of(info(e, r, PortProxy.port(home)));
+    return Optional.of(info(e, r, PortUrls.port(home)));
   }
 
   private static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
@@ -512,7 +514,7 @@ public final class LocalSandbox
         .timers(Timers.read(dir).map(Timers.Settings::toPublic).orElse(null))
         .networks(networks)
         .egress(egress)
-        .portUrl(PortProxy.urlTemplate(proxyPort, r.id()))
+        .portUrl(PortUrls.urlTemplate(proxyPort, r.id()))
         .build();
   }
 
@@ -550,12 +552,12 @@ public final class LocalSandbox
    * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
    */
   public java.net.URI url(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
+    PortUrls.checkPort(port);
     String id = localId(ref);
     Engine e = engine();
     e.record(id);
     Supervisor.ensureRunning(e);
-    return PortProxy.url(PortProxy.port(home), id, port);
+    return PortUrls.url(PortUrls.port(home), id, port);
   }
 
   /**
@@ -569,7 +571,7 @@ public final class LocalSandbox
     String id = localId(ref);
     Engine e = engine();
     e.record(id);
-    return PortProxy.token(e.dir(id));
+    return PortTokens.token(e.dir(id));
   }
 
   /**
@@ -584,13 +586,13 @@ public final class LocalSandbox
    * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
    */
   public int forwardTcp(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
+    PortUrls.checkPort(port);
     String id = localId(ref);
     Engine e = engine();
     e.record(id);
     boolean running = Supervisor.isRunning(home);
     Supervisor.ensureRunning(e);
-    return PortProxy.forward(new EnginePorts(e), id, port, running);
+    return PortForwards.forward(new EnginePorts(e), id, port, running);
   }
 
   /**

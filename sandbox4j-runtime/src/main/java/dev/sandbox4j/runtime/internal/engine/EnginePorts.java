@@ -1,7 +1,7 @@
 package dev.sandbox4j.runtime.internal.engine;
 
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.ports.PortTargets;
+import dev.sandbox4j.runtime.internal.ports.PortTokens;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
 import java.nio.channels.SocketChannel;
@@ -25,7 +25,7 @@ public final class EnginePorts implements PortTargets {
       return upper;
     }
     return (dir, id) -> {
-      PortProxy.writeNewToken(dir);
+      PortTokens.writeNewToken(dir);
       upper.prepare(dir, id);
     };
   }
