@@ -1,7 +1,6 @@
 package dev.sandbox4j.bench;
 
 import dev.sandbox4j.runtime.LocalSandbox;
-import dev.sandbox4j.runtime.PortBench;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;

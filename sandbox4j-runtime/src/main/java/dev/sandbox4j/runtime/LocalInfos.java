@@ -7,7 +7,7 @@ import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.net.Networks;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.ports.PortUrls;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -29,7 +29,7 @@ final class LocalInfos {
   /** Every sandbox of the engine's state directory, sorted by id; starts its supervisor. */
   static List<SandboxInfo> list(Engine e) {
     Supervisor.ensureRunning(e);
-    int proxyPort = PortProxy.port(e.home());
+    int proxyPort = PortUrls.port(e.home());
     return e.list().stream().map(r -> info(e, r, proxyPort)).toList();
   }
 
@@ -41,7 +41,7 @@ final class LocalInfos {
     } catch (WorkspaceException gone) {
       return Optional.empty();
     }
-    return Optional.of(info(e, r, PortProxy.port(e.home())));
+    return Optional.of(info(e, r, PortUrls.port(e.home())));
   }
 
   static SandboxInfo info(Engine e, SandboxRecord r, int proxyPort) {
@@ -66,7 +66,7 @@ final class LocalInfos {
         .timers(Timers.read(dir).map(Timers.Settings::toPublic).orElse(null))
         .networks(networks)
         .egress(egress)
-        .portUrl(PortProxy.urlTemplate(proxyPort, r.id()))
+        .portUrl(PortUrls.urlTemplate(proxyPort, r.id()))
         .build();
   }
 

@@ -1,8 +1,11 @@
 package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.EnginePorts;
 import dev.sandbox4j.runtime.internal.net.Networks;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.ports.PortForwards;
+import dev.sandbox4j.runtime.internal.ports.PortTokens;
+import dev.sandbox4j.runtime.internal.ports.PortUrls;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -67,28 +70,28 @@ final class LocalNetworking {
   }
 
   URI url(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
+    PortUrls.checkPort(port);
     String id = LocalRefs.localId(ref);
     Engine e = sandboxes.engine();
     e.record(id);
     Supervisor.ensureRunning(e);
-    return PortProxy.url(PortProxy.port(sandboxes.home()), id, port);
+    return PortUrls.url(PortUrls.port(sandboxes.home()), id, port);
   }
 
   Optional<String> portToken(WorkspaceRef ref) {
     String id = LocalRefs.localId(ref);
     Engine e = sandboxes.engine();
     e.record(id);
-    return PortProxy.token(e.dir(id));
+    return PortTokens.token(e.dir(id));
   }
 
   int forwardTcp(WorkspaceRef ref, int port) {
-    PortProxy.checkPort(port);
+    PortUrls.checkPort(port);
     String id = LocalRefs.localId(ref);
     Engine e = sandboxes.engine();
     e.record(id);
     boolean running = Supervisor.isRunning(sandboxes.home());
     Supervisor.ensureRunning(e);
-    return PortProxy.forward(e, id, port, running);
+    return PortForwards.forward(new EnginePorts(e), id, port, running);
   }
 }

@@ -7,7 +7,7 @@ import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.ports.PortTokens;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceBackend;
@@ -279,7 +279,7 @@ public final class LocalSandbox
   public ForkResult fork(WorkspaceRef ref) {
     networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
     return forkResult(
-        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, PortProxy::inherit));
+        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, PortTokens::inherit));
   }
 
   /**
@@ -294,7 +294,7 @@ public final class LocalSandbox
   public ForkResult forkFiles(WorkspaceRef ref) {
     networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
     return forkResult(
-        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, false, PortProxy::inherit));
+        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, false, PortTokens::inherit));
   }
 
   private static ForkResult forkResult(Lifecycle.Forked fork) {

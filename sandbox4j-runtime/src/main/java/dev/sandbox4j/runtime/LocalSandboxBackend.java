@@ -1,10 +1,10 @@
 package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.EnginePorts;
 import dev.sandbox4j.runtime.internal.engine.Exec;
 import dev.sandbox4j.runtime.internal.engine.SandboxFiles;
 import dev.sandbox4j.runtime.internal.engine.Timers;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -71,7 +71,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
           engine.create(
               settings.spec(),
               settings.progress(),
-              PortProxy.creatingWith(
+              EnginePorts.creatingWith(
                   settings.portToken(),
                   Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer)));
       ready = true;

@@ -8,7 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.net.Nftables;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.ports.PortTokens;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -366,7 +366,7 @@ class EgressConfinementTest {
               ("GET / HTTP/1.1\r\nHost: "
                       + host
                       + "\r\n"
-                      + PortProxy.TOKEN_HEADER
+                      + PortTokens.TOKEN_HEADER
                       + ": "
                       + token
                       + "\r\nConnection: close\r\n\r\n")

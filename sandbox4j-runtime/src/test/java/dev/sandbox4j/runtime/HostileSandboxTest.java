@@ -15,7 +15,7 @@ import dev.sandbox4j.runtime.internal.linux.Freezer;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
-import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.ports.PortUrls;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -632,7 +632,7 @@ class HostileSandboxTest {
       CompletableFuture<Void> b = IsolationTest.acceptAll(wildcard, accepted);
 
       List<List<Object>> targets = new ArrayList<>();
-      int portProxy = PortProxy.port(home);
+      int portProxy = PortUrls.port(home);
       targets.add(List.of("the port proxy on the host's loopback", "127.0.0.1", portProxy));
       targets.add(List.of("the port proxy on the gateway", gateway, portProxy));
       targets.add(List.of("another sandbox's server", neighborAddress, NEIGHBOR_PORT));

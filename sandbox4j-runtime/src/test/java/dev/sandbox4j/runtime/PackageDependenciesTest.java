@@ -37,11 +37,11 @@ class PackageDependenciesTest {
           "linux",
           "http",
           "egress",
+          "ports",
           "image",
           "oci",
           "net",
           "engine",
-          "ports",
           "supervisor");
 
   /** The API package's plain values, which the internals take and return. */

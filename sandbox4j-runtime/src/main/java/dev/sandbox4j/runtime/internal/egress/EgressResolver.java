@@ -19,7 +19,7 @@ import java.util.Map;
  * (the engine home's {@code network/hosts}; re-read when it changes), then the system resolver. The
  * proxy resolves names itself, never the sandbox, so what it checks is what it connects to.
  */
-public final class EgressResolver {
+final class EgressResolver {
   /** A hosts file larger than this is ignored as a whole (a hostile or broken file). */
   static final long MAX_HOSTS_FILE = 4L * 1024 * 1024;
 

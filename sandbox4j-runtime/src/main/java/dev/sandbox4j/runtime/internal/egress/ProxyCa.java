@@ -57,7 +57,7 @@ import org.bouncycastle.operator.jcajce.JcaContentSignerBuilder;
  * <p>Keys are EC P-256. The CA is valid for 10 years; leaves for {@link #LEAF_VALIDITY}, renewed
  * after half of it. Thread-safe.
  */
-public final class ProxyCa {
+final class ProxyCa {
   static final Duration LEAF_VALIDITY = Duration.ofDays(7);
   private static final int MAX_CACHED_LEAVES = 1_000;
 

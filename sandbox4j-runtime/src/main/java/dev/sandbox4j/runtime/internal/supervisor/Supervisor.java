@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime.internal.supervisor;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.engine.Engine;
+import dev.sandbox4j.runtime.internal.engine.EnginePorts;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
@@ -148,7 +149,7 @@ public final class Supervisor {
             SandboxDisk.DEFAULT_OVERCOMMIT);
     Supervisor supervisor = null;
     try (pinned;
-        PortProxy ports = new PortProxy(engine, Supervisor::say)) {
+        PortProxy ports = new PortProxy(new EnginePorts(engine), Supervisor::say)) {
       supervisor = new Supervisor(engine, ports, pinned);
       held = supervisor.run(held);
     } finally {

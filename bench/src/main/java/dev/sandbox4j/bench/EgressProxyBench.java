@@ -1,8 +1,9 @@
-package dev.sandbox4j.runtime;
+package dev.sandbox4j.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import java.io.IOException;
 import java.io.InputStream;

@@ -1,11 +1,9 @@
-package dev.sandbox4j.runtime;
+package dev.sandbox4j.runtime.internal.egress;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
-import dev.sandbox4j.runtime.internal.egress.EgressResolver;
-import dev.sandbox4j.runtime.internal.egress.ProxyCa;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,6 +1,9 @@
-package dev.sandbox4j.runtime;
+package dev.sandbox4j.bench;
 
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.NetNamespace;
+import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -18,8 +21,8 @@ import java.util.Arrays;
  * The port URL scenarios (issue 6): a 1 KiB HTTP request answered with 1 KiB by a node server in a
  * sandbox, through the port URL (the supervisor's {@link PortProxy}) and directly, on a socket
  * opened in the sandbox's network namespace the same way the proxy opens its own ({@link
- * NetNamespace}), so the difference is the proxy's overhead. In the runtime's package (in the bench
- * module only) to reach that package-private path.
+ * NetNamespace}), so the difference is the proxy's overhead. The direct path opens its own engine
+ * on the same home (as the supervisor does), since {@code LocalSandbox} keeps its engine to itself.
  */
 public final class PortBench implements AutoCloseable {
   private static final int PORT = 8090;
@@ -100,7 +103,15 @@ public final class PortBench implements AutoCloseable {
   /** The same on a kept-alive connection opened inside the sandbox's network namespace. */
   public long[] direct() throws IOException {
     if (direct == null) {
-      direct = NetNamespace.connect(sandboxes.engine(), ref.id(), PORT).socket();
+      Engine engine =
+          Engine.open(
+              sandboxes.home(),
+              Engine.imageStore(sandboxes.home()),
+              null,
+              null,
+              -1,
+              SandboxDisk.DEFAULT_OVERCOMMIT);
+      direct = NetNamespace.connect(engine, ref.id(), PORT).socket();
       direct.setTcpNoDelay(true);
     }
     return new long[] {exchange(direct)};
