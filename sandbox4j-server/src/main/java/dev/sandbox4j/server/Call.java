@@ -88,6 +88,18 @@ final class Call {
     }
   }
 
+  /** The query parameter {@code name}, or null without it; given more than once, a 400. */
+  String singleQuery(String name) {
+    String[] values = request.getParameterValues(name);
+    if (values == null) {
+      return null;
+    }
+    if (values.length != 1) {
+      throw ApiException.invalid(name, name + " may be given once");
+    }
+    return values[0];
+  }
+
   /** The {@code path} query parameter, checked as docs/server-api.md says. */
   String pathQuery() {
     onlyQuery(Set.of("path"));
