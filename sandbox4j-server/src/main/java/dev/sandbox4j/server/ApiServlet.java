@@ -176,7 +176,7 @@ final class ApiServlet extends HttpServlet {
       if (route == null) {
         throw pathMatched
             ? new ApiException(
-                405, "method_not_allowed", method + " is not allowed here", null, null, null)
+                ErrorCode.METHOD_NOT_ALLOWED, method + " is not allowed here", null, null, null)
             : ApiException.notFound(
                 "no route " + method + " " + Sandboxes.printable(request.getRequestURI()));
       }
@@ -211,7 +211,11 @@ final class ApiServlet extends HttpServlet {
     String header = request.getHeader("Authorization");
     if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) {
       throw new ApiException(
-          401, "unauthenticated", "send an API key: Authorization: Bearer <key>", null, null, null);
+          ErrorCode.UNAUTHENTICATED,
+          "send an API key: Authorization: Bearer <key>",
+          null,
+          null,
+          null);
     }
     String key = header.substring(7).trim();
     return key.startsWith(ServerKeys.KEY_PREFIX) && key.length() < 200
@@ -225,7 +229,7 @@ final class ApiServlet extends HttpServlet {
     return org.orElseThrow(
         () ->
             new ApiException(
-                401, "unauthenticated", "unknown or revoked API key", null, null, null));
+                ErrorCode.UNAUTHENTICATED, "unknown or revoked API key", null, null, null));
   }
 
   private void fail(Call call, Exception e) throws IOException {
@@ -241,7 +245,7 @@ final class ApiServlet extends HttpServlet {
     }
     ObjectNode body = Json.object();
     ObjectNode inner = body.putObject("error");
-    inner.put("code", error.code);
+    inner.put("code", error.code.spelling());
     inner.put("message", error.getMessage());
     if (error.field != null) {
       inner.put("field", error.field);
@@ -255,25 +259,24 @@ final class ApiServlet extends HttpServlet {
   static ApiException map(Exception e) {
     return switch (e) {
       case ApiException a -> a;
-      case WorkspaceNoSuchFileException f -> file(404, "no_such_file", f);
-      case WorkspaceFileAlreadyExistsException f -> file(409, "already_exists", f);
-      case WorkspaceIsDirectoryException f -> file(409, "is_directory", f);
-      case WorkspaceNotDirectoryException f -> file(409, "not_directory", f);
-      case WorkspaceDirectoryNotEmptyException f -> file(409, "directory_not_empty", f);
-      case WorkspaceAccessDeniedException f -> file(403, "access_denied", f);
-      case WorkspaceFileException f -> file(409, "file_error", f);
+      case WorkspaceNoSuchFileException f -> file(ErrorCode.NO_SUCH_FILE, f);
+      case WorkspaceFileAlreadyExistsException f -> file(ErrorCode.ALREADY_EXISTS, f);
+      case WorkspaceIsDirectoryException f -> file(ErrorCode.IS_DIRECTORY, f);
+      case WorkspaceNotDirectoryException f -> file(ErrorCode.NOT_DIRECTORY, f);
+      case WorkspaceDirectoryNotEmptyException f -> file(ErrorCode.DIRECTORY_NOT_EMPTY, f);
+      case WorkspaceAccessDeniedException f -> file(ErrorCode.ACCESS_DENIED, f);
+      case WorkspaceFileException f -> file(ErrorCode.FILE_ERROR, f);
       case WorkspaceUnavailableException u -> ApiException.unavailable(u.getMessage());
       case dev.sandbox4j.runtime.InsufficientDiskException d ->
-          new ApiException(503, "insufficient_disk", d.getMessage(), null, null, null);
+          new ApiException(ErrorCode.INSUFFICIENT_DISK, d.getMessage(), null, null, null);
       case WorkspaceTimeoutException t ->
-          new ApiException(408, "timeout", t.getMessage(), null, null, null);
+          new ApiException(ErrorCode.TIMEOUT, t.getMessage(), null, null, null);
       case WorkspaceException w ->
-          new ApiException(500, "internal", w.getMessage(), null, null, null);
+          new ApiException(ErrorCode.INTERNAL, w.getMessage(), null, null, null);
       case IllegalArgumentException i -> ApiException.invalid(null, i.getMessage());
       default ->
           new ApiException(
-              500,
-              "internal",
+              ErrorCode.INTERNAL,
               e.getClass().getSimpleName() + ": " + e.getMessage(),
               null,
               null,
@@ -281,7 +284,7 @@ final class ApiServlet extends HttpServlet {
     };
   }
 
-  private static ApiException file(int status, String code, WorkspaceFileException e) {
-    return new ApiException(status, code, e.getMessage(), null, e.path(), null);
+  private static ApiException file(ErrorCode code, WorkspaceFileException e) {
+    return new ApiException(code, e.getMessage(), null, e.path(), null);
   }
 }

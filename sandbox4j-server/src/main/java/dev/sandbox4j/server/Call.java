@@ -70,8 +70,7 @@ final class Call {
       left -= n;
     }
     return new ApiException(
-        413,
-        "too_large",
+        ErrorCode.TOO_LARGE,
         "the JSON body is over the server's limit of " + maxJsonBytes + " bytes",
         null,
         null,

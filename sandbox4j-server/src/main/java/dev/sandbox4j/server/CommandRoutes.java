@@ -49,8 +49,7 @@ final class CommandRoutes {
     if (commands.values().stream().filter(b -> b.organization() == organization).count()
         >= MAX_COMMANDS_PER_ORGANIZATION) {
       throw new ApiException(
-          429,
-          "quota_exceeded",
+          ErrorCode.QUOTA_EXCEEDED,
           "the organization has "
               + MAX_COMMANDS_PER_ORGANIZATION
               + " background commands not yet collected: stop some, or GET them until they end",
@@ -110,13 +109,13 @@ final class CommandRoutes {
     Optional<WorkspaceException> failure = running ? Optional.empty() : command.failure();
     if (failure.isPresent()) {
       ApiException mapped = ApiServlet.map(failure.get());
-      String code =
+      ErrorCode code =
           switch (failure.get()) {
-            case dev.sandbox4j.workspace.WorkspaceOutputLimitException l -> "output_limit";
+            case dev.sandbox4j.workspace.WorkspaceOutputLimitException l -> ErrorCode.OUTPUT_LIMIT;
             default -> mapped.code;
           };
       ObjectNode error = body.putObject("error");
-      error.put("code", code);
+      error.put("code", code.spelling());
       error.put("message", failure.get().getMessage());
       if (failure.get() instanceof WorkspaceTimeoutException t) {
         error.put("timeoutMs", t.timeout().toMillis());

@@ -126,7 +126,7 @@ final class ExecRoutes {
             Organization now = keys.organizationOfKey(keyHash);
             if (now.id() != organization.id()) {
               throw new ApiException(
-                  401, "unauthenticated", "unknown or revoked API key", null, null, null);
+                  ErrorCode.UNAUTHENTICATED, "unknown or revoked API key", null, null, null);
             }
             return sandboxes.workspace(now, id);
           }

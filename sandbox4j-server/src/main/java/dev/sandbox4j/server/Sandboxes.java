@@ -192,8 +192,7 @@ final class Sandboxes {
 
   static ApiException noImage(String name) {
     return new ApiException(
-        404,
-        "not_found",
+        ErrorCode.NOT_FOUND,
         "no image '"
             + printable(name)
             + "' for this organization: GET /v1/images lists the images it may use",
@@ -222,8 +221,7 @@ final class Sandboxes {
 
   static ApiException noSnapshot(String name, String field) {
     return new ApiException(
-        404,
-        "not_found",
+        ErrorCode.NOT_FOUND,
         "no snapshot '" + printable(name) + "' in this organization: GET /v1/snapshots lists them",
         field,
         null,
@@ -280,8 +278,7 @@ final class Sandboxes {
     if (waitMs > 0) {
       long seconds = Math.max(1, (waitMs + 999) / 1000);
       throw new ApiException(
-          429,
-          "rate_limited",
+          ErrorCode.RATE_LIMITED,
           "too many sandboxes created: retry in " + seconds + " s",
           null,
           null,
@@ -335,8 +332,7 @@ final class Sandboxes {
     }
     if (count >= limits.maxSandboxesPerOrganization()) {
       throw new ApiException(
-          429,
-          "quota_exceeded",
+          ErrorCode.QUOTA_EXCEEDED,
           "the organization has " + count + " sandboxes, its limit: delete one first",
           null,
           null,
