@@ -41,9 +41,9 @@ final class SandboxRoutes {
     Map<String, String> labels = new LinkedHashMap<>();
     String[] given = c.request.getParameterValues("label");
     if (given != null) {
-      if (given.length > Sandboxes.MAX_LABELS) {
+      if (given.length > CreateSpecs.MAX_LABELS) {
         throw ApiException.invalid(
-            "label", "at most " + Sandboxes.MAX_LABELS + " label filters, was " + given.length);
+            "label", "at most " + CreateSpecs.MAX_LABELS + " label filters, was " + given.length);
       }
       for (String l : given) {
         int eq = l.indexOf('=');
