@@ -2,6 +2,7 @@ package dev.sandbox4j.server;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -12,7 +13,10 @@ import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 
-/** {@link ErrorCode} and the table of codes in docs/server-api.md list the same codes. */
+/**
+ * {@link ErrorCode}, the table of codes in docs/server-api.md and the OpenAPI document's {@code
+ * Error} list the same codes.
+ */
 class ErrorCodeTest {
 
   /** A row of the table: {@code | 409 | `already_exists`, `is_directory` | when |}. */
@@ -43,6 +47,24 @@ class ErrorCodeTest {
     assertThat(documented())
         .as("docs/server-api.md's table of error codes, against ErrorCode")
         .isEqualTo(declared);
+  }
+
+  @Test
+  void theOpenApiErrorListsEveryCodeButTheExecOnlyOutputLimit() throws Exception {
+    Set<String> listed = new TreeSet<>();
+    try (InputStream in = ApiServlet.class.getResourceAsStream("openapi.json")) {
+      Json.MAPPER
+          .readTree(in)
+          .at("/components/schemas/Error/properties/error/properties/code/enum")
+          .forEach(code -> listed.add(code.asText()));
+    }
+    Set<String> declared =
+        Arrays.stream(ErrorCode.values())
+            // output_limit ends only a command (an exec event, a command state), whose code is free
+            .filter(c -> c != ErrorCode.OUTPUT_LIMIT)
+            .map(ErrorCode::spelling)
+            .collect(Collectors.toCollection(TreeSet::new));
+    assertThat(listed).isEqualTo(declared);
   }
 
   @Test
