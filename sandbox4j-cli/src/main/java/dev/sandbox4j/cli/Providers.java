@@ -7,13 +7,10 @@ import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.host.HostWorkspaceProvider;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
-import dev.sandbox4j.workspace.machine.SandboxTimers;
-import dev.sandbox4j.workspace.machine.SupportsListing;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
-import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -416,69 +413,6 @@ final class Providers {
    */
   boolean mayHoldWorkspaces(String name) {
     return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
-  }
-
-  /**
-   * The workspaces {@code provider} holds, sorted by id, as {@code ls} shows them: {@code provider}
-   * and {@code id}, then, for a provider that lists its machines ({@link SupportsListing}), {@code
-   * state}, {@code image}, {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes},
-   * {@code pids}, and for a sandbox with timers {@code timers} and {@code ends}; the local engine
-   * adds its own {@code egress}, {@code networks}, {@code portUrl}, {@code diskBytes} and {@code
-   * diskInodes}.
-   */
-  List<Map<String, Object>> list(WorkspaceProvider provider) {
-    return switch (provider) {
-      case HostWorkspaceProvider host ->
-          host.list().stream().map(ref -> fields(ref, Map.of())).toList();
-      case SupportsListing machines -> {
-        boolean local = provider instanceof LocalSandbox;
-        yield machines.list().stream().map(s -> fields(s, local)).toList();
-      }
-      default ->
-          throw new UnsupportedOperationException(
-              "provider '" + provider.name() + "' cannot list its workspaces");
-    };
-  }
-
-  private static Map<String, Object> fields(SandboxInfo s, boolean local) {
-    Map<String, Object> more = new LinkedHashMap<>();
-    more.put("state", s.state());
-    more.put("image", s.image());
-    more.put("created", seconds(s.created()));
-    more.put("labels", new java.util.TreeMap<>(s.labels()));
-    more.put("cpus", s.cpus());
-    more.put("memoryBytes", s.memoryBytes());
-    more.put("pids", s.pids());
-    SandboxTimers t = s.timers();
-    if (t != null) {
-      Map<String, Object> timers = new LinkedHashMap<>();
-      timers.put("autoSuspendSeconds", t.autoSuspendTimeout().toSeconds());
-      timers.put("sandboxTimeoutSeconds", t.sandboxTimeout().toSeconds());
-      timers.put("idleTimeoutSeconds", t.idleTimeout().toSeconds());
-      timers.put("deleteAfter", seconds(t.deleteAfter()));
-      more.put("timers", timers);
-      more.put("ends", seconds(t.ends()));
-    }
-    if (local) { // the local engine's own facts
-      more.put("egress", s.egress());
-      more.put("networks", s.networks());
-      more.put("portUrl", s.portUrl());
-      more.put("diskBytes", s.diskBytes()); // 0: made before disks, no quota
-      more.put("diskInodes", s.diskInodes());
-    }
-    return fields(s.ref(), more);
-  }
-
-  private static String seconds(Instant instant) {
-    return instant == null ? null : instant.truncatedTo(ChronoUnit.SECONDS).toString();
-  }
-
-  private static Map<String, Object> fields(WorkspaceRef ref, Map<String, Object> more) {
-    Map<String, Object> fields = new LinkedHashMap<>();
-    fields.put("provider", ref.provider());
-    fields.put("id", ref.id());
-    fields.putAll(more);
-    return fields;
   }
 
   private Entry entry(String name) {

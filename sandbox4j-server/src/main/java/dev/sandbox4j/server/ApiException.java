@@ -1,7 +1,7 @@
 package dev.sandbox4j.server;
 
 /**
- * A request the server answers with an error: HTTP status, a code from docs/server-api.md, a
+ * A request the server answers with an error: an {@link ErrorCode} (which gives the HTTP status), a
  * message, and the request field or sandbox path it is about (either may be null).
  */
 final class ApiException extends RuntimeException {
@@ -9,15 +9,14 @@ final class ApiException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
   final int status;
-  final String code;
+  final ErrorCode code;
   final String field;
   final String path;
   final Long retryAfterSeconds;
 
-  ApiException(
-      int status, String code, String message, String field, String path, Long retryAfter) {
+  ApiException(ErrorCode code, String message, String field, String path, Long retryAfter) {
     super(message);
-    this.status = status;
+    this.status = code.status();
     this.code = code;
     this.field = field;
     this.path = path;
@@ -25,14 +24,14 @@ final class ApiException extends RuntimeException {
   }
 
   static ApiException invalid(String field, String message) {
-    return new ApiException(400, "invalid_request", message, field, null, null);
+    return new ApiException(ErrorCode.INVALID_REQUEST, message, field, null, null);
   }
 
   static ApiException notFound(String what) {
-    return new ApiException(404, "not_found", what, null, null, null);
+    return new ApiException(ErrorCode.NOT_FOUND, what, null, null, null);
   }
 
   static ApiException unavailable(String message) {
-    return new ApiException(503, "unavailable", message, null, null, null);
+    return new ApiException(ErrorCode.UNAVAILABLE, message, null, null, null);
   }
 }

@@ -70,8 +70,7 @@ final class Call {
       left -= n;
     }
     return new ApiException(
-        413,
-        "too_large",
+        ErrorCode.TOO_LARGE,
         "the JSON body is over the server's limit of " + maxJsonBytes + " bytes",
         null,
         null,
@@ -86,6 +85,18 @@ final class Call {
             name, "unknown query parameter '" + Sandboxes.printable(name) + "'");
       }
     }
+  }
+
+  /** The query parameter {@code name}, or null without it; given more than once, a 400. */
+  String singleQuery(String name) {
+    String[] values = request.getParameterValues(name);
+    if (values == null) {
+      return null;
+    }
+    if (values.length != 1) {
+      throw ApiException.invalid(name, name + " may be given once");
+    }
+    return values[0];
   }
 
   /** The {@code path} query parameter, checked as docs/server-api.md says. */

@@ -78,17 +78,17 @@ final class ExecRun {
     } catch (CancellationException e) {
       // the client or the server ended it: no last event
     } catch (WorkspaceTimeoutException e) {
-      ObjectNode error = error("timeout", e);
+      ObjectNode error = error(ErrorCode.TIMEOUT, e);
       error.put("timeoutMs", e.timeout().toMillis());
-      lastError(error);
+      lastError(ErrorCode.TIMEOUT, error);
     } catch (WorkspaceOutputLimitException e) {
-      ObjectNode error = error("output_limit", e);
+      ObjectNode error = error(ErrorCode.OUTPUT_LIMIT, e);
       error.put("limitBytes", e.limit());
-      lastError(error);
+      lastError(ErrorCode.OUTPUT_LIMIT, error);
     } catch (WorkspaceUnavailableException e) {
-      lastError(error("unavailable", e));
+      lastError(ErrorCode.UNAVAILABLE, error(ErrorCode.UNAVAILABLE, e));
     } catch (WorkspaceException e) {
-      lastError(error("internal", e));
+      lastError(ErrorCode.INTERNAL, error(ErrorCode.INTERNAL, e));
     } finally {
       synchronized (this) {
         done = true;
@@ -130,26 +130,18 @@ final class ExecRun {
     send(Json.object().put("type", type).put("data", Base64.getEncoder().encodeToString(bytes)));
   }
 
-  private static ObjectNode error(String code, Exception e) {
+  private static ObjectNode error(ErrorCode code, Exception e) {
     ObjectNode error = Json.object();
-    error.put("code", code);
+    error.put("code", code.spelling());
     error.put("message", e.getMessage());
     return error;
   }
 
-  private void lastError(ObjectNode error) {
-    String code = error.get("code").asText();
+  private void lastError(ErrorCode code, ObjectNode error) {
     metrics.error(code);
     ObjectNode event = Json.object().put("type", "error");
     event.set("error", error);
-    sendLast(
-        event,
-        switch (code) {
-          case "timeout" -> 408;
-          case "output_limit" -> 413;
-          case "unavailable" -> 503;
-          default -> 500;
-        });
+    sendLast(event, code.status());
   }
 
   /**

@@ -17,18 +17,18 @@ final class JsonErrors {
   private JsonErrors() {}
 
   static byte[] body(int status, String message) throws IOException {
-    String code =
+    ErrorCode code =
         switch (status) {
-          case 401 -> "unauthenticated";
-          case 404 -> "not_found";
-          case 405 -> "method_not_allowed";
-          case 413, 414, 431 -> "too_large";
-          case 503 -> "unavailable";
-          default -> status >= 500 ? "internal" : "invalid_request";
+          case 401 -> ErrorCode.UNAUTHENTICATED;
+          case 404 -> ErrorCode.NOT_FOUND;
+          case 405 -> ErrorCode.METHOD_NOT_ALLOWED;
+          case 413, 414, 431 -> ErrorCode.TOO_LARGE;
+          case 503 -> ErrorCode.UNAVAILABLE;
+          default -> status >= 500 ? ErrorCode.INTERNAL : ErrorCode.INVALID_REQUEST;
         };
     ObjectNode body = Json.object();
     body.putObject("error")
-        .put("code", code)
+        .put("code", code.spelling())
         .put("message", message == null ? "HTTP " + status : message);
     return Json.MAPPER.writeValueAsBytes(body);
   }

@@ -52,7 +52,9 @@ final class McpEndpoint extends HttpServlet {
     String id = request.getParameter("sandbox");
     if (id != null && tenant.sandbox(id).isEmpty()) {
       ObjectNode body = Json.object();
-      body.putObject("error").put("code", "not_found").put("message", "no sandbox " + id);
+      body.putObject("error")
+          .put("code", ErrorCode.NOT_FOUND.spelling())
+          .put("message", "no sandbox " + id);
       response.setStatus(HttpServletResponse.SC_NOT_FOUND);
       response.setContentType("application/json");
       response.getOutputStream().write(Json.MAPPER.writeValueAsBytes(body));

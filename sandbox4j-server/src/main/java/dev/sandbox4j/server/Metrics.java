@@ -54,8 +54,8 @@ final class Metrics {
     requests.labelValues(method, route, Integer.toString(status)).inc();
   }
 
-  void error(String code) {
-    errors.labelValues(code).inc();
+  void error(ErrorCode code) {
+    errors.labelValues(code.spelling()).inc();
   }
 
   void exec(long nanos) {

@@ -10,7 +10,6 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
-import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,7 +17,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Function;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
@@ -30,21 +28,18 @@ import java.util.stream.Collectors;
  *
  * <p>Every lookup by id goes through {@link #owned}: a sandbox of another organization, or one that
  * never existed, is the same {@code not_found}. Thread-safe: the database serializes its
- * statements; a create reserves its place under the quota under a per-organization lock, so
- * concurrent creates run in parallel and still cannot overshoot the quota together.
+ * statements; a create or fork is admitted by {@link Admission} (rate limit and quota), and its
+ * request checked by {@link CreateSpecs}.
  */
 final class Sandboxes {
 
   static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
   static final Pattern SNAPSHOT_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,47}");
   static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
-  static final Pattern LABEL_KEY = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
 
   /** The image a create without {@code image} or {@code snapshot} starts from. */
   static final String DEFAULT_IMAGE = "default";
 
-  static final int MAX_LABELS = 64;
-  static final int MAX_LABEL_VALUE = 256;
   static final Set<String> STATES =
       Set.of("running", "suspended", "stopped", "hibernated", "creating", "destroying");
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -54,14 +49,13 @@ final class Sandboxes {
   private final Database db;
   private final ServerLimits limits;
   private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
-  private final Map<Long, ReentrantLock> createLocks = new ConcurrentHashMap<>();
-  private final Map<Long, Integer> pending = new ConcurrentHashMap<>(); // guarded by createLocks
-  private final Map<Long, TokenBucket> createBuckets = new ConcurrentHashMap<>();
+  private final Admission admission;
 
   Sandboxes(LocalSandbox engine, Database db, ServerLimits limits) {
     this.engine = engine;
     this.db = db;
     this.limits = limits;
+    this.admission = new Admission(engine, db, limits, this::forget);
   }
 
   LocalSandbox engine() {
@@ -89,8 +83,8 @@ final class Sandboxes {
   record View(Database.SandboxRow row, SandboxInfo info) {}
 
   View create(Organization org, CreateSpec spec) {
-    checkLabels(spec.labels());
-    LocalSandbox.Builder b = configure(spec);
+    CreateSpecs.checkLabels(spec.labels());
+    LocalSandbox.Builder b = CreateSpecs.configure(engine, spec);
     Source source;
     if (spec.snapshot() != null) {
       source = ownedSnapshot(org, spec.snapshot());
@@ -110,11 +104,11 @@ final class Sandboxes {
               "snapshot '" + spec.snapshot() + "'",
               spec.diskBytes() == null ? saved.diskBytes() : -1,
               spec.diskInodes() == null ? saved.diskInodes() : -1);
-      admitDisk(spec, b);
+      CreateSpecs.admitDisk(limits.ceilings(), spec, b);
       b.snapshot(saved.name());
     } else {
       source = usableImage(spec.image() != null ? spec.image() : DEFAULT_IMAGE);
-      admitSize(spec, b);
+      CreateSpecs.admitSize(limits.ceilings(), spec, b);
     }
     LocalSandbox provider;
     try {
@@ -122,8 +116,8 @@ final class Sandboxes {
     } catch (IllegalArgumentException e) {
       throw ApiException.invalid("snapshot", e.getMessage());
     }
-    takeCreateToken(org); // after validation: a bad request does not spend a create
-    try (Reservation _ = reserve(org)) {
+    admission.takeCreateToken(org); // after validation: a bad request does not spend a create
+    try (Admission.Reservation _ = admission.reserve(org)) {
       Workspace ws = Workspace.of(provider.newBackend());
       WorkspaceRef ref;
       try {
@@ -192,8 +186,7 @@ final class Sandboxes {
 
   static ApiException noImage(String name) {
     return new ApiException(
-        404,
-        "not_found",
+        ErrorCode.NOT_FOUND,
         "no image '"
             + printable(name)
             + "' for this organization: GET /v1/images lists the images it may use",
@@ -222,274 +215,11 @@ final class Sandboxes {
 
   static ApiException noSnapshot(String name, String field) {
     return new ApiException(
-        404,
-        "not_found",
+        ErrorCode.NOT_FOUND,
         "no snapshot '" + printable(name) + "' in this organization: GET /v1/snapshots lists them",
         field,
         null,
         null);
-  }
-
-  /**
-   * Admission control of a create's size: a size asked for over its ceiling is a 400 naming it; an
-   * omitted one gets the engine's default, capped at the ceiling.
-   */
-  private void admitSize(CreateSpec spec, LocalSandbox.Builder b) {
-    SandboxCeilings ceilings = limits.ceilings();
-    int cpus = spec.cpus() != null ? spec.cpus() : 1;
-    SandboxCeilings.check("cpus", cpus, ceilings.cpus(), "");
-    if (spec.memoryBytes() != null) {
-      SandboxCeilings.check("memoryBytes", spec.memoryBytes(), ceilings.memoryBytes(), " bytes");
-    } else if (SandboxCeilings.ENGINE_MEMORY_PER_CPU * cpus > ceilings.memoryBytes()) {
-      b.memory(ceilings.memoryBytes());
-    }
-    if (spec.pids() != null) {
-      SandboxCeilings.check("pids", spec.pids(), ceilings.pids(), "");
-    } else if (SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
-      b.pids(ceilings.pids());
-    }
-    admitDisk(spec, b);
-  }
-
-  /**
-   * Admission control of a create's disk: a quota asked for over its ceiling is a 400 naming it; an
-   * omitted one on an image gets the engine's default, capped at the ceiling (a create from a
-   * snapshot that omits it keeps the snapshot's).
-   */
-  private void admitDisk(CreateSpec spec, LocalSandbox.Builder b) {
-    SandboxCeilings ceilings = limits.ceilings();
-    if (spec.diskBytes() != null) {
-      SandboxCeilings.check("diskBytes", spec.diskBytes(), ceilings.diskBytes(), " bytes");
-    } else if (spec.snapshot() == null && SandboxCeilings.ENGINE_DISK > ceilings.diskBytes()) {
-      b.disk(ceilings.diskBytes());
-    }
-    if (spec.diskInodes() != null) {
-      SandboxCeilings.check("diskInodes", spec.diskInodes(), ceilings.diskInodes(), "");
-    } else if (spec.snapshot() == null
-        && SandboxCeilings.ENGINE_DISK_INODES > ceilings.diskInodes()) {
-      b.diskInodes(ceilings.diskInodes());
-    }
-  }
-
-  /** The create rate limit: a token from the organization's bucket, or {@code rate_limited}. */
-  private void takeCreateToken(Organization org) {
-    TokenBucket bucket =
-        createBuckets.computeIfAbsent(
-            org.id(), k -> new TokenBucket(limits.createBurst(), limits.createRefill()));
-    long waitMs = bucket.take();
-    if (waitMs > 0) {
-      long seconds = Math.max(1, (waitMs + 999) / 1000);
-      throw new ApiException(
-          429,
-          "rate_limited",
-          "too many sandboxes created: retry in " + seconds + " s",
-          null,
-          null,
-          seconds);
-    }
-  }
-
-  /** A place under the organization's quota, held while its sandbox is made and recorded. */
-  private interface Reservation extends AutoCloseable {
-    @Override
-    void close();
-  }
-
-  /**
-   * Reserves a place under the quota, or {@code quota_exceeded}. The check and the reservation
-   * happen under the organization's lock; the (slow) creation does not, so concurrent creates of
-   * one organization run in parallel and still cannot overshoot the quota together.
-   */
-  private Reservation reserve(Organization org) {
-    ReentrantLock lock = createLocks.computeIfAbsent(org.id(), k -> new ReentrantLock());
-    lock.lock();
-    try {
-      checkQuota(org, pending.getOrDefault(org.id(), 0));
-      pending.merge(org.id(), 1, Integer::sum);
-    } finally {
-      lock.unlock();
-    }
-    return () -> {
-      lock.lock();
-      try {
-        pending.merge(org.id(), -1, Integer::sum);
-      } finally {
-        lock.unlock();
-      }
-    };
-  }
-
-  private void checkQuota(Organization org, int pendingCreates) {
-    List<Database.SandboxRow> rows = db.sandboxes(org.id(), null);
-    if (rows.size() + pendingCreates < limits.maxSandboxesPerOrganization()) {
-      return;
-    }
-    Set<String> live = liveIds();
-    long count = pendingCreates;
-    for (Database.SandboxRow r : rows) {
-      if (live.contains(r.id())) {
-        count++;
-      } else {
-        forget(r.id()); // a timer destroyed it: it no longer counts
-      }
-    }
-    if (count >= limits.maxSandboxesPerOrganization()) {
-      throw new ApiException(
-          429,
-          "quota_exceeded",
-          "the organization has " + count + " sandboxes, its limit: delete one first",
-          null,
-          null,
-          null);
-    }
-  }
-
-  private Set<String> liveIds() {
-    return engine.list().stream().map(i -> i.ref().id()).collect(Collectors.toSet());
-  }
-
-  private LocalSandbox.Builder configure(CreateSpec s) {
-    LocalSandbox.Builder b =
-        LocalSandbox.builder()
-            .home(engine.home())
-            .diskReserve(engine.diskReserve())
-            .diskOvercommit(engine.diskOvercommit());
-    field(
-        "image",
-        () -> {
-          if (s.image() != null) b.image(s.image());
-        });
-    field(
-        "cpus",
-        () -> {
-          if (s.cpus() != null) b.cpus(s.cpus());
-        });
-    field(
-        "memoryBytes",
-        () -> {
-          if (s.memoryBytes() != null) b.memory(s.memoryBytes());
-        });
-    field(
-        "pids",
-        () -> {
-          if (s.pids() != null) b.pids(s.pids());
-        });
-    field(
-        "diskBytes",
-        () -> {
-          if (s.diskBytes() != null) b.disk(s.diskBytes());
-        });
-    field(
-        "diskInodes",
-        () -> {
-          if (s.diskInodes() != null) b.diskInodes(s.diskInodes());
-        });
-    field(
-        "env",
-        () -> {
-          if (s.env() != null) b.env(s.env());
-        });
-    field(
-        "workingDirectory",
-        () -> {
-          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
-        });
-    field(
-        "labels",
-        () -> {
-          if (s.labels() != null) s.labels().forEach(b::label);
-        });
-    field(
-        "autoSuspendTimeoutMs",
-        () -> {
-          if (s.autoSuspendTimeoutMs() != null)
-            b.autoSuspendTimeout(millis(s.autoSuspendTimeoutMs(), "autoSuspendTimeoutMs"));
-        });
-    field(
-        "sandboxTimeoutMs",
-        () -> {
-          if (s.sandboxTimeoutMs() != null)
-            b.sandboxTimeout(millis(s.sandboxTimeoutMs(), "sandboxTimeoutMs"));
-        });
-    field(
-        "idleTimeoutMs",
-        () -> {
-          if (s.idleTimeoutMs() != null) b.idleTimeout(millis(s.idleTimeoutMs(), "idleTimeoutMs"));
-        });
-    field(
-        "deleteAfter",
-        () -> {
-          if (s.deleteAfter() != null) {
-            try {
-              b.deleteAfter(Instant.parse(s.deleteAfter()));
-            } catch (java.time.format.DateTimeParseException e) {
-              throw new IllegalArgumentException(
-                  "deleteAfter must be an ISO-8601 instant such as 2026-12-01T00:00:00Z, was '"
-                      + s.deleteAfter()
-                      + "'");
-            }
-          }
-        });
-    return b;
-  }
-
-  /**
-   * Refuses more than {@link #MAX_LABELS} labels, and a key or value the engine would not keep,
-   * naming the label: labels are stored with the sandbox and listed on every page, so their size is
-   * bounded per sandbox, not only by the body limit.
-   */
-  static void checkLabels(Map<String, String> labels) {
-    if (labels == null) {
-      return;
-    }
-    if (labels.size() > MAX_LABELS) {
-      throw ApiException.invalid(
-          "labels", "at most " + MAX_LABELS + " labels per sandbox, was " + labels.size());
-    }
-    for (Map.Entry<String, String> e : labels.entrySet()) {
-      String key = e.getKey();
-      if (key == null || !LABEL_KEY.matcher(key).matches()) {
-        throw ApiException.invalid(
-            "labels",
-            "label key '"
-                + printable(key)
-                + "' is not 1 to 63 of letters, digits, '.', '_', '/', '-', starting with a"
-                + " letter or digit");
-      }
-      String value = e.getValue();
-      if (value == null) {
-        throw ApiException.invalid("labels", "label '" + key + "' has no value (null)");
-      }
-      if (value.length() > MAX_LABEL_VALUE) {
-        throw ApiException.invalid(
-            "labels",
-            "label '"
-                + key
-                + "' has a value of "
-                + value.length()
-                + " characters, over the limit of "
-                + MAX_LABEL_VALUE);
-      }
-      if (value.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
-        throw ApiException.invalid(
-            "labels", "label '" + key + "' has a control character in its value");
-      }
-    }
-  }
-
-  static Duration millis(long ms, String field) {
-    if (ms < 0) {
-      throw ApiException.invalid(field, field + " must not be negative, was " + ms);
-    }
-    return Duration.ofMillis(ms);
-  }
-
-  private static void field(String name, Runnable setter) {
-    try {
-      setter.run();
-    } catch (IllegalArgumentException | NullPointerException e) {
-      throw ApiException.invalid(name, name + ": " + e.getMessage());
-    }
   }
 
   /** The organization's sandbox {@code id}; {@code not_found} if it is not one of them. */
@@ -596,8 +326,8 @@ final class Sandboxes {
           .ceilings()
           .admitCopiedDisk(null, "sandbox " + row.id(), parent.diskBytes(), parent.diskInodes());
     }
-    takeCreateToken(org);
-    try (Reservation _ = reserve(org)) {
+    admission.takeCreateToken(org);
+    try (Admission.Reservation _ = admission.reserve(org)) {
       WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
       ForkResult result = filesOnly ? engine.forkFiles(ref) : engine.fork(ref);
       Database.SandboxRow child =

@@ -49,7 +49,7 @@ final class TenantFilter extends HttpFilter {
     } catch (ApiException e) {
       metrics.error(e.code);
       ObjectNode body = Json.object();
-      body.putObject("error").put("code", e.code).put("message", e.getMessage());
+      body.putObject("error").put("code", e.code.spelling()).put("message", e.getMessage());
       response.setStatus(e.status);
       response.setContentType("application/json");
       response.getOutputStream().write(Json.MAPPER.writeValueAsBytes(body));
@@ -107,7 +107,7 @@ final class TenantFilter extends HttpFilter {
                       null, null));
           return sandboxes.workspace(org, v.row().id());
         } catch (ApiException e) {
-          throw new WorkspaceException(e.code + ": " + e.getMessage());
+          throw new WorkspaceException(e.code.spelling() + ": " + e.getMessage());
         }
       }
 

@@ -286,7 +286,8 @@ final class WebSocketEndpoints {
 
     private void failAndClose(ApiException e) {
       metrics.error(e.code);
-      ObjectNode error = Json.object().put("code", e.code).put("message", e.getMessage());
+      ObjectNode error =
+          Json.object().put("code", e.code.spelling()).put("message", e.getMessage());
       if (e.field != null) {
         error.put("field", e.field);
       }
@@ -300,7 +301,7 @@ final class WebSocketEndpoints {
           // the close below tells the client anyway
         }
       }
-      close(StatusCode.POLICY_VIOLATION, e.code);
+      close(StatusCode.POLICY_VIOLATION, e.code.spelling());
     }
 
     private void close(int status, String reason) {

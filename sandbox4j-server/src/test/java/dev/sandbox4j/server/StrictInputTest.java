@@ -99,7 +99,7 @@ class StrictInputTest {
     try (TestServer s = new TestServer(data)) {
       String key = s.key("labels");
       String many =
-          IntStream.range(0, Sandboxes.MAX_LABELS + 1)
+          IntStream.range(0, CreateSpecs.MAX_LABELS + 1)
               .mapToObj(i -> "\"k" + i + "\": \"v\"")
               .collect(Collectors.joining(", ", "{\"labels\": {", "}}"));
       TestServer.Answer a = s.call(key, "POST", "/v1/sandboxes", many);
@@ -108,7 +108,7 @@ class StrictInputTest {
       assertThat(a.error().get("message").asText()).contains("at most 64 labels", "was 65");
 
       String filters =
-          IntStream.range(0, Sandboxes.MAX_LABELS + 1)
+          IntStream.range(0, CreateSpecs.MAX_LABELS + 1)
               .mapToObj(i -> "label=k" + i + "=v")
               .collect(Collectors.joining("&", "/v1/sandboxes?", ""));
       TestServer.Answer list = s.call(key, "GET", filters, null);
@@ -126,7 +126,7 @@ class StrictInputTest {
               key,
               "POST",
               "/v1/sandboxes",
-              "{\"labels\": {\"team\": \"" + "x".repeat(Sandboxes.MAX_LABEL_VALUE + 1) + "\"}}");
+              "{\"labels\": {\"team\": \"" + "x".repeat(CreateSpecs.MAX_LABEL_VALUE + 1) + "\"}}");
       assertThat(longValue.status()).as(longValue.text()).isEqualTo(400);
       assertThat(longValue.error().get("field").asText()).isEqualTo("labels");
       assertThat(longValue.error().get("message").asText()).contains("label 'team'", "257");

@@ -391,7 +391,7 @@ class TenancyTest {
       String id = s.create(a, "{}");
       String path = "/v1/sandboxes/" + id + "/commands";
       String first = null;
-      for (int i = 0; i < ApiServlet.MAX_COMMANDS_PER_ORGANIZATION; i++) {
+      for (int i = 0; i < CommandRoutes.MAX_COMMANDS_PER_ORGANIZATION; i++) {
         TestServer.Answer started = s.call(a, "POST", path, "{\"argv\": [\"sleep\", \"1000\"]}");
         assertThat(started.status()).as(started.text()).isEqualTo(201);
         if (first == null) {

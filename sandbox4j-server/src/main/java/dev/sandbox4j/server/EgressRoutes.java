@@ -15,10 +15,10 @@ import java.util.Locale;
  * egress rules of one of its own sandboxes (docs/server-api.md). The engine validates the rules as
  * {@link EgressPolicy} does for a local caller; a rule it refuses is a 400 naming it.
  */
-final class SandboxEgress {
+final class EgressRoutes {
   private final Sandboxes sandboxes;
 
-  SandboxEgress(Sandboxes sandboxes) {
+  EgressRoutes(Sandboxes sandboxes) {
     this.sandboxes = sandboxes;
   }
 
