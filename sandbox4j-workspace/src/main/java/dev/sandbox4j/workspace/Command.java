@@ -8,6 +8,10 @@ import java.util.List;
  *
  * <p>There is no implicit shell: {@code Command.argv("ls", "*.txt")} passes the literal {@code
  * *.txt}, while {@code Command.shell("ls *.txt")} globs.
+ *
+ * <p>{@link #shell} is POSIX {@code sh} (dash in Debian images), not bash: clients written for
+ * other sandboxes often assume {@code bash -c}, and a script with arrays, {@code [[ … ]]}, {@code
+ * set -o pipefail} or {@code source} needs {@link #bash}.
  */
 public sealed interface Command {
 
@@ -34,12 +38,25 @@ public sealed interface Command {
   }
 
   /**
-   * A script for {@code /bin/sh -c}.
+   * A script for {@code /bin/sh -c}: POSIX sh, which is dash in Debian images (the local engine's
+   * default image among them), not bash.
    *
    * @throws IllegalArgumentException if the script is blank or contains NUL
+   * @see #bash
    */
   static Command shell(String script) {
     return new Shell(script);
+  }
+
+  /**
+   * A script for {@code bash -c}, for scripts written for bash. The workspace must have {@code
+   * bash} on its {@code PATH} (the local engine's default image has); where it has not, the command
+   * exits 127.
+   *
+   * @throws IllegalArgumentException if the script is blank or contains NUL
+   */
+  static Command bash(String script) {
+    return argv("bash", "-c", new Shell(script).script());
   }
 
   /** The argv that is executed: the args of an {@link Argv}, or {@code /bin/sh -c script}. */
