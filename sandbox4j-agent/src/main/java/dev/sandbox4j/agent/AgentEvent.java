@@ -33,7 +33,10 @@ public sealed interface AgentEvent {
   record ToolCallFinished(String toolCallId, String toolName, String result, Outcome outcome)
       implements AgentEvent {}
 
-  /** The run created a workspace. */
+  /**
+   * The run created a workspace: sent as soon as it exists, inside the tool call that first uses it
+   * and before that call's command or file operation runs.
+   */
   record WorkspaceCreated(WorkspaceRef ref) implements AgentEvent {}
 
   /** How a tool call ended. */

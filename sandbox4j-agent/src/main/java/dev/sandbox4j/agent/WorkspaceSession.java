@@ -73,7 +73,22 @@ final class WorkspaceSession {
             + " provider>)");
   }
 
-  synchronized Workspace workspace() {
+  /**
+   * The run's workspace. The first call for a workspace the run creates also creates it, so that
+   * {@link AgentEvent.WorkspaceCreated} and the log line come as soon as the sandbox exists, not
+   * when the tool call that first used it ends (an application may want the ref during a long first
+   * command).
+   */
+  Workspace workspace() {
+    Workspace ws = workspaceObject();
+    if (createsItsWorkspace() && !isAnnounced()) {
+      ws.open();
+      announceIfCreated();
+    }
+    return ws;
+  }
+
+  private synchronized Workspace workspaceObject() {
     if (workspace == null) {
       backend =
           switch (choice) {
@@ -100,6 +115,15 @@ final class WorkspaceSession {
     return workspace;
   }
 
+  private synchronized boolean isAnnounced() {
+    return announced;
+  }
+
+  /** Whether this run makes a new workspace (rather than attaching to one or using one given). */
+  private boolean createsItsWorkspace() {
+    return provider != null && !(choice instanceof RunConfig.WorkspaceChoice.Ref);
+  }
+
   /** The ref in force: the one the run attaches to, or the one it created, once known. */
   synchronized Optional<WorkspaceRef> ref() {
     if (backend != null) {
@@ -118,9 +142,7 @@ final class WorkspaceSession {
   void announceIfCreated() {
     WorkspaceRef created;
     synchronized (this) {
-      boolean fresh =
-          provider != null && !(choice instanceof RunConfig.WorkspaceChoice.Ref) && backend != null;
-      if (!fresh || announced) {
+      if (!createsItsWorkspace() || backend == null || announced) {
         return;
       }
       Optional<WorkspaceRef> ref = backend.ref();

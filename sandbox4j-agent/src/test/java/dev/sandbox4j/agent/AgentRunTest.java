@@ -254,6 +254,41 @@ class AgentRunTest {
                 "call-0", "sh", "out\nerr\n[exit 0]", AgentEvent.Outcome.RETURNED));
   }
 
+  /**
+   * An application sees the ref while the first command still runs: here the listener releases a
+   * command that waits for a file, which it can only do if WorkspaceCreated arrives before the call
+   * ends.
+   */
+  @Test
+  void workspaceCreatedArrivesWhileTheFirstToolCallStillRuns() {
+    String waitForRelease =
+        "for i in $(seq 200); do [ -e released ] && { echo released; exit 0; }; sleep 0.05; done;"
+            + " echo never-released";
+    Model model =
+        TestTools.scripted("sh", "{\"command\":\"" + waitForRelease.replace("\"", "\\\"") + "\"}");
+    List<AgentEvent> events = new CopyOnWriteArrayList<>();
+    RunResult result =
+        agent(model)
+            .build()
+            .runStreaming(
+                "go",
+                RunConfig.defaults(),
+                event -> {
+                  events.add(event);
+                  if (event instanceof AgentEvent.WorkspaceCreated(WorkspaceRef ref)) {
+                    dev.sandbox4j.workspace.Workspace.of(
+                            HostWorkspaceProvider.create(root).backend(ref).orElseThrow())
+                        .writeText("released", "");
+                  }
+                });
+    assertThat(events)
+        .filteredOn(e -> e instanceof AgentEvent.ToolCallFinished)
+        .singleElement()
+        .extracting(e -> ((AgentEvent.ToolCallFinished) e).result())
+        .isEqualTo("released\n[exit 0]");
+    assertThat(result.workspace()).isPresent();
+  }
+
   @Test
   void historyContinuesInTheSameWorkspaceAndNewStartsAFreshOne() {
     Agent writer = agent(TestTools.scripted("put", "{\"path\":\"f\",\"text\":\"one\"}")).build();
