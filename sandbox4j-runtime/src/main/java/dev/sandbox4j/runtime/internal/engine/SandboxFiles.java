@@ -2,6 +2,7 @@ package dev.sandbox4j.runtime.internal.engine;
 
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.linux.NativeFs;
+import dev.sandbox4j.runtime.internal.linux.ThreadCredentials;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.workspace.DirectoryEntry;
 import dev.sandbox4j.workspace.FileStat;
@@ -922,11 +923,11 @@ public final class SandboxFiles implements SupportsFileSystem {
      * restores the thread's own identity afterwards, whatever happens.
      */
     static <T> T asSandboxUser(int uid, int gid, Body<T> body) throws NativeFs.Errno {
-      NativeFs.Identity saved = NativeFs.assume(uid, gid);
+      ThreadCredentials.Identity saved = ThreadCredentials.assume(uid, gid);
       try {
         return body.run();
       } finally {
-        NativeFs.restore(saved);
+        ThreadCredentials.restore(saved);
       }
     }
 
