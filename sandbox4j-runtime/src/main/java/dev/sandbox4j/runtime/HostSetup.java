@@ -5,7 +5,7 @@ import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.linux.Mounts;
-import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.net.NetworkTools;
 import dev.sandbox4j.runtime.internal.oci.Criu;
 import dev.sandbox4j.runtime.internal.oci.FixedCrun;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
@@ -68,7 +68,7 @@ public final class HostSetup {
     checks.add(hugetlb(mounts));
     checks.add(Mounts.favorDynmods(mounts, System.getProperty("os.version")));
     checks.add(openFiles());
-    checks.add(Networks.check());
+    checks.add(NetworkTools.check());
     checks.add(stateDirectory(home));
     checks.add(SandboxDisk.check(home, SandboxDisk.defaultReserve(home)));
     checks.add(defaultImage(home));
@@ -376,7 +376,7 @@ public final class HostSetup {
         missing.add(p);
       }
     }
-    missing.addAll(Networks.missingPackages());
+    missing.addAll(NetworkTools.missingPackages());
     if (missing.isEmpty()) {
       progress.accept("packages: " + String.join(", ", PACKAGES) + " are installed");
       return;

@@ -8,7 +8,7 @@ import dev.sandbox4j.runtime.internal.engine.Overlay;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageBuildException;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
-import dev.sandbox4j.runtime.internal.linux.NativeFs;
+import dev.sandbox4j.runtime.internal.linux.OverlayMarks;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
@@ -282,7 +282,7 @@ class ImageImportTest {
       Files.writeString(layer.resolve("only-" + i), "x");
       bottomFirst.add(layer);
     }
-    NativeFs.mknodWhiteout(bottomFirst.getLast().resolve("only-0"));
+    OverlayMarks.mknodWhiteout(bottomFirst.getLast().resolve("only-0"));
     Path upper = Files.createDirectories(temp.resolve("many/upper"));
     Path work = Files.createDirectories(temp.resolve("many/work"));
     Path root = Files.createDirectories(temp.resolve("many/root"));
@@ -336,10 +336,10 @@ class ImageImportTest {
     assertThat(unix(whiteout, "mode") & 0170000).as("a character device").isEqualTo(0020000);
     assertThat((Long) Files.getAttribute(whiteout, "unix:rdev", NOFOLLOW)).isZero();
     assertThat(upperLayer.resolve("data/.wh.gone.txt")).doesNotExist();
-    assertThat(NativeFs.isOpaque(upperLayer.resolve("opq"))).isTrue();
+    assertThat(OverlayMarks.isOpaque(upperLayer.resolve("opq"))).isTrue();
     assertThat(upperLayer.resolve("opq/.wh..wh..opq")).doesNotExist();
-    assertThat(NativeFs.isOpaque(upperLayer.resolve("replaced"))).isTrue();
-    assertThat(NativeFs.isOpaque(upperLayer.resolve("data"))).isFalse();
+    assertThat(OverlayMarks.isOpaque(upperLayer.resolve("replaced"))).isTrue();
+    assertThat(OverlayMarks.isOpaque(upperLayer.resolve("data"))).isFalse();
   }
 
   private void assertWhiteoutsTookEffect(String image) {

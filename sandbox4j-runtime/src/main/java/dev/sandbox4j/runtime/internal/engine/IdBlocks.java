@@ -1,7 +1,7 @@
 package dev.sandbox4j.runtime.internal.engine;
 
 import dev.sandbox4j.runtime.internal.image.Image;
-import dev.sandbox4j.runtime.internal.linux.NativeFs;
+import dev.sandbox4j.runtime.internal.linux.MountCalls;
 import dev.sandbox4j.runtime.internal.linux.UserNamespaces;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
@@ -24,7 +24,7 @@ import java.util.stream.Stream;
  * block of {@value Image#ID_RANGE} host ids of its own, so that one sandbox's ids own nothing of
  * another's on the host (issue 13 item 4). Image layers keep their canonical ids ({@link
  * Image#UID_SHIFT}{@code ..}); a sandbox sees them through idmapped mounts ({@link
- * NativeFs#idmappedTree}).
+ * MountCalls#idmappedTree}).
  *
  * <p><b>Where blocks lie.</b> Block {@code n} is host ids {@code BASE + n * 65536} onwards, {@code
  * BASE} = 2^30, {@value #BLOCKS} blocks: all below 2^31 (no sign trouble anywhere), far above the

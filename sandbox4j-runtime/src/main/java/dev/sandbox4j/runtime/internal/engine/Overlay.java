@@ -1,6 +1,7 @@
 package dev.sandbox4j.runtime.internal.engine;
 
 import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.linux.MountCalls;
 import dev.sandbox4j.runtime.internal.linux.NativeFs;
 import dev.sandbox4j.runtime.internal.linux.UserNamespaces;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
@@ -46,7 +47,7 @@ public final class Overlay {
     if (options.length() <= MAX_OPTIONS) {
       if (NativeFs.AVAILABLE) {
         try {
-          NativeFs.mount("overlay", target, "overlay", SEALED, options);
+          MountCalls.mount("overlay", target, "overlay", SEALED, options);
         } catch (NativeFs.Errno e) {
           throw new WorkspaceException("cannot mount the overlay at " + target + ": " + e, e);
         }
@@ -97,13 +98,13 @@ public final class Overlay {
             + " bytes of overlayfs mount options (build the image with fewer steps)");
   }
 
-  private static final long SEALED = NativeFs.MS_NOSUID | NativeFs.MS_NODEV;
+  private static final long SEALED = MountCalls.MS_NOSUID | MountCalls.MS_NODEV;
 
   /**
    * Mounts a sandbox's root like {@link #mount(List, Path, Path, Path)}, its layers (owned by the
    * canonical ids {@link Image#UID_SHIFT}{@code ..}) seen as owned by the sandbox's block {@code
    * hostBase..} ({@link IdBlocks}): each layer is cloned as a detached idmapped mount ({@link
-   * NativeFs#idmappedTree}, through a user namespace mapping the canonical block to {@code
+   * MountCalls#idmappedTree}, through a user namespace mapping the canonical block to {@code
    * hostBase}, {@link UserNamespaces#forBlock}) and given to overlay as a lower by its descriptor
    * ({@code /proc/self/fd/<n>}); the overlay keeps private clones of its lowers, so the descriptors
    * are closed right after, and nothing is left mounted but the overlay. The clones are read-only
@@ -126,8 +127,8 @@ public final class Overlay {
     try {
       for (Path layer : lowers) {
         trees.add(
-            NativeFs.idmappedTree(
-                layer, userns, NativeFs.MOUNT_ATTR_RDONLY | NativeFs.MOUNT_ATTR_NODEV));
+            MountCalls.idmappedTree(
+                layer, userns, MountCalls.MOUNT_ATTR_RDONLY | MountCalls.MOUNT_ATTR_NODEV));
       }
       // Short names: about 60 layers fit the one page of options.
       mount(trees.stream().map(fd -> Path.of("/proc/self/fd/" + fd)).toList(), upper, work, target);
@@ -155,7 +156,7 @@ public final class Overlay {
    * StateDirectory}).
    */
   static <T> T whileStarting(Path target, java.util.function.Supplier<T> start) {
-    remount(target, NativeFs.MS_NODEV, "nodev");
+    remount(target, MountCalls.MS_NODEV, "nodev");
     try {
       return start.get();
     } finally {
@@ -177,8 +178,8 @@ public final class Overlay {
   private static void remount(Path target, long flags, String options) {
     if (NativeFs.AVAILABLE) {
       try {
-        NativeFs.mount(
-            "none", target, "none", NativeFs.MS_REMOUNT | NativeFs.MS_BIND | flags, null);
+        MountCalls.mount(
+            "none", target, "none", MountCalls.MS_REMOUNT | MountCalls.MS_BIND | flags, null);
       } catch (NativeFs.Errno e) {
         throw new WorkspaceException("cannot set " + options + " on " + target + ": " + e, e);
       }
@@ -194,10 +195,10 @@ public final class Overlay {
     }
     if (NativeFs.AVAILABLE) {
       try {
-        NativeFs.umount2(target, 0);
+        MountCalls.umount2(target, 0);
       } catch (NativeFs.Errno busy) {
         try {
-          NativeFs.umount2(target, NativeFs.MNT_DETACH);
+          MountCalls.umount2(target, MountCalls.MNT_DETACH);
         } catch (NativeFs.Errno e) {
           if (e.errno != NativeFs.EINVAL) { // EINVAL: no longer a mount point
             throw new WorkspaceException("cannot unmount " + target + ": " + e, e);

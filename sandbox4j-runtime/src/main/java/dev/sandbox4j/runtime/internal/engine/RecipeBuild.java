@@ -7,6 +7,7 @@ import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.image.RootfsOwnership;
 import dev.sandbox4j.runtime.internal.linux.Beneath;
 import dev.sandbox4j.runtime.internal.linux.NativeFs;
+import dev.sandbox4j.runtime.internal.linux.OverlayMarks;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.util.FileLock;
@@ -421,7 +422,7 @@ public final class RecipeBuild {
       }
       files.remove("etc/hostname");
       files.remove("etc/hosts");
-      if (files.isEmptyDirectory("etc") && !NativeFs.isOpaque(layer.resolve("etc"))) {
+      if (files.isEmptyDirectory("etc") && !OverlayMarks.isOpaque(layer.resolve("etc"))) {
         files.remove("etc");
       }
     }

@@ -2,7 +2,7 @@ package dev.sandbox4j.runtime.internal.image;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.sandbox4j.runtime.internal.linux.NativeFs;
+import dev.sandbox4j.runtime.internal.linux.OverlayMarks;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import java.io.BufferedReader;
 import java.io.File;
@@ -406,7 +406,7 @@ public final class ImageArchive {
       Path dir = marker.getParent();
       Trees.delete(marker);
       if (name.equals(OPAQUE_MARKER)) {
-        NativeFs.setOpaque(dir);
+        OverlayMarks.setOpaque(dir);
       } else if (name.startsWith(WHITEOUT_META)) {
         continue; // other aufs metadata: meaningless to overlayfs
       } else {
@@ -416,9 +416,9 @@ public final class ImageArchive {
         }
         Path target = dir.resolve(hidden);
         if (Files.isDirectory(target, NOFOLLOW)) {
-          NativeFs.setOpaque(target);
+          OverlayMarks.setOpaque(target);
         } else if (!Files.exists(target, NOFOLLOW)) {
-          NativeFs.mknodWhiteout(target);
+          OverlayMarks.mknodWhiteout(target);
         }
       }
     }

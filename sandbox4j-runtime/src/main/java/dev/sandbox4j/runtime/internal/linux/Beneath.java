@@ -126,7 +126,7 @@ public final class Beneath implements AutoCloseable {
               NativeFs.O_RDONLY | NativeFs.O_NONBLOCK,
               0);
       try {
-        byte[] content = NativeFs.read(in, max + 1);
+        byte[] content = DescriptorCalls.read(in, max + 1);
         if (content.length > max) {
           throw new Refused(where(path) + " is larger than " + max + " bytes: not read");
         }
@@ -162,8 +162,8 @@ public final class Beneath implements AutoCloseable {
               NativeFs.O_WRONLY | NativeFs.O_CREAT | NativeFs.O_EXCL | NativeFs.O_NOFOLLOW,
               0600);
       try {
-        NativeFs.write(out, content);
-        NativeFs.fchown(out, uid, gid);
+        DescriptorCalls.write(out, content);
+        DescriptorCalls.fchown(out, uid, gid);
         NativeFs.fchmod(out, mode & 07777); // after the chown, which clears setuid bits
       } finally {
         NativeFs.close(out);

@@ -325,16 +325,16 @@ public final class Trees {
             }
             throw e;
           }
-          NativeFs.symlinkat(target, dst, name);
-          NativeFs.lchownAt(dst, name, shift(st.uid()), shift(st.gid()));
-          NativeFs.setTimesAt(dst, name, st.accessed(), st.modified());
+          DescriptorCalls.symlinkat(target, dst, name);
+          DescriptorCalls.lchownAt(dst, name, shift(st.uid()), shift(st.gid()));
+          DescriptorCalls.setTimesAt(dst, name, st.accessed(), st.modified());
         } else {
           // A FIFO, socket or device node (overlay's whiteouts are character devices 0/0):
           // recreated from its lstat, never opened.
-          NativeFs.mknodat(dst, name, st.mode(), st.rdevMajor(), st.rdevMinor());
-          NativeFs.lchownAt(dst, name, shift(st.uid()), shift(st.gid()));
-          NativeFs.chmodAt(dst, name, st.mode() & 07777); // ours, just made: not a symlink
-          NativeFs.setTimesAt(dst, name, st.accessed(), st.modified());
+          DescriptorCalls.mknodat(dst, name, st.mode(), st.rdevMajor(), st.rdevMinor());
+          DescriptorCalls.lchownAt(dst, name, shift(st.uid()), shift(st.gid()));
+          DescriptorCalls.chmodAt(dst, name, st.mode() & 07777); // ours, just made: not a symlink
+          DescriptorCalls.setTimesAt(dst, name, st.accessed(), st.modified());
         }
       }
     }
@@ -366,7 +366,7 @@ public final class Trees {
             st.nlink() > 1 ? List.of((long) st.devMajor(), (long) st.devMinor(), st.ino()) : null;
         Integer first = key == null ? null : links.get(key);
         if (first != null) {
-          NativeFs.linkFd(first, dst, name);
+          DescriptorCalls.linkFd(first, dst, name);
           return;
         }
         out =
@@ -376,12 +376,12 @@ public final class Trees {
                 NativeFs.O_WRONLY | NativeFs.O_CREAT | NativeFs.O_EXCL | NativeFs.O_NOFOLLOW,
                 0600);
         if (st.size() > 0) {
-          clone = NativeFs.copyData(in, out, st.size(), clone);
+          clone = FileCopy.copyData(in, out, st.size(), clone);
         }
-        NativeFs.copyXattrs(in, out);
-        NativeFs.fchown(out, shift(st.uid()), shift(st.gid()));
+        FileCopy.copyXattrs(in, out);
+        DescriptorCalls.fchown(out, shift(st.uid()), shift(st.gid()));
         NativeFs.fchmod(out, st.mode() & 07777); // after the chown, which clears setuid
-        NativeFs.setTimes(out, st.accessed(), st.modified());
+        DescriptorCalls.setTimes(out, st.accessed(), st.modified());
         if (key != null && links.size() < MAX_LINKED) {
           links.put(key, out);
           out = -1; // kept open for its other names
@@ -394,10 +394,10 @@ public final class Trees {
 
     /** A directory's attributes, once its entries are copied (they changed its times). */
     void finish(int src, int dst, NativeFs.Stat st, String path) throws NativeFs.Errno {
-      NativeFs.copyXattrs(src, dst);
-      NativeFs.fchown(dst, shift(st.uid()), shift(st.gid()));
+      FileCopy.copyXattrs(src, dst);
+      DescriptorCalls.fchown(dst, shift(st.uid()), shift(st.gid()));
       NativeFs.fchmod(dst, st.mode() & 07777);
-      NativeFs.setTimes(dst, st.accessed(), st.modified());
+      DescriptorCalls.setTimes(dst, st.accessed(), st.modified());
     }
 
     /** Opens {@code name} in {@code dir} without following it or crossing a mount. */

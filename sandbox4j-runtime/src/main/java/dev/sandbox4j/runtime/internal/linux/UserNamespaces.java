@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * User namespaces held by a file descriptor only, for idmapped mounts ({@link
- * NativeFs#idmappedTree}): a multithreaded JVM cannot unshare itself, so a short-lived child
+ * MountCalls#idmappedTree}): a multithreaded JVM cannot unshare itself, so a short-lived child
  * ({@code unshare --user}) makes the namespace, this JVM writes its maps and opens {@code
  * /proc/<pid>/ns/user}, and the child exits; the open descriptor keeps the namespace alive.
  *

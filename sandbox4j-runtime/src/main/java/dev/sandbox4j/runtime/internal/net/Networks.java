@@ -1,30 +1,14 @@
 package dev.sandbox4j.runtime.internal.net;
 
 import dev.sandbox4j.runtime.EgressPolicy;
-import dev.sandbox4j.runtime.HostCheck;
-import dev.sandbox4j.runtime.internal.addr.Cidr;
-import dev.sandbox4j.runtime.internal.addr.PublicAddresses;
-import dev.sandbox4j.runtime.internal.util.AtomicFiles;
-import dev.sandbox4j.runtime.internal.util.FileLock;
-import dev.sandbox4j.runtime.internal.util.HostCommand;
-import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
-import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.PosixFilePermissions;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -69,50 +53,40 @@ import java.util.stream.Stream;
  * policy; mode 0600, since header values are secrets) in the sandbox's directory. A sandbox on a
  * named network gets its {@code /etc/hosts} bind-mounted read-only from {@code $dir/hosts}, which
  * lists every member of its networks by id and is rewritten in place when members come and go.
+ *
+ * <p><b>Parts.</b> This class is what the engine calls, a sandbox at a time; each job is a class of
+ * its own: the host-global names ({@link HostNames}), the home's subnet and addresses ({@link
+ * HomeSubnet}), the settings files ({@link NetworkFiles}), the nftables scripts ({@link
+ * NftablesRules}, run by {@link Nftables}), the namespace and veth ({@link VethLinks}, over {@link
+ * Rtnetlink}), the named networks' hosts files ({@link NamedNetworks}), the host's nameservers
+ * ({@link Nameservers}) and the tools the host needs ({@link NetworkTools}).
  */
 public final class Networks {
   public static final int PROXY_PORT = 3128;
   public static final String NETWORK_FILE = "network.json";
-  static final String EGRESS_FILE = "egress.json";
-  static final String HOSTS_FILE = "hosts";
-
-  private static final Path NETNS_DIR = Path.of("/run/netns");
-  private static final Path CLAIMS = Path.of("/run/sandbox4j/subnets");
-  private static final int FIRST_SLOT = 2;
-  private static final int LAST_SLOT = 65_000;
-  private static final java.util.regex.Pattern NETWORK_NAME =
-      java.util.regex.Pattern.compile("[a-z0-9][a-z0-9-]{0,31}");
-
-  /**
-   * Not public: where sandboxes must not go in mode ALL ({@link PublicAddresses#NON_PUBLIC_V4}).
-   */
-  static final List<String> PRIVATE_V4 = PublicAddresses.NON_PUBLIC_V4;
 
   private final Path home;
   private final Path dir;
-  private final String hash;
-  private volatile int subnet = -1;
-  private volatile boolean gatewaySeen;
-  private volatile boolean forwarding;
+  private final HostNames names;
+  private final HomeSubnet subnet;
+  private final NftablesRules rules;
+  private final VethLinks links;
+  private final NamedNetworks named;
   private volatile boolean baseWritten;
-  private volatile boolean netnsDirShared;
-  private static final System.Logger LOG = System.getLogger(Networks.class.getName());
 
   public Networks(Path home) {
     this.home = home;
     this.dir = home.resolve("network");
-    this.hash = hashOf(home);
+    this.names = new HostNames(home);
+    this.subnet = new HomeSubnet(home, dir, names.hash());
+    this.rules = new NftablesRules(names, subnet);
+    this.links = new VethLinks(names, subnet);
+    this.named = new NamedNetworks(home, dir, subnet);
   }
 
   /** A network name as the API takes it: 1 to 32 of a-z, 0-9 and '-', not starting with '-'. */
   public static String checkNetworkName(String name) {
-    if (name == null || !NETWORK_NAME.matcher(name).matches()) {
-      throw new IllegalArgumentException(
-          "invalid network name '"
-              + name
-              + "': 1 to 32 of a-z, 0-9 and '-', starting with a letter or digit");
-    }
-    return name;
+    return NamedNetworks.checkNetworkName(name);
   }
 
   /** What a sandbox's network is made of. */
@@ -125,44 +99,16 @@ public final class Networks {
     static final Settings DEFAULT = new Settings(EgressPolicy.all(), List.of());
   }
 
-  /** {@code network.json}. */
-  record Saved(int slot, List<String> networks) {
-    Saved {
-      networks = networks == null ? List.of() : List.copyOf(networks);
-    }
-  }
-
-  private static final com.fasterxml.jackson.databind.ObjectMapper JSON =
-      new com.fasterxml.jackson.databind.ObjectMapper()
-          .disable(
-              com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
-
-  static String hashOf(Path home) {
-    try {
-      byte[] d =
-          MessageDigest.getInstance("SHA-256")
-              .digest(
-                  home.toAbsolutePath().normalize().toString().getBytes(StandardCharsets.UTF_8));
-      return HexFormat.of().formatHex(d, 0, 3).substring(0, 5);
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException(e);
-    }
-  }
-
   public String table() {
-    return "s4j_" + hash;
+    return names.table();
   }
 
   public String netnsName(String id) {
-    return "s4j-" + hash + "-" + id;
-  }
-
-  Path netnsPath(String id) {
-    return NETNS_DIR.resolve(netnsName(id));
+    return names.netnsName(id);
   }
 
   public String vethName(int slot) {
-    return "s4" + hash + "-" + Integer.toString(slot, 36);
+    return names.vethName(slot);
   }
 
   /**
@@ -170,141 +116,21 @@ public final class Networks {
    * its own: kernels without the dummy module exist, a Firecracker guest's for one).
    */
   public boolean hasGateway() {
-    if (gatewaySeen) {
-      return true; // only a reboot removes it, and a reboot ends this JVM
-    }
-    try {
-      java.net.NetworkInterface lo = java.net.NetworkInterface.getByName("lo");
-      InetAddress g = parse(gateway());
-      gatewaySeen = lo != null && java.util.Collections.list(lo.getInetAddresses()).contains(g);
-      return gatewaySeen;
-    } catch (java.net.SocketException e) {
-      return false;
-    }
+    return subnet.hasGateway();
   }
-
-  // ---- addresses ----------------------------------------------------------------------------
 
   /** The second octet of this home's {@code 10.X.0.0/16}, claimed on first use. */
   public int subnet() {
-    int s = subnet;
-    if (s >= 0) {
-      return s;
-    }
-    synchronized (this) {
-      if (subnet < 0) {
-        subnet = claimSubnet();
-      }
-      return subnet;
-    }
-  }
-
-  private int claimSubnet() {
-    try {
-      PrivateFiles.createPrivateDirectories(dir);
-      Path saved = dir.resolve("subnet");
-      int start;
-      if (Files.exists(saved)) {
-        start = Integer.parseInt(Files.readString(saved).strip());
-      } else {
-        start = 64 + (Integer.parseInt(hash, 16) % 64);
-      }
-      Files.createDirectories(CLAIMS);
-      String me = home.toAbsolutePath().normalize().toString();
-      for (int i = 0; i < 64; i++) {
-        int candidate = 64 + ((start - 64 + i) % 64);
-        Path claim = CLAIMS.resolve("10." + candidate);
-        try {
-          Files.writeString(claim, me, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-        } catch (FileAlreadyExistsException e) {
-          String owner = Files.readString(claim).strip();
-          if (!owner.equals(me)) {
-            if (Files.isDirectory(Path.of(owner)) || owner.isEmpty()) {
-              continue; // another home's
-            }
-            Files.writeString(claim, me); // its home is gone
-            dropTableOf(Path.of(owner));
-          }
-        }
-        if (!Files.exists(saved) || start != candidate) {
-          AtomicFiles.write(saved, (candidate + "\n").getBytes(StandardCharsets.UTF_8));
-        }
-        return candidate;
-      }
-      throw new WorkspaceException("no free /16 in 10.64.0.0/10 for this home's sandboxes");
-    } catch (IOException | NumberFormatException e) {
-      throw new WorkspaceException("cannot choose the sandboxes' subnet: " + e, e);
-    }
-  }
-
-  /**
-   * Removes the nftables table a deleted home left behind (a test's temporary home, say): nobody
-   * else ever would, since its gc went with the directory. Its veths went with its sandboxes'
-   * namespaces; the gateway address on {@code lo} is the new claimant's too.
-   */
-  private static void dropTableOf(Path goneHome) {
-    try {
-      Nftables.run("delete table inet s4j_" + hashOf(goneHome));
-    } catch (RuntimeException e) {
-      // no such table (its home never had a sandbox with a network, or it was removed already)
-    }
+    return subnet.subnet();
   }
 
   public String gateway() {
-    return "10." + subnet() + ".0.1";
-  }
-
-  String address(int slot) {
-    return "10." + subnet() + "." + (slot >> 8) + "." + (slot & 0xff);
-  }
-
-  /** The slot of a sandbox address of this home, or -1. */
-  int slotOf(InetAddress a) {
-    if (!(a instanceof Inet4Address)) {
-      return -1;
-    }
-    byte[] b = a.getAddress();
-    if (b[0] != 10 || (b[1] & 0xff) != subnet()) {
-      return -1;
-    }
-    int slot = ((b[2] & 0xff) << 8) | (b[3] & 0xff);
-    return slot >= FIRST_SLOT && slot <= LAST_SLOT ? slot : -1;
-  }
-
-  // ---- host prerequisites -------------------------------------------------------------------
-
-  /** The Debian packages sandbox networking needs that are missing: nftables, iproute2. */
-  public static List<String> missingPackages() {
-    List<String> missing = new ArrayList<>();
-    if (Nftables.unavailable().isPresent()) {
-      missing.add("nftables");
-    }
-    if (!HostCommand.onPath("ip")) {
-      missing.add("iproute2");
-    }
-    return missing;
-  }
-
-  /** {@code doctor}'s check: the tools sandbox networking uses, and the kernel's veth support. */
-  public static HostCheck check() {
-    List<String> missing = missingPackages();
-    if (!missing.isEmpty()) {
-      return HostCheck.missing(
-          "networking",
-          String.join(", ", missing) + " missing: sandboxes cannot get their network",
-          "apt-get install -y --no-install-recommends " + String.join(" ", missing));
-    }
-    return HostCheck.ok(
-        "networking",
-        "nftables and iproute2 installed (each sandbox: own network namespace, veth, nftables"
-            + " rules; IPv4 forwarding is switched on with the first sandbox)");
+    return subnet.gateway();
   }
 
   /** Whether {@code a} is in this home's sandbox subnet (a sandbox, or the gateway). */
   public boolean isSandboxSubnet(InetAddress a) {
-    return a instanceof Inet4Address
-        && a.getAddress()[0] == 10
-        && (a.getAddress()[1] & 0xff) == subnet();
+    return subnet.isSandboxSubnet(a);
   }
 
   // ---- a sandbox's settings -----------------------------------------------------------------
@@ -314,82 +140,34 @@ public final class Networks {
    * its settings. Nothing on the host changes until {@link #up}.
    */
   public void assign(Path sandboxDir, String id, Settings settings) throws IOException {
-    Path slots = PrivateFiles.createPrivateDirectories(dir.resolve("slots"));
-    int start = FIRST_SLOT + Math.floorMod(id.hashCode(), LAST_SLOT - FIRST_SLOT);
-    for (int i = 0; i <= LAST_SLOT - FIRST_SLOT; i++) {
-      int slot = FIRST_SLOT + Math.floorMod(start - FIRST_SLOT + i, LAST_SLOT - FIRST_SLOT + 1);
-      if ((slot & 0xff) == 0 || (slot & 0xff) == 0xff || slot == 1) {
-        continue;
-      }
-      try {
-        Files.writeString(slots.resolve(Integer.toString(slot)), id, StandardOpenOption.CREATE_NEW);
-      } catch (FileAlreadyExistsException taken) {
-        continue;
-      }
-      // Not synced here: the sandbox's RUNNING record, written durably later, is the one durable
-      // step of a create, and on ext4 (data=ordered) its commit carries these files' data too.
-      writePolicy(sandboxDir, settings.egress(), false);
-      Files.write(
-          sandboxDir.resolve(NETWORK_FILE),
-          JSON.writeValueAsBytes(new Saved(slot, settings.networks())),
-          StandardOpenOption.CREATE_NEW);
-      return;
-    }
-    throw new WorkspaceException("no free sandbox address left in " + address(0) + "/16");
+    NetworkFiles.create(sandboxDir, subnet.claimSlot(id), settings);
   }
 
   /** Its settings, or empty for a sandbox made before sandboxes had networks (loopback only). */
-  public static Optional<Saved> saved(Path sandboxDir) {
-    try {
-      return Optional.of(
-          JSON.readValue(Files.readAllBytes(sandboxDir.resolve(NETWORK_FILE)), Saved.class));
-    } catch (NoSuchFileException e) {
-      return Optional.empty();
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot read " + sandboxDir.resolve(NETWORK_FILE) + ": " + e, e);
-    }
+  public static Optional<NetworkFiles.Saved> saved(Path sandboxDir) {
+    return NetworkFiles.saved(sandboxDir);
   }
 
   public static EgressPolicy policy(Path sandboxDir) {
-    try {
-      return EgressPolicy.fromJson(Files.readString(sandboxDir.resolve(EGRESS_FILE)));
-    } catch (NoSuchFileException e) {
-      return EgressPolicy.none();
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot read " + sandboxDir.resolve(EGRESS_FILE) + ": " + e, e);
-    }
+    return NetworkFiles.policy(sandboxDir);
   }
 
-  private static void writePolicy(Path sandboxDir, EgressPolicy policy, boolean durably)
-      throws IOException {
-    // Root-only from its first byte: it holds the header values, which are secrets.
-    Path temp = sandboxDir.resolve("." + EGRESS_FILE + ".new");
-    Files.deleteIfExists(temp);
-    Files.createFile(
-        temp, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
-    Files.writeString(temp, policy.toJson());
-    if (durably) {
-      try (var ch = java.nio.channels.FileChannel.open(temp, StandardOpenOption.WRITE)) {
-        ch.force(true);
-      }
-    }
-    Files.move(
-        temp,
-        sandboxDir.resolve(EGRESS_FILE),
-        java.nio.file.StandardCopyOption.ATOMIC_MOVE,
-        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+  /** The networks sandbox {@code id} is on. */
+  public static List<String> networksOf(Path sandboxDir) {
+    return NetworkFiles.networksOf(sandboxDir);
   }
 
   /** The sandbox a proxy client's source address belongs to, and its policy now. */
   public Optional<EgressPolicy> policyOf(InetAddress source) {
-    int slot = slotOf(source);
+    int slot = subnet.slotOf(source);
     if (slot < 0) {
       return Optional.empty();
     }
     try {
       String id = Files.readString(dir.resolve("slots").resolve(Integer.toString(slot))).strip();
       Path sandboxDir = home.resolve("sandboxes").resolve(id);
-      Optional<Saved> saved = SandboxHome.isId(id) ? saved(sandboxDir) : Optional.empty();
+      Optional<NetworkFiles.Saved> saved =
+          SandboxHome.isId(id) ? saved(sandboxDir) : Optional.empty();
       if (saved.isEmpty() || saved.get().slot() != slot) {
         return Optional.empty();
       }
@@ -408,10 +186,10 @@ public final class Networks {
       return Map.of();
     }
     EgressPolicy p = policy(sandboxDir);
-    if (!usesProxy(p)) {
+    if (!NftablesRules.usesProxy(p)) {
       return Map.of();
     }
-    String url = "http://" + gateway() + ":" + PROXY_PORT;
+    String url = "http://" + subnet.gateway() + ":" + PROXY_PORT;
     List<String> direct = new ArrayList<>(List.of("localhost", "127.0.0.1", "::1"));
     direct.addAll(p.cidrs());
     Map<String, String> env = new LinkedHashMap<>();
@@ -432,12 +210,6 @@ public final class Networks {
   public static final String CA_FILE =
       "/usr/local/share/ca-certificates/sandbox4j-egress-proxy.crt";
 
-  /** Whether the policy needs the egress proxy: domain rules, or headers to inject. */
-  static boolean usesProxy(EgressPolicy p) {
-    return (p.mode() == EgressPolicy.Mode.ALLOWLIST && !p.domains().isEmpty())
-        || !p.headerRules().isEmpty();
-  }
-
   // ---- bringing it up -----------------------------------------------------------------------
 
   /**
@@ -446,12 +218,12 @@ public final class Networks {
    * runtime starts the container meanwhile; {@link #attach} then gives it its veth.
    */
   public Optional<CompletableFuture<Void>> rules(Path sandboxDir, String id) {
-    Optional<Saved> saved = saved(sandboxDir);
+    Optional<NetworkFiles.Saved> saved = saved(sandboxDir);
     if (saved.isEmpty()) {
       return Optional.empty();
     }
     EgressPolicy policy = policy(sandboxDir);
-    String script = sandboxRules(id, saved.get().slot(), policy, saved.get());
+    String script = rules.sandboxRules(id, saved.get().slot(), policy, saved.get());
     return Optional.of(CompletableFuture.runAsync(() -> runWithBase(script), VIRTUAL));
   }
 
@@ -468,7 +240,7 @@ public final class Networks {
         // written again below
       }
     }
-    Nftables.run(baseRules() + script);
+    Nftables.run(rules.baseRules() + script);
     baseWritten = true;
   }
 
@@ -483,70 +255,10 @@ public final class Networks {
    * stale name and veth are replaced. Nothing for a sandbox without network settings.
    */
   public void attach(Path sandboxDir, String id, long pid) {
-    Optional<Saved> saved = saved(sandboxDir);
-    if (saved.isEmpty()) {
-      return;
+    Optional<NetworkFiles.Saved> saved = saved(sandboxDir);
+    if (saved.isPresent()) {
+      links.attach(id, saved.get().slot(), pid);
     }
-    int slot = saved.get().slot();
-    Path ns = netnsPath(id);
-    String veth = vethName(slot);
-    Path own = Path.of("/proc", Long.toString(pid), "ns", "net");
-    boolean named = sameFile(ns, own);
-    boolean linked = Files.exists(Path.of("/sys/class/net", veth));
-    if (named && linked) {
-      return;
-    }
-    enableForwarding();
-    if (!named && !linked && !Files.exists(ns) && hasGateway() && netnsDirShared()) {
-      try {
-        Rtnetlink.attach(pid, netnsName(id), veth, address(slot), gateway());
-        return;
-      } catch (Rtnetlink.Failure e) {
-        LOG.log(
-            System.Logger.Level.WARNING,
-            "in-process network setup of local:" + id + " failed (" + e.getMessage() + "); ip");
-        named = sameFile(ns, own);
-        linked = Files.exists(Path.of("/sys/class/net", veth));
-      }
-    }
-    StringBuilder host = new StringBuilder();
-    if (!hasGateway()) {
-      host.append("addr replace ").append(gateway()).append("/32 dev lo\n");
-    }
-    if (linked) {
-      host.append("link delete ").append(veth).append('\n'); // its peer is in a stale namespace
-    }
-    if (!named) {
-      if (Files.exists(ns)) {
-        host.append("netns delete ").append(netnsName(id)).append('\n');
-      }
-      host.append("netns attach ").append(netnsName(id)).append(' ').append(pid).append('\n');
-    }
-    host.append("link add ").append(veth).append(" type veth peer name eth0 netns ");
-    host.append(netnsName(id)).append('\n');
-    host.append("link set ").append(veth).append(" up\n");
-    host.append("route replace ").append(address(slot)).append("/32 dev ").append(veth);
-    host.append('\n');
-    // One spawn for both batches (a spawn from the JVM costs more than the ip runs themselves):
-    // the host's side, then inside the namespace it just named.
-    String inside =
-        "link set lo up\n"
-            + ("addr add " + address(slot) + "/32 dev eth0\n")
-            + "link set eth0 up\n"
-            + ("route add " + gateway() + "/32 dev eth0\n")
-            + ("route add default via " + gateway() + " dev eth0\n");
-    HostCommand.checkWithInput(
-        List.of(
-            "sh",
-            "-c",
-            "ip -batch - <<'EOF1'\n"
-                + host
-                + "EOF1\nip -n \"$1\" -batch - <<'EOF2'\n"
-                + inside
-                + "EOF2\n",
-            "sh",
-            netnsName(id)),
-        "");
   }
 
   /**
@@ -555,53 +267,15 @@ public final class Networks {
    * again. Nothing for a sandbox without one.
    */
   public void detach(Path sandboxDir, String id) {
-    Optional<Saved> saved = saved(sandboxDir);
-    if (saved.isPresent()
-        && Files.exists(Path.of("/sys/class/net", vethName(saved.get().slot())))) {
-      HostCommand.Result r =
-          HostCommand.run(List.of("ip", "link", "delete", vethName(saved.get().slot())));
-      if (!r.ok() && Files.exists(Path.of("/sys/class/net", vethName(saved.get().slot())))) {
-        throw new WorkspaceException(
-            "cannot detach the network of local:" + id + " for its checkpoint: " + r.output());
-      }
-    }
-  }
-
-  /**
-   * Whether {@code /run/netns} is a mount point of its own (as {@code ip netns} makes it, shared,
-   * so that a namespace's name unmounted here is unmounted in every mount namespace that copied
-   * it): only then does {@link Rtnetlink} name namespaces itself; else {@code ip} prepares it
-   * first.
-   */
-  private boolean netnsDirShared() {
-    if (netnsDirShared) {
-      return true;
-    }
-    try {
-      for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
-        String[] f = line.split(" ");
-        if (f.length > 6 && f[4].equals(NETNS_DIR.toString()) && line.contains(" shared:")) {
-          netnsDirShared = true;
-          return true;
-        }
-      }
-    } catch (IOException e) {
-      return false;
-    }
-    return false;
-  }
-
-  private static boolean sameFile(Path a, Path b) {
-    try {
-      return Files.exists(a) && Files.isSameFile(a, b);
-    } catch (IOException e) {
-      return false;
+    Optional<NetworkFiles.Saved> saved = saved(sandboxDir);
+    if (saved.isPresent()) {
+      links.detach(id, saved.get().slot());
     }
   }
 
   /** Replaces sandbox {@code id}'s policy and rewrites its rules: for {@code setEgress}. */
   public void setPolicy(Path sandboxDir, String id, EgressPolicy policy) {
-    Saved saved =
+    NetworkFiles.Saved saved =
         saved(sandboxDir)
             .orElseThrow(
                 () ->
@@ -610,199 +284,16 @@ public final class Networks {
                             + id
                             + " was created before sandboxes had networks: it has loopback only"));
     try {
-      writePolicy(sandboxDir, policy, true);
+      NetworkFiles.writePolicy(sandboxDir, policy, true);
     } catch (IOException e) {
       throw new WorkspaceException("cannot write the egress policy of local:" + id + ": " + e, e);
     }
-    runWithBase(sandboxRules(id, saved.slot(), policy, saved));
-  }
-
-  private void enableForwarding() {
-    if (forwarding) {
-      return;
-    }
-    Path forward = Path.of("/proc/sys/net/ipv4/ip_forward");
-    try {
-      if (!Files.readString(forward).strip().equals("1")) {
-        Files.writeString(forward, "1");
-      }
-      forwarding = true;
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot enable IPv4 forwarding (" + forward + "): " + e, e);
-    }
-  }
-
-  /** The home's table and chains; idempotent (the fixed chains are flushed and filled anew). */
-  String baseRules() {
-    String t = "inet " + table();
-    String prefix = "s4" + hash + "-*";
-    String sub = "10." + subnet() + ".0.0/16";
-    return ("add table " + t + "\n")
-        + ("add set "
-            + t
-            + " private { type ipv4_addr; flags interval; elements = { "
-            + String.join(", ", PRIVATE_V4)
-            + " }; }\n")
-        + ("add set "
-            + t
-            + " never_open { type ipv4_addr; flags interval; elements = { "
-            + String.join(", ", neverOpen(4))
-            + " }; }\n")
-        + ("add set "
-            + t
-            + " never_open6 { type ipv6_addr; flags interval; elements = { "
-            + String.join(", ", neverOpen(16))
-            + " }; }\n")
-        + ("add map " + t + " egress { type ifname : verdict; }\n")
-        + ("add set " + t + " proxied { type ifname; }\n")
-        + ("add chain "
-            + t
-            + " forward { type filter hook forward priority filter; policy accept; }\n")
-        + ("flush chain " + t + " forward\n")
-        + ("add rule " + t + " forward iifname vmap @egress\n")
-        + ("add rule "
-            + t
-            + " forward iifname \""
-            + prefix
-            + "\" reject with icmpx admin-prohibited\n")
-        + ("add chain " + t + " input { type filter hook input priority filter; policy accept; }\n")
-        + ("flush chain " + t + " input\n")
-        + ("add rule "
-            + t
-            + " input iifname \""
-            + prefix
-            + "\" ct state established,related accept\n")
-        + ("add rule "
-            + t
-            + " input iifname @proxied ip daddr "
-            + gateway()
-            + " tcp dport "
-            + PROXY_PORT
-            + " accept\n")
-        + ("add rule "
-            + t
-            + " input iifname \""
-            + prefix
-            + "\" meta l4proto tcp reject with tcp reset\n")
-        + ("add rule "
-            + t
-            + " input iifname \""
-            + prefix
-            + "\" reject with icmpx admin-prohibited\n")
-        + ("add chain "
-            + t
-            + " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n")
-        + ("flush chain " + t + " postrouting\n")
-        + ("add rule "
-            + t
-            + " postrouting ip saddr "
-            + sub
-            + " ip daddr != "
-            + sub
-            + " masquerade\n");
-  }
-
-  /** The sandbox's own chain, written anew, and its place in the forward map. */
-  String sandboxRules(String id, int slot, EgressPolicy policy, Saved saved) {
-    String t = "inet " + table();
-    String c = "sb_" + id;
-    StringBuilder s = new StringBuilder();
-    for (String network : saved.networks()) {
-      s.append("add set ").append(t).append(' ').append(setName(network));
-      s.append(" { type ipv4_addr; }\n");
-      s.append("add element ").append(t).append(' ').append(setName(network));
-      s.append(" { ").append(address(slot)).append(" }\n");
-    }
-    s.append("add chain ").append(t).append(' ').append(c).append('\n');
-    s.append("flush chain ").append(t).append(' ').append(c).append('\n');
-    String rule = "add rule " + t + " " + c + " ";
-    s.append(rule).append("ct state established,related accept\n");
-    s.append(rule).append("ip saddr != ").append(address(slot)).append(" drop\n");
-    for (String network : saved.networks()) {
-      s.append(rule).append("ip daddr @").append(setName(network)).append(" accept\n");
-    }
-    if (policy.mode() == EgressPolicy.Mode.ALL) {
-      List<String> dns = publicNameservers();
-      if (!dns.isEmpty()) {
-        s.append(rule).append("ip daddr { ").append(String.join(", ", dns));
-        s.append(" } meta l4proto { tcp, udp } th dport 53 accept\n");
-      }
-    }
-    // Before any CIDR of the policy: what no policy opens stays shut whatever the rules say.
-    s.append(rule).append("ip daddr @never_open meta l4proto tcp reject with tcp reset\n");
-    s.append(rule).append("ip daddr @never_open reject with icmpx admin-prohibited\n");
-    s.append(rule).append("ip6 daddr @never_open6 meta l4proto tcp reject with tcp reset\n");
-    s.append(rule).append("ip6 daddr @never_open6 reject with icmpx admin-prohibited\n");
-    List<String> v4 = new ArrayList<>();
-    List<String> v6 = new ArrayList<>();
-    for (String cidr : policy.cidrs()) {
-      (cidr.contains(":") ? v6 : v4).add(cidr);
-    }
-    if (!v4.isEmpty()) {
-      s.append(rule).append("ip daddr { ").append(String.join(", ", v4)).append(" } accept\n");
-    }
-    if (!v6.isEmpty()) {
-      s.append(rule).append("ip6 daddr { ").append(String.join(", ", v6)).append(" } accept\n");
-    }
-    if (policy.mode() == EgressPolicy.Mode.ALL) {
-      s.append(rule).append("meta nfproto ipv4 ip daddr != @private accept\n");
-    }
-    s.append(rule).append("meta l4proto tcp reject with tcp reset\n");
-    s.append(rule).append("reject with icmpx admin-prohibited\n");
-    s.append("add element ").append(t).append(" egress { \"").append(vethName(slot));
-    s.append("\" : jump ").append(c).append(" }\n");
-    // Added first so that the delete cannot fail on a missing element: one transaction.
-    s.append("add element ").append(t).append(" proxied { \"").append(vethName(slot));
-    s.append("\" }\n");
-    if (!usesProxy(policy)) {
-      s.append("delete element ").append(t).append(" proxied { \"").append(vethName(slot));
-      s.append("\" }\n");
-    }
-    return s.toString();
-  }
-
-  /** The never-open ranges of one address length (4 or 16 bytes), as nftables elements. */
-  static List<String> neverOpen(int bytes) {
-    return PublicAddresses.NEVER_OPEN_MINIMAL.stream()
-        .map(PublicAddresses.Range::cidr)
-        .filter(c -> c.network().length == bytes)
-        .map(Cidr::toString)
-        .toList();
-  }
-
-  static String setName(String network) {
-    return "net_" + network.replace('-', '_');
-  }
-
-  /**
-   * The host's nameservers, which a sandbox in mode ALL may ask (it gets them in its {@code
-   * /etc/resolv.conf}); loopback ones are useless from a sandbox and left out.
-   */
-  static List<String> publicNameservers() {
-    List<String> out = new ArrayList<>();
-    try {
-      for (String line : Files.readAllLines(Path.of("/etc/resolv.conf"))) {
-        String[] f = line.strip().split("\\s+");
-        if (f.length >= 2 && f[0].equals("nameserver") && f[1].matches("[0-9.]+")) {
-          InetAddress a = InetAddress.getByName(f[1]);
-          if (!a.isLoopbackAddress() && !a.isAnyLocalAddress()) {
-            out.add(f[1]);
-          }
-        }
-      }
-    } catch (IOException e) {
-      // no resolver configured: names then resolve through the proxy only
-    }
-    return out;
+    runWithBase(rules.sandboxRules(id, saved.slot(), policy, saved));
   }
 
   /** The {@code /etc/resolv.conf} a new sandbox gets: the host's usable nameservers. */
   public static String resolvConf() {
-    StringBuilder s = new StringBuilder();
-    for (String ns : publicNameservers()) {
-      s.append("nameserver ").append(ns).append('\n');
-    }
-    return s.toString();
+    return Nameservers.resolvConf();
   }
 
   // ---- tearing it down ----------------------------------------------------------------------
@@ -815,22 +306,22 @@ public final class Networks {
    * is gone. Idempotent; quiet about what is already gone.
    */
   public CompletableFuture<Void> unroute(Path sandboxDir, String id) {
-    Optional<Saved> saved = savedOrEmpty(sandboxDir);
+    Optional<NetworkFiles.Saved> saved = savedOrEmpty(sandboxDir);
     return CompletableFuture.runAsync(() -> removeRules(saved, id), VIRTUAL);
   }
 
   /** Frees the sandbox's address and takes it out of its networks' host lists. */
   public void release(Path sandboxDir, String id) {
-    Optional<Saved> saved = savedOrEmpty(sandboxDir);
+    Optional<NetworkFiles.Saved> saved = savedOrEmpty(sandboxDir);
     if (saved.isPresent()) {
-      releaseSlot(saved.get().slot(), id);
+      subnet.releaseSlot(saved.get().slot(), id);
       for (String network : saved.get().networks()) {
-        refreshHosts(network, id);
+        named.refreshHosts(network, id);
       }
     }
   }
 
-  private Optional<Saved> savedOrEmpty(Path sandboxDir) {
+  private Optional<NetworkFiles.Saved> savedOrEmpty(Path sandboxDir) {
     try {
       return saved(sandboxDir);
     } catch (WorkspaceException torn) {
@@ -838,56 +329,12 @@ public final class Networks {
     }
   }
 
-  private void removeRules(Optional<Saved> saved, String id) {
-    removeNetns(id);
-    String t = "inet " + table();
-    String c = "sb_" + id;
-    // One transaction (each commit costs the kernel milliseconds): everything it deletes is added
-    // first, a no-op where it exists, so that no delete fails on what is already gone.
-    StringBuilder s = new StringBuilder();
-    s.append("add chain ").append(t).append(' ').append(c).append('\n');
-    if (saved.isPresent()) {
-      int slot = saved.get().slot();
-      String veth = "\"" + vethName(slot) + "\"";
-      s.append("add element ").append(t).append(" egress { ").append(veth);
-      s.append(" : jump ").append(c).append(" }\n");
-      s.append("delete element ").append(t).append(" egress { ").append(veth).append(" }\n");
-      s.append("add element ").append(t).append(" proxied { ").append(veth).append(" }\n");
-      s.append("delete element ").append(t).append(" proxied { ").append(veth).append(" }\n");
-      for (String network : saved.get().networks()) {
-        String set = t + " " + setName(network);
-        s.append("add set ").append(set).append(" { type ipv4_addr; }\n");
-        s.append("add element ").append(set).append(" { ").append(address(slot)).append(" }\n");
-        s.append("delete element ").append(set).append(" { ").append(address(slot)).append(" }\n");
-      }
-    }
-    s.append("delete chain ").append(t).append(' ').append(c).append('\n');
+  private void removeRules(Optional<NetworkFiles.Saved> saved, String id) {
+    links.removeNetns(id);
     try {
-      Nftables.run(s.toString());
+      Nftables.run(rules.removalRules(saved, id));
     } catch (WorkspaceException noTable) {
       // no table: nothing of this home's rules exists
-    }
-  }
-
-  private void releaseSlot(int slot, String id) {
-    Path file = dir.resolve("slots").resolve(Integer.toString(slot));
-    try {
-      if (Files.exists(file) && Files.readString(file).strip().equals(id)) {
-        Files.deleteIfExists(file);
-      }
-    } catch (IOException e) {
-      // gc releases it
-    }
-  }
-
-  private void removeNetns(String id) {
-    Path ns = netnsPath(id);
-    if (Files.exists(ns)) {
-      HostCommand.Result r = HostCommand.run(List.of("ip", "netns", "delete", netnsName(id)));
-      if (!r.ok() && Files.exists(ns)) {
-        throw new WorkspaceException(
-            "cannot remove the network namespace of local:" + id + ": " + r.output());
-      }
     }
   }
 
@@ -898,9 +345,9 @@ public final class Networks {
   public List<String> gc(Path sandboxes) {
     List<String> removed = new ArrayList<>();
     Set<String> leftover = new TreeSet<>();
-    String nsPrefix = "s4j-" + hash + "-";
-    if (Files.isDirectory(NETNS_DIR)) {
-      try (Stream<Path> names = Files.list(NETNS_DIR)) {
+    String nsPrefix = names.netnsName("");
+    if (Files.isDirectory(HostNames.NETNS_DIR)) {
+      try (Stream<Path> names = Files.list(HostNames.NETNS_DIR)) {
         names
             .map(p -> p.getFileName().toString())
             .filter(n -> n.startsWith(nsPrefix))
@@ -928,7 +375,7 @@ public final class Networks {
       // nothing to list
     }
     Set<String> chains = new TreeSet<>();
-    if (hasGateway() || !slots.isEmpty()) {
+    if (subnet.hasGateway() || !slots.isEmpty()) {
       try {
         String listing = Nftables.run("list table inet " + table());
         java.util.regex.Matcher m =
@@ -943,14 +390,16 @@ public final class Networks {
       }
     }
     for (String id : leftover) {
-      removeNetns(id);
-      removed.add("network namespace " + netnsName(id) + " of a sandbox that no longer exists");
+      links.removeNetns(id);
+      removed.add(
+          "network namespace " + names.netnsName(id) + " of a sandbox that no longer exists");
     }
     for (var e : slots.entrySet()) {
       tryNft("delete element inet " + table() + " egress { \"" + vethName(e.getKey()) + "\" }");
       try {
         Files.deleteIfExists(dir.resolve("slots").resolve(Integer.toString(e.getKey())));
-        removed.add("address " + address(e.getKey()) + " of a sandbox that no longer exists");
+        removed.add(
+            "address " + subnet.address(e.getKey()) + " of a sandbox that no longer exists");
       } catch (IOException ex) {
         // next gc
       }
@@ -972,84 +421,17 @@ public final class Networks {
 
   // ---- named networks -----------------------------------------------------------------------
 
-  /** The sandboxes on {@code network}, by id, with their addresses. */
-  private Map<String, String> members(String network) {
-    Map<String, String> members = new java.util.TreeMap<>();
-    Path sandboxes = home.resolve("sandboxes");
-    if (!Files.isDirectory(sandboxes)) {
-      return members;
-    }
-    try (Stream<Path> dirs = Files.list(sandboxes)) {
-      for (Path d : dirs.toList()) {
-        String id = d.getFileName().toString();
-        if (!SandboxHome.isId(id)) {
-          continue;
-        }
-        try {
-          Optional<Saved> s = saved(d);
-          if (s.isPresent() && s.get().networks().contains(network)) {
-            members.put(id, address(s.get().slot()));
-          }
-        } catch (WorkspaceException e) {
-          // being written
-        }
-      }
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot list the members of network " + network + ": " + e, e);
-    }
-    return members;
-  }
-
   /**
    * Rewrites the {@code hosts} file of every member of {@code network} (in place: it is
    * bind-mounted into them), leaving out {@code leaving}. Serialized per home.
    */
   public void refreshHosts(String network, String leaving) {
-    try {
-      PrivateFiles.createPrivateDirectories(dir);
-      try (FileLock lock = FileLock.acquire(dir.resolve("hosts.lock"))) {
-        Map<String, String> members = members(network);
-        if (leaving != null) {
-          members.remove(leaving);
-        }
-        for (String id : members.keySet()) {
-          writeHosts(home.resolve("sandboxes").resolve(id), id);
-        }
-      }
-    } catch (IOException e) {
-      throw new WorkspaceException("cannot update the hosts of network " + network + ": " + e, e);
-    }
+    named.refreshHosts(network, leaving);
   }
 
   /** Writes sandbox {@code id}'s {@code hosts}: itself, then every member of its networks. */
   public void writeHosts(Path sandboxDir, String id) throws IOException {
-    Optional<Saved> saved = saved(sandboxDir);
-    if (saved.isEmpty() || saved.get().networks().isEmpty()) {
-      return;
-    }
-    StringBuilder s = new StringBuilder();
-    s.append("127.0.0.1\tlocalhost\n127.0.1.1\t").append(id).append('\n');
-    s.append("::1\tlocalhost ip6-localhost ip6-loopback\n");
-    Map<String, String> peers = new java.util.TreeMap<>();
-    for (String network : saved.get().networks()) {
-      peers.putAll(members(network));
-    }
-    peers.remove(id);
-    peers.forEach((peer, address) -> s.append(address).append('\t').append(peer).append('\n'));
-    Path file = sandboxDir.resolve(HOSTS_FILE);
-    // In place, never renamed over: a bind mount holds on to the file it was made of.
-    Files.writeString(
-        file,
-        s.toString(),
-        StandardOpenOption.CREATE,
-        StandardOpenOption.WRITE,
-        StandardOpenOption.TRUNCATE_EXISTING);
-    Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-r--r--"));
-  }
-
-  /** The networks sandbox {@code id} is on. */
-  public static List<String> networksOf(Path sandboxDir) {
-    return saved(sandboxDir).map(Saved::networks).orElse(List.of());
+    named.writeHosts(sandboxDir, id);
   }
 
   public static InetAddress parse(String address) {

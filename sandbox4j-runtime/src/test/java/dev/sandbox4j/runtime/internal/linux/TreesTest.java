@@ -72,7 +72,7 @@ class TreesTest {
     Path victim = Files.writeString(temp.resolve("victim"), "host file");
     chown(victim, 7, 7);
     Files.createSymbolicLink(src.resolve("escape"), victim);
-    NativeFs.mknodWhiteout(dir.resolve("gone"));
+    OverlayMarks.mknodWhiteout(dir.resolve("gone"));
     chown(dir.resolve("gone"), from + 1000, from + 1000);
 
     Path dst = temp.resolve("to");
@@ -124,19 +124,19 @@ class TreesTest {
   void aCopyKeepsOwnersModesTimesLinksXattrsSpecialFilesAndHoles() throws Exception {
     Path from = Files.createDirectories(temp.resolve("from"));
     Path dir = Files.createDirectories(from.resolve("etc/opaque"));
-    NativeFs.setOpaque(dir);
+    OverlayMarks.setOpaque(dir);
     chown(dir, 100_123, 100_456);
     Files.setAttribute(dir, "unix:mode", 0751);
     Path suid = Files.writeString(from.resolve("etc/sudo"), "binary");
     chown(suid, 100_000, 100_000);
     Files.setAttribute(suid, "unix:mode", 04755);
     Files.setLastModifiedTime(suid, FileTime.from(Instant.parse("2001-02-03T04:05:06Z")));
-    NativeFs.setXattr(suid, "user.note", "kept".getBytes(StandardCharsets.UTF_8));
+    OverlayMarks.setXattr(suid, "user.note", "kept".getBytes(StandardCharsets.UTF_8));
     Files.createLink(from.resolve("etc/sudo-again"), suid);
     Files.createSymbolicLink(from.resolve("abs"), Path.of("/etc/passwd"));
     Files.createSymbolicLink(from.resolve("rel"), Path.of("../../../../etc"));
     chown(from.resolve("rel"), 101_000, 101_000);
-    NativeFs.mknodWhiteout(from.resolve("etc/gone"));
+    OverlayMarks.mknodWhiteout(from.resolve("etc/gone"));
     TestImages.run(List.of("mkfifo", from.resolve("fifo").toString()));
     try (RandomAccessFile sparse = new RandomAccessFile(from.resolve("sparse").toFile(), "rw")) {
       sparse.setLength(1L << 30);
@@ -149,8 +149,8 @@ class TreesTest {
     Trees.copy(from, to);
 
     assertThat(describe(to)).isEqualTo(describe(from));
-    assertThat(NativeFs.isOpaque(to.resolve("etc/opaque"))).isTrue();
-    assertThat(NativeFs.getXattr(to.resolve("etc/sudo"), "user.note"))
+    assertThat(OverlayMarks.isOpaque(to.resolve("etc/opaque"))).isTrue();
+    assertThat(OverlayMarks.getXattr(to.resolve("etc/sudo"), "user.note"))
         .hasValueSatisfying(
             v -> assertThat(new String(v, StandardCharsets.UTF_8)).isEqualTo("kept"));
     assertThat(Files.getAttribute(to.resolve("etc/sudo"), "unix:ino"))
