@@ -35,8 +35,10 @@ final class EgressRoutes {
 
   void put(Call c) throws IOException {
     c.onlyQuery(java.util.Set.of());
-    WorkspaceRef ref = ref(c); // ownership first: another organization's sandbox is a 404
+    // the body's shape first, as on every route (a duplicate key, an unknown field: 400), then
+    // ownership (another organization's sandbox is a 404), then what the rules say
     Body body = c.body(Body.class, null);
+    WorkspaceRef ref = ref(c);
     EgressPolicy policy;
     try {
       policy = EgressPolicy.of(rules(body));

@@ -35,7 +35,8 @@ class StrictInputTest {
           "POST /v1/sandboxes/{id}/files/mkdir", "{\"path\": \"a\", \"path\": \"b\"}",
           "POST /v1/sandboxes/{id}/files/remove", "{\"path\": \"a\", \"path\": \"b\"}",
           "POST /v1/sandboxes/{id}/files/rename",
-              "{\"from\": \"a\", \"to\": \"b\", \"from\": \"c\"}");
+              "{\"from\": \"a\", \"to\": \"b\", \"from\": \"c\"}",
+          "PUT /v1/sandboxes/{id}/egress", "{\"mode\": \"all\", \"mode\": \"none\"}");
 
   /** Routes with a method that could carry a body but read no JSON from it. */
   private static final Set<String> NO_JSON_BODY =
@@ -63,8 +64,9 @@ class StrictInputTest {
           .isEqualTo(withBodies);
       for (Map.Entry<String, String> e : DUPLICATES.entrySet()) {
         String route = e.getKey();
-        String path = route.substring(5).replace("{id}", "nosuchsandbox");
-        TestServer.Answer a = s.call(key, "POST", path, e.getValue());
+        String method = route.substring(0, route.indexOf(' '));
+        String path = route.substring(method.length() + 1).replace("{id}", "nosuchsandbox");
+        TestServer.Answer a = s.call(key, method, path, e.getValue());
         assertThat(a.status()).as(route + ": " + a.text()).isEqualTo(400);
         assertThat(a.error().get("code").asText()).isEqualTo("invalid_request");
         assertThat(a.error().get("message").asText()).as(route).contains("duplicate key");

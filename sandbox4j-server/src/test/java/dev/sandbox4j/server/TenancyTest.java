@@ -35,7 +35,8 @@ class TenancyTest {
           "POST /v1/sandboxes/{id}/snapshots", "{\"name\": \"stolen\"}",
           "POST /v1/sandboxes/{id}/files/mkdir", "{\"path\": \"other\"}",
           "POST /v1/sandboxes/{id}/files/remove", "{\"path\": \"secret.txt\"}",
-          "POST /v1/sandboxes/{id}/files/rename", "{\"from\": \"secret.txt\", \"to\": \"taken\"}");
+          "POST /v1/sandboxes/{id}/files/rename", "{\"from\": \"secret.txt\", \"to\": \"taken\"}",
+          "PUT /v1/sandboxes/{id}/egress", "{\"mode\": \"none\"}");
 
   /** What organization b does to one route, and what it must see. */
   @FunctionalInterface
@@ -248,8 +249,9 @@ class TenancyTest {
     if (path.contains("/files/") && (method.equals("GET") || method.equals("PUT"))) {
       path += "?path=secret.txt";
     }
+    // a valid body: the refusal must come from whose sandbox it is, not from the body
     TestServer.Answer answer =
-        method.equals("PUT")
+        route.equals("PUT /v1/sandboxes/{id}/files/content")
             ? answer(s.send(b, method, path, "b's".getBytes(), null))
             : s.call(b, method, path, BODIES.get(route));
     assertNotFound(answer, route);
