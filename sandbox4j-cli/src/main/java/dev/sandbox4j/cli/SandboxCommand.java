@@ -68,7 +68,8 @@ import picocli.CommandLine.Spec;
       McpCommand.class,
       ServeCommand.class,
       KeysCommand.class,
-      DemoCommand.class
+      DemoCommand.class,
+      CompletionCommand.class
     })
 final class SandboxCommand implements Runnable {
 

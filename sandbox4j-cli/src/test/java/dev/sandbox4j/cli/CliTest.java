@@ -65,6 +65,18 @@ class CliTest {
   }
 
   @Test
+  void completionPrintsABashScriptThatKnowsTheCommandsAndTheirOptions() {
+    Run r = run("completion");
+
+    assertThat(r.exitCode()).as(r.err()).isZero();
+    assertThat(r.out())
+        .contains("complete -F _complete_sandbox4j")
+        .contains("snapshot")
+        .contains("--provider")
+        .contains("completion");
+  }
+
+  @Test
   void execNewCreatesAWorkspaceStreamsOutputAndExitsWithTheCommandsCode() {
     Run r =
         run(
