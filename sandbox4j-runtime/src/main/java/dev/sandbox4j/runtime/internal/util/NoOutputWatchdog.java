@@ -8,9 +8,14 @@ import java.util.function.BooleanSupplier;
 
 /**
  * Kills a command that prints nothing for too long: every chunk of stdout or stderr resets the
- * clock; a virtual thread sleeps until the limit could be reached, and kills when it is — unless
- * the sandbox is frozen then (suspended): a frozen command cannot print, so time frozen does not
- * count, and the clock starts again.
+ * clock, and so does a freeze of its sandbox (a suspend, or a fork or snapshot of it while it
+ * runs). A frozen command cannot print, so the clock stays at zero while it is frozen and starts
+ * again from the thaw: a resumed command has the whole limit to print again.
+ *
+ * <p>A virtual thread looks whether the sandbox is frozen every {@linkplain #tick tick} (a tenth of
+ * the limit, at most 250 ms), not only when the limit could be reached: a freeze that began and
+ * ended between two looks would otherwise count as silence, and a thaw just after a look would
+ * leave the resumed command only part of its limit.
  */
 public final class NoOutputWatchdog implements AutoCloseable {
   private final Duration limit;
@@ -41,20 +46,29 @@ public final class NoOutputWatchdog implements AutoCloseable {
 
   private void watch() {
     long limitNanos = limit.toNanos();
+    long tickNanos = tick(limit).toNanos();
     while (!closed) {
-      long silent = System.nanoTime() - lastOutput;
-      if (silent >= limitNanos && frozen.getAsBoolean()) {
-        lastOutput = System.nanoTime(); // suspended: silence while frozen is not the command's
+      if (frozen.getAsBoolean()) {
+        lastOutput = System.nanoTime(); // silence while frozen is not the command's
+        LockSupport.parkNanos(tickNanos);
         continue;
       }
+      long silent = System.nanoTime() - lastOutput;
       if (silent >= limitNanos) {
         if (fire()) {
           kill.run();
         }
         return;
       }
-      LockSupport.parkNanos(limitNanos - silent);
+      LockSupport.parkNanos(Math.min(tickNanos, limitNanos - silent));
     }
+  }
+
+  /** How often the watchdog looks whether the sandbox is frozen: the error of its accounting. */
+  static Duration tick(Duration limit) {
+    Duration tenth = limit.dividedBy(10);
+    Duration most = Duration.ofMillis(250);
+    return tenth.compareTo(most) > 0 ? most : tenth.isZero() ? Duration.ofNanos(1) : tenth;
   }
 
   /** {@code options} whose output callbacks also reset the clock. */
