@@ -50,10 +50,20 @@ record SandboxShape(
     Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
     Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
     if (saved.isEmpty() || found.isEmpty()) {
+      // A snapshot exists once its manifest is published, the last step of its save: never wait
+      // for a save here, whose end nobody can promise (it copies a whole writable layer).
+      if (saved.isEmpty() && images.find(snapshot).isPresent()) {
+        throw new WorkspaceUnavailableException(
+            "image '" + snapshot + "' is not a snapshot: use Builder.image for images");
+      }
+      if (images.isBeingWritten(snapshot)) {
+        throw new WorkspaceUnavailableException(
+            "snapshot '"
+                + snapshot
+                + "' is still being saved: it can be used once the save has returned");
+      }
       throw new WorkspaceUnavailableException(
-          "snapshot '"
-              + snapshot
-              + "' does not exist here (or is still being saved): see `sandbox4j snapshot ls`");
+          "snapshot '" + snapshot + "' does not exist here: see `sandbox4j snapshot ls`");
     }
     ImageStore.Snapshot s = saved.get();
     List<String> joined = new ArrayList<>(networks);

@@ -454,13 +454,71 @@ class LifecycleTest {
     // An image that is not a snapshot is not one either, and is never overwritten by one.
     LocalSandbox fromImage = builder().snapshot(ImageStore.DEFAULT).build();
     assertThatThrownBy(() -> Workspace.of(fromImage.newBackend()).run(Command.shell("true")))
-        .isInstanceOf(WorkspaceUnavailableException.class);
+        .isInstanceOf(WorkspaceUnavailableException.class)
+        .hasMessageContaining("is not a snapshot");
     Workspace source = create(sandboxes);
     assertThatThrownBy(() -> sandboxes.snapshot(source.open(), ImageStore.DEFAULT))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("not a snapshot");
     assertThatThrownBy(() -> sandboxes.removeSnapshot(ImageStore.DEFAULT))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  /**
+   * A snapshot exists once its save returns, and not before: a provider built while the save runs,
+   * and one already open before it began, both fail their first use with {@link
+   * WorkspaceUnavailableException}, and both work once the save has returned. The save is held in
+   * the middle (its staging area made, under the name's lock) by the test holding the source
+   * sandbox's lock, which the save takes next: "while it is being saved" is a state, not a race.
+   */
+  @Test
+  void aSnapshotStillBeingSavedIsUnavailableUntilItsSaveReturns() throws Exception {
+    Workspace source = create(sandboxes);
+    WorkspaceRef ref = source.open();
+    source.writeText("project/notes.txt", "saved");
+    String name = "lifecycle-test-saving-" + TAG;
+    snapshots.add(name);
+    LocalSandbox openBefore = builder().snapshot(name).build();
+    assertThat(openBefore.list()).extracting(SandboxInfo::ref).contains(ref); // its engine is open
+    assertThat(openBefore.snapshots()).extracting(SnapshotInfo::name).doesNotContain(name);
+
+    Path images = sandboxes.home().resolve("images");
+    java.util.concurrent.CompletableFuture<SnapshotInfo> saving;
+    try (var sourceLock =
+        dev.sandbox4j.runtime.internal.util.FileLock.acquire(dir(ref).resolve("lock"))) {
+      saving =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () -> sandboxes.snapshot(ref, name), Thread::startVirtualThread);
+      long end = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+      while (!savingInto(images, name) && !saving.isDone() && System.nanoTime() < end) {
+        Thread.sleep(10);
+      }
+      assertThat(savingInto(images, name)).as("the save has begun its staging area").isTrue();
+
+      for (LocalSandbox provider : List.of(openBefore, builder().snapshot(name).build())) {
+        var firstUse =
+            java.util.concurrent.CompletableFuture.runAsync(
+                () -> Workspace.of(provider.newBackend()).run(Command.shell("true")),
+                Thread::startVirtualThread);
+        assertThatThrownBy(() -> firstUse.get(60, java.util.concurrent.TimeUnit.SECONDS))
+            .as("first use while the save runs")
+            .hasCauseInstanceOf(WorkspaceUnavailableException.class)
+            .cause()
+            .hasMessageContaining("'" + name + "'")
+            .hasMessageContaining("still being saved");
+      }
+      assertThat(saving).as("the save waits for the source's lock").isNotDone();
+    }
+    assertThat(saving.get(60, java.util.concurrent.TimeUnit.SECONDS).name()).isEqualTo(name);
+    for (LocalSandbox provider : List.of(openBefore, builder().snapshot(name).build())) {
+      assertThat(create(provider).readText("project/notes.txt")).isEqualTo("saved");
+    }
+  }
+
+  private static boolean savingInto(Path images, String name) throws IOException {
+    try (var entries = Files.list(images)) {
+      return entries.anyMatch(p -> p.getFileName().toString().startsWith(".build-" + name + "-"));
+    }
   }
 
   @Test

@@ -181,6 +181,16 @@ public final class ImageStore {
     return manifests.read(name).map(Manifests.Manifest::snapshot);
   }
 
+  /**
+   * Whether image {@code name} is being written at this moment: built, imported, saved as a
+   * snapshot or removed, by this JVM or another (its name's lock is held). A hint for messages: the
+   * answer may change as soon as it is given.
+   */
+  public boolean isBeingWritten(String name) {
+    checkName(name);
+    return locks.isHeld(name);
+  }
+
   /** Every complete image, sorted by name. */
   public List<Image> list() {
     return manifests.list();

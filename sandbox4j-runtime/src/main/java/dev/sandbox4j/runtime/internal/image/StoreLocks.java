@@ -107,6 +107,18 @@ final class StoreLocks {
     }
   }
 
+  /** Whether someone (this thread included) holds {@code name}'s lock at this moment. */
+  boolean isHeld(String name) {
+    boolean[] free = new boolean[1];
+    tryWithLock(
+        name,
+        () -> {
+          free[0] = true;
+          return null;
+        });
+    return !free[0];
+  }
+
   private Path lockFile(String name) {
     try {
       PrivateFiles.createPrivateDirectories(imagesDir);
