@@ -7,8 +7,10 @@ import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.core.exc.StreamReadException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonMappingException;
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.exc.MismatchedInputException;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
@@ -62,11 +64,7 @@ final class Json {
                 + (field == null ? "" : " in '" + field + "'")
                 + ": give each key once");
       }
-      throw ApiException.invalid(
-          field,
-          (field == null ? "bad body" : "bad value for '" + field + "'")
-              + ": "
-              + e.getOriginalMessage());
+      throw ApiException.invalid(field, badValue(field, e, bytes));
     } catch (StreamReadException e) {
       throw malformed(e);
     } catch (JsonProcessingException e) {
@@ -99,6 +97,81 @@ final class Json {
       return p.getParsingContext().getCurrentName();
     }
     return null;
+  }
+
+  /**
+   * What was wrong with {@code field}'s value (the body's, if null), in JSON's words: Jackson's own
+   * messages name Java types and this server's classes, which a client cannot act on and should not
+   * see.
+   */
+  private static String badValue(String field, JsonMappingException e, byte[] body) {
+    String what = field == null ? "the body" : "'" + field + "'";
+    if (e.getCause() instanceof IllegalArgumentException invalid && invalid.getMessage() != null) {
+      return "bad value for " + what + ": " + Sandboxes.printable(invalid.getMessage());
+    }
+    String original = e.getOriginalMessage();
+    if (original != null && original.startsWith("Trailing token")) {
+      return "the body must be one JSON value, but more follows it";
+    }
+    if (e instanceof MismatchedInputException m && m.getTargetType() != null) {
+      String was = kindAt(body, e);
+      return what + " must be " + expected(m.getTargetType()) + (was == null ? "" : ", was " + was);
+    }
+    return "bad value for " + what;
+  }
+
+  /** The JSON kind of the value {@code e} stands on, read from the body as a tree. */
+  private static String kindAt(byte[] body, JsonMappingException e) {
+    StringBuilder pointer = new StringBuilder();
+    for (JsonMappingException.Reference r : e.getPath()) {
+      pointer.append('/');
+      if (r.getFieldName() != null) {
+        pointer.append(r.getFieldName().replace("~", "~0").replace("/", "~1"));
+      } else if (r.getIndex() >= 0) {
+        pointer.append(r.getIndex());
+      } else {
+        return null;
+      }
+    }
+    JsonNode node;
+    try {
+      node = MAPPER.readTree(body).at(pointer.toString());
+    } catch (IOException | IllegalArgumentException unreadable) {
+      return null;
+    }
+    return switch (node.getNodeType()) {
+      case OBJECT, POJO -> "an object";
+      case ARRAY -> "an array";
+      case STRING, BINARY -> "a string";
+      case NUMBER -> node.isIntegralNumber() ? "an integer" : "a fractional number";
+      case BOOLEAN -> "a boolean";
+      case NULL -> "null";
+      case MISSING -> null;
+    };
+  }
+
+  private static String expected(Class<?> type) {
+    if (type == String.class || type == char.class || type == Character.class || type.isEnum()) {
+      return "a string";
+    }
+    if (type == int.class
+        || type == Integer.class
+        || type == long.class
+        || type == Long.class
+        || type == short.class
+        || type == Short.class) {
+      return "an integer";
+    }
+    if (Number.class.isAssignableFrom(type) || type == double.class || type == float.class) {
+      return "a number";
+    }
+    if (type == boolean.class || type == Boolean.class) {
+      return "true or false";
+    }
+    if (type.isArray() || java.util.Collection.class.isAssignableFrom(type)) {
+      return "an array";
+    }
+    return "an object";
   }
 
   private static String fieldOf(JsonMappingException e) {

@@ -77,6 +77,48 @@ class StrictInputTest {
     }
   }
 
+  /**
+   * A value of the wrong JSON kind, in any body: the answer names the field and the kind wanted, in
+   * JSON's words, and never this server's Java classes or types (Jackson's own messages do).
+   */
+  @Test
+  void aValueOfTheWrongKindIsRefusedInJsonWordsNamingTheField() throws Exception {
+    try (TestServer s = new TestServer(data)) {
+      String key = s.key("kinds");
+      for (Map.Entry<String, String> e : DUPLICATES.entrySet()) {
+        String route = e.getKey();
+        String method = route.substring(0, route.indexOf(' '));
+        String path = route.substring(method.length() + 1).replace("{id}", "nosuchsandbox");
+        String field = e.getValue().substring(2, e.getValue().indexOf('"', 2));
+        Map<String, String> bodies =
+            Map.of(
+                "{\"" + field + "\": {\"x\": 1}}",
+                "'" + field + "' must be ",
+                "[1]",
+                "the body must be an object, was an array",
+                "\"text\"",
+                "the body must be an object, was a string",
+                "{} {}",
+                "the body must be one JSON value");
+        for (Map.Entry<String, String> b : bodies.entrySet()) {
+          TestServer.Answer a = s.call(key, method, path, b.getKey());
+          String message = a.error().get("message").asText();
+          assertThat(a.status()).as(route + " " + b.getKey() + ": " + a.text()).isEqualTo(400);
+          assertThat(message).as(route + " " + b.getKey()).contains(b.getValue());
+          assertThat(message)
+              .as(route + " " + b.getKey())
+              .doesNotContain("dev.sandbox4j", "java.", "`", "$", "Cannot deserialize");
+        }
+        TestServer.Answer wrong = s.call(key, method, path, "{\"" + field + "\": {\"x\": 1}}");
+        assertThat(wrong.error().get("field").asText()).as(route).isEqualTo(field);
+        assertThat(wrong.error().get("message").asText()).as(route).endsWith(", was an object");
+      }
+      TestServer.Answer cpus = s.call(key, "POST", "/v1/sandboxes", "{\"cpus\": 1.5}");
+      assertThat(cpus.error().get("message").asText())
+          .isEqualTo("'cpus' must be an integer, was a fractional number");
+    }
+  }
+
   @Test
   void aDuplicateKeyInsideAMapIsRefusedToo() throws Exception {
     try (TestServer s = new TestServer(data)) {
