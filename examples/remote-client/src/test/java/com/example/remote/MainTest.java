@@ -10,6 +10,6 @@ class MainTest {
   @Test
   void aSandboxMadeThroughTheServerRunsCommandsAndIsListed(@TempDir Path serverData) {
     Prerequisites.requireLocalSandboxes();
-    assertEquals("hello from a sandbox\nlisted: true", Main.run(serverData));
+    assertEquals("hello from a sandbox\nlisted: true\ngone: true", Main.run(serverData));
   }
 }
