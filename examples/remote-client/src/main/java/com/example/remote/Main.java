@@ -14,12 +14,20 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import io.modelcontextprotocol.client.McpClient;
+import io.modelcontextprotocol.client.McpSyncClient;
+import io.modelcontextprotocol.client.transport.HttpClientStreamableHttpTransport;
+import io.modelcontextprotocol.spec.McpSchema.CallToolRequest;
+import io.modelcontextprotocol.spec.McpSchema.CallToolResult;
+import io.modelcontextprotocol.spec.McpSchema.TextContent;
 import java.io.IOException;
 import java.net.URI;
+import java.net.http.HttpRequest;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Collectors;
 
 /**
  * Starts a Sandbox4j server in this JVM (what {@code sandbox4j serve} runs), makes an API key, and
@@ -33,7 +41,10 @@ public final class Main {
     System.out.println(run(Files.createTempDirectory("sandbox4j-server")));
   }
 
-  /** What a command printed in a sandbox of the server's, and how the server listed it. */
+  /**
+   * What a command printed in a sandbox of the server's, how the server listed it, and what a shell
+   * tool call through the MCP endpoint of this example printed.
+   */
   static String run(Path dataDir) {
     // [server]
     String key;
@@ -63,7 +74,7 @@ public final class Main {
             .start()) {
       URI uri = server.uri();
       // clients send "Authorization: Bearer " + key
-      return useThroughTheServer(uri, key);
+      return useThroughTheServer(uri, key) + "\n" + callTheMcpEndpoint(uri, key);
     }
     // [/server]
   }
@@ -97,5 +108,36 @@ public final class Main {
         + mine.stream().map(SandboxInfo::ref).toList().contains(ref)
         + "\ngone: "
         + sandboxes.info(ref).isEmpty();
+  }
+
+  /**
+   * Calls the shell tool of the MCP endpoint mounted above, with the API key, as any MCP client
+   * would: the endpoint creates a sandbox of the key's organization, labelled {@code via=mcp},
+   * which keeps running after the session (as every sandbox of the API) and is destroyed here.
+   */
+  private static String callTheMcpEndpoint(URI uri, String key) {
+    String printed;
+    try (McpSyncClient client =
+        McpClient.sync(
+                HttpClientStreamableHttpTransport.builder(uri.toString())
+                    .endpoint("/mcp")
+                    .requestBuilder(
+                        HttpRequest.newBuilder().header("Authorization", "Bearer " + key))
+                    .build())
+            .build()) {
+      client.initialize();
+      CallToolResult result =
+          client.callTool(new CallToolRequest("shell", Map.of("command", "echo hello via MCP")));
+      printed =
+          result.content().stream()
+              .map(c -> c instanceof TextContent t ? t.text() : "")
+              .collect(Collectors.joining())
+              .replaceFirst("^\\[stdout\\]\n", "") // the shell tool's section header
+              .strip();
+    }
+    RemoteSandbox sandboxes = RemoteSandbox.builder().url(uri).apiKey(key).build();
+    List<SandboxInfo> viaMcp = sandboxes.list(Map.of("via", "mcp"), null);
+    viaMcp.forEach(info -> sandboxes.destroy(info.ref()));
+    return "mcp: " + printed + " (" + viaMcp.size() + " sandbox labelled via=mcp)";
   }
 }
