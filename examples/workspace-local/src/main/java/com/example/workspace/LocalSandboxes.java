@@ -14,7 +14,10 @@ import dev.sandbox4j.workspace.machine.SnapshotInfo;
 final class LocalSandboxes {
   private LocalSandboxes() {}
 
-  /** Its state after each step, whether the fork copied processes, and the snapshot's name. */
+  /**
+   * Its state and labels at the end, whether the fork copied processes, the snapshot's name, and
+   * whether the snapshot is still listed after its removal.
+   */
   static String run() {
     // [local-sandboxes]
     LocalSandbox sandboxes =
