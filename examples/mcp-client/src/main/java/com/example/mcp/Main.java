@@ -33,8 +33,8 @@ public final class Main {
 
   /** The tools the client listed, and what two tool calls returned. */
   static String run() throws Exception {
-    LocalSandbox sandboxes = new LocalSandbox();
     // [mcp-servlet]
+    LocalSandbox sandboxes = new LocalSandbox();
     HttpServlet mcp =
         McpToolServer.streamableHttp(
             new SessionWorkspaces() { // one sandbox per MCP session, destroyed when it ends

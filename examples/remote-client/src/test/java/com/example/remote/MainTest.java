@@ -10,6 +10,9 @@ class MainTest {
   @Test
   void aSandboxMadeThroughTheServerRunsCommandsAndIsListed(@TempDir Path serverData) {
     Prerequisites.requireLocalSandboxes();
-    assertEquals("hello from a sandbox\nlisted: true", Main.run(serverData));
+    assertEquals(
+        "hello from a sandbox\nlisted: true\ngone: true"
+            + "\nmcp: hello via MCP (1 sandbox labelled via=mcp)",
+        Main.run(serverData));
   }
 }
