@@ -462,6 +462,17 @@ class NetworkingTest {
     assertThat(run(ws, "grep -c '" + body + "' /etc/ssl/certs/ca-certificates.crt"))
         .startsWith("1");
     assertThat(run(ws, "echo $NODE_EXTRA_CA_CERTS; cat $NODE_EXTRA_CA_CERTS")).contains(body);
+    // OpenSSL's hashed directory finds it too (a self-signed CA verifies against itself there),
+    // and installing it again (a second intercepting policy) does not add it twice.
+    assertThat(run(ws, "openssl verify -CApath /etc/ssl/certs $NODE_EXTRA_CA_CERTS"))
+        .endsWith(": OK\n");
+    SANDBOXES.setEgress(
+        ws.open(),
+        EgressPolicy.allow("api.allowed.test")
+            .withHeader("api.allowed.test", "X-Key", "k", List.of(80))
+            .withInterceptTls(true));
+    assertThat(run(ws, "grep -c '" + body + "' /etc/ssl/certs/ca-certificates.crt"))
+        .startsWith("1");
     awaitProxy(ws);
     assertThat(get(ws, "http://api.allowed.test/h")).containsIgnoringCase("X-Key: k");
   }
@@ -642,13 +653,47 @@ class NetworkingTest {
     }
     String victim = killed;
     assertThat(victim).as("a create killed before it finished").isNotNull();
+    String before = leftoversOf(victim);
     List<String> removed = SANDBOXES.gc();
-    assertThat(removed).anyMatch(l -> l.contains(victim));
+    assertThat(removed)
+        .as(
+            "gc of the killed create's %s (before gc: %s; after: %s)",
+            victim, before, leftoversOf(victim))
+        .anyMatch(l -> l.contains(victim));
     assertThat(ruleCount(networks)).isEqualTo(rules);
     assertThat(links(networks)).isEqualTo(links);
     assertThat(namespaces(networks)).isEqualTo(namespaces);
     assertThat(names(slots)).isEqualTo(slotsBefore);
     assertThat(warm.run(Command.shell("true")).exitCode()).isZero();
+  }
+
+  /** What is left of sandbox {@code id} on disk: its directory's entries, record and lock. */
+  private static String leftoversOf(String id) throws IOException {
+    Path sandboxes = SANDBOXES.home().resolve("sandboxes");
+    StringBuilder found = new StringBuilder();
+    for (String name : names(sandboxes)) {
+      if (!name.contains(id)) {
+        continue;
+      }
+      Path dir = sandboxes.resolve(name);
+      Path state = dir.resolve("state.json");
+      found.append(name).append(' ').append(names(dir));
+      if (Files.exists(state)) {
+        found.append(" record ").append(Files.readString(state).strip());
+      }
+      try {
+        var lock =
+            dev.sandbox4j.runtime.internal.util.FileLock.tryAcquireExisting(dir.resolve("lock"));
+        found.append(lock.isPresent() ? " lock free" : " lock held");
+        if (lock.isPresent()) {
+          lock.get().close();
+        }
+      } catch (IOException e) {
+        found.append(" lock: ").append(e);
+      }
+      found.append("; ");
+    }
+    return found.isEmpty() ? "nothing" : found.toString();
   }
 
   private static List<String> names(Path dir) throws IOException {
