@@ -32,12 +32,25 @@ final class StateCommands {
 
     abstract BiConsumer<Machines, WorkspaceRef> change();
 
+    /** What the progress line says while a sandbox changes, e.g. {@code hibernating}. */
+    abstract String doing();
+
+    /**
+     * Whether the change is known to take a while (a checkpoint), so that plain progress names it
+     * at once; the others show only on a terminal, or when a step is reported.
+     */
+    boolean known() {
+      return false;
+    }
+
     @Override
     public Integer call() {
       List<WorkspaceRef> parsed = machineRefs(root, spec, refs);
       Machines sandboxes = root.machines();
       for (WorkspaceRef ref : parsed) {
-        change().accept(sandboxes, ref);
+        try (var task = root.task(doing() + " " + ref, known(), false)) {
+          change().accept(sandboxes, ref);
+        }
         root.context().out().println(ref);
       }
       return ExitCodes.OK;
@@ -76,6 +89,11 @@ final class StateCommands {
       })
   static final class Suspend extends Change {
     @Override
+    String doing() {
+      return "suspending";
+    }
+
+    @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::suspend;
     }
@@ -94,6 +112,16 @@ final class StateCommands {
       })
   static final class Hibernate extends Change {
     @Override
+    String doing() {
+      return "hibernating";
+    }
+
+    @Override
+    boolean known() {
+      return true;
+    }
+
+    @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::hibernate;
     }
@@ -107,6 +135,11 @@ final class StateCommands {
               + " each ref. Any use of a"
               + " sandbox does this by itself.")
   static final class Resume extends Change {
+    @Override
+    String doing() {
+      return "resuming";
+    }
+
     @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::resume;
@@ -123,6 +156,11 @@ final class StateCommands {
       })
   static final class Stop extends Change {
     @Override
+    String doing() {
+      return "stopping";
+    }
+
+    @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::stop;
     }
@@ -136,6 +174,11 @@ final class StateCommands {
               + " each ref. Any use of a"
               + " sandbox does this by itself.")
   static final class Start extends Change {
+    @Override
+    String doing() {
+      return "starting";
+    }
+
     @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::start;
