@@ -172,6 +172,11 @@ final class ImageCommand implements Runnable {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to remove.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       LocalSandbox sandboxes = image.sandboxes();
@@ -179,7 +184,12 @@ final class ImageCommand implements Runnable {
         if (!sandboxes.removeImage(name)) {
           throw new WorkspaceException("no image '" + name + "' here: see 'sandbox4j image ls'");
         }
-        image.root.context().out().println(name);
+        if (!json) {
+          image.root.context().out().println(name);
+        }
+      }
+      if (json) {
+        image.root.context().out().println(Json.write(names));
       }
       return ExitCodes.OK;
     }
@@ -218,6 +228,11 @@ final class ImageCommand implements Runnable {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to publish.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       LocalSandbox sandboxes = image.sandboxes();
@@ -244,10 +259,15 @@ final class ImageCommand implements Runnable {
                               + "' is a snapshot of sandbox "
                               + s.source()
                               + ": every organization can now start from its files"));
-          image.root.context().out().println(name);
+          if (!json) {
+            image.root.context().out().println(name);
+          }
           if (!added) {
             err.println("sandbox4j: '" + name + "' was already published");
           }
+        }
+        if (json) {
+          image.root.context().out().println(Json.write(names));
         }
       } catch (IllegalArgumentException e) {
         err.println("sandbox4j: " + e.getMessage());
@@ -273,6 +293,11 @@ final class ImageCommand implements Runnable {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to unpublish.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       PrintStream err = image.root.context().err();
@@ -282,7 +307,12 @@ final class ImageCommand implements Runnable {
             err.println("sandbox4j: '" + name + "' is not published: see 'image published'");
             return ExitCodes.USAGE;
           }
-          image.root.context().out().println(name);
+          if (!json) {
+            image.root.context().out().println(name);
+          }
+        }
+        if (json) {
+          image.root.context().out().println(Json.write(names));
         }
       } catch (IllegalArgumentException e) {
         err.println("sandbox4j: " + e.getMessage());

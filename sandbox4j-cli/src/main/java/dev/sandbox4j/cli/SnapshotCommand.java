@@ -138,6 +138,11 @@ final class SnapshotCommand implements Callable<Integer> {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Snapshots to remove.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       Machines sandboxes = snapshot.root.machines();
@@ -147,7 +152,12 @@ final class SnapshotCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
           throw new ParameterException(spec.commandLine(), e.getMessage(), e);
         }
-        snapshot.root.context().out().println(name);
+        if (!json) {
+          snapshot.root.context().out().println(name);
+        }
+      }
+      if (json) {
+        snapshot.root.context().out().println(Json.write(names));
       }
       return ExitCodes.OK;
     }

@@ -1,11 +1,15 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.workspace.WorkspaceRef;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.function.BiConsumer;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
@@ -30,6 +34,13 @@ final class StateCommands {
         description = "Sandbox refs or ids (local, or remote with a server).")
     List<String> refs;
 
+    @Option(
+        names = "--json",
+        description =
+            "Once every sandbox has changed, print a JSON array of them as 'ls --json' shows them"
+                + " (state included) instead of their refs; no progress.")
+    boolean json;
+
     abstract BiConsumer<Machines, WorkspaceRef> change();
 
     /** What the progress line says while a sandbox changes, e.g. {@code hibernating}. */
@@ -48,10 +59,24 @@ final class StateCommands {
       List<WorkspaceRef> parsed = machineRefs(root, spec, refs);
       Machines sandboxes = root.machines();
       for (WorkspaceRef ref : parsed) {
-        try (var task = root.task(doing() + " " + ref, known(), false)) {
+        try (var task = root.task(doing() + " " + ref, known(), json)) {
           change().accept(sandboxes, ref);
         }
-        root.context().out().println(ref);
+        if (!json) {
+          root.context().out().println(ref);
+        }
+      }
+      if (json) {
+        Map<String, Map<String, Object>> listed = new HashMap<>();
+        for (Map<String, Object> row : ListCommand.rowsOf(root.provider(spec, sandboxes.name()))) {
+          listed.put(row.get("provider") + ":" + row.get("id"), row);
+        }
+        List<Map<String, Object>> rows = new ArrayList<>();
+        for (WorkspaceRef ref : parsed) {
+          // gone meanwhile (a timer destroyed it): the ref alone
+          rows.add(listed.getOrDefault(ref.toString(), Json.ref(ref)));
+        }
+        root.context().out().println(Json.write(rows));
       }
       return ExitCodes.OK;
     }

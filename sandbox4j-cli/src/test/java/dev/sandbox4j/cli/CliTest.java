@@ -204,6 +204,24 @@ class CliTest {
   }
 
   @Test
+  void rmJsonListsWhatItDestroyed() {
+    String first = create();
+    String second = create();
+
+    Run rm = run("rm", "--json", first, second);
+
+    assertThat(rm.exitCode()).as(rm.err()).isZero();
+    assertThat(rm.out())
+        .isEqualTo(
+            "[{\"provider\":\"host\",\"id\":\""
+                + first.substring("host:".length())
+                + "\"},{\"provider\":\"host\",\"id\":\""
+                + second.substring("host:".length())
+                + "\"}]\n");
+    assertThat(refs()).isEmpty();
+  }
+
+  @Test
   void rmChecksEveryRefBeforeDestroyingAny() {
     String ref = create();
 

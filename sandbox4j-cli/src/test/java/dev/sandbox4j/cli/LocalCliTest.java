@@ -639,7 +639,15 @@ class LocalCliTest {
     assertThat(stateOf(ref)).isEqualTo("suspended");
     Run ls = run("ls");
     assertThat(ls.out()).containsPattern(Pattern.quote(ref) + "\\s+suspended");
-    assertThat(run("resume", ref).exitCode()).isZero();
+    Run resumed = run("resume", "--json", ref);
+    assertThat(resumed.exitCode()).as(resumed.err()).isZero();
+    assertThat(resumed.err()).isEmpty();
+    JsonNode rows = JSON.readTree(resumed.out());
+    assertThat(rows.size()).isEqualTo(1);
+    assertThat(rows.get(0).path("provider").asText() + ":" + rows.get(0).path("id").asText())
+        .isEqualTo(ref);
+    assertThat(rows.get(0).path("state").asText()).isEqualTo("running");
+    assertThat(rows.get(0).path("image").asText()).isEqualTo("default");
     assertThat(stateOf(ref)).isEqualTo("running");
 
     assertThat(run("stop", ref).exitCode()).isZero();
@@ -791,6 +799,9 @@ class LocalCliTest {
       assertThat(rm.exitCode()).as(rm.err()).isZero();
     }
     assertThat(run("snapshot", "ls").out()).doesNotContain(name);
+    Run rmJson = run("snapshot", "rm", "--json", name);
+    assertThat(rmJson.exitCode()).as("removing none is no error: " + rmJson.err()).isZero();
+    assertThat(rmJson.out()).isEqualTo("[\"" + name + "\"]\n");
     Run missing = run("create", "--snapshot", name);
     assertThat(missing.exitCode()).isEqualTo(69);
     assertThat(missing.err()).contains("does not exist");

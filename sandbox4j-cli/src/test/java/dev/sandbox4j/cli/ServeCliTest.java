@@ -107,7 +107,9 @@ class ServeCliTest {
     assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(unknown.err()).contains("no image 'no-such-image' here");
 
-    assertThat(run("image", "unpublish", "default").exitCode()).isZero();
+    Run unpublished = run("image", "unpublish", "--json", "default");
+    assertThat(unpublished.exitCode()).as(unpublished.err()).isZero();
+    assertThat(unpublished.out()).isEqualTo("[\"default\"]\n");
     assertThat(run("image", "published").out()).isEmpty();
     assertThat(run("image", "published", "--json").out()).isEqualTo("[]\n");
     assertThat(run("image", "unpublish", "default").exitCode()).isEqualTo(ExitCodes.USAGE);
@@ -116,7 +118,9 @@ class ServeCliTest {
     }
 
     Path other = home.resolve("other-data");
-    assertThat(run("image", "publish", "--data", other.toString(), "default").exitCode()).isZero();
+    Run published = run("image", "publish", "--json", "--data", other.toString(), "default");
+    assertThat(published.exitCode()).as(published.err()).isZero();
+    assertThat(published.out()).isEqualTo("[\"default\"]\n");
     try (ServerImages images = ServerImages.open(other)) {
       assertThat(images.list()).containsExactly("default");
     }
