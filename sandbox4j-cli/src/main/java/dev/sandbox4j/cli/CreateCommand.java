@@ -277,7 +277,7 @@ final class CreateCommand implements Callable<Integer> {
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref;
-    try (var task = root.task("creating a " + provider + " sandbox", false, json)) {
+    try (var task = root.task(root.creating(provider), false, json)) {
       ref = workspace.open();
     }
     if (json) {

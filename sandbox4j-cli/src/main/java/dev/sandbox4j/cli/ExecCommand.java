@@ -124,7 +124,7 @@ final class ExecCommand implements Callable<Integer> {
     root.warnIfNotIsolated(providerName);
     if (fresh) {
       WorkspaceRef created;
-      try (var task = root.task("creating a " + providerName + " sandbox", false, false)) {
+      try (var task = root.task(root.creating(providerName), false, false)) {
         created = workspace.open();
       }
       root.context()

@@ -102,10 +102,6 @@ final class Progress {
     return 80;
   }
 
-  Mode mode() {
-    return mode;
-  }
-
   /**
    * Starts a piece of work; close the task when it ends, whether it failed or not. Work already
    * started is ended first: the CLI does one thing at a time.

@@ -194,6 +194,13 @@ final class SandboxCommand implements Runnable {
     return progress().start(title, known, silent);
   }
 
+  /**
+   * The progress title of a new workspace: {@code creating a local sandbox}, or a host workspace.
+   */
+  String creating(String provider) {
+    return "creating a " + provider + (providers().isolates(provider) ? " sandbox" : " workspace");
+  }
+
   @Override
   public void run() {
     throw new ParameterException(
