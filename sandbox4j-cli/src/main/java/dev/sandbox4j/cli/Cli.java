@@ -2,7 +2,6 @@ package dev.sandbox4j.cli;
 
 import java.io.PrintWriter;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import picocli.CommandLine;
 
@@ -34,14 +33,31 @@ final class Cli {
             .setExecutionExceptionHandler(failures)
             .setCaseInsensitiveEnumValuesAllowed(true);
     Map<String, String> exitCodes = new LinkedHashMap<>();
+    Map<String, String> notExec = new LinkedHashMap<>();
     for (String entry : ExitCodes.HELP) {
       int colon = entry.indexOf(':');
-      exitCodes.put(entry.substring(0, colon), entry.substring(colon + 1));
+      String code = entry.substring(0, colon);
+      String meaning = entry.substring(colon + 1);
+      exitCodes.put(code, meaning);
+      if (!meaning.startsWith("exec:")) {
+        notExec.put(code, meaning);
+      }
     }
-    for (CommandLine documented : List.of(commandLine, commandLine.getSubcommands().get("exec"))) {
-      documented.getCommandSpec().usageMessage().exitCodeListHeading("%nExit codes:%n");
-      documented.getCommandSpec().usageMessage().exitCodeList(exitCodes);
-    }
+    document(commandLine, exitCodes, notExec);
     return commandLine;
+  }
+
+  /**
+   * Lists the exit codes in the help of {@code command} and every command under it: the whole table
+   * for the top and {@code exec}, the rest without the codes only {@code exec} returns.
+   */
+  private static void document(
+      CommandLine command, Map<String, String> exitCodes, Map<String, String> notExec) {
+    boolean all = command.getParent() == null || command.getCommand() instanceof ExecCommand;
+    command.getCommandSpec().usageMessage().exitCodeListHeading("%nExit codes:%n");
+    command.getCommandSpec().usageMessage().exitCodeList(all ? exitCodes : notExec);
+    for (CommandLine sub : command.getSubcommands().values()) {
+      document(sub, exitCodes, notExec);
+    }
   }
 }

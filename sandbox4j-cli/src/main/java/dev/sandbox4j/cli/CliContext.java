@@ -15,10 +15,17 @@ import java.util.Objects;
  * @param out stdout: results, and a command's stdout
  * @param err stderr: messages, and a command's stderr
  * @param env the environment variables the CLI reads ({@code SANDBOX4J_URL}, {@code
- *     SANDBOX4J_API_KEY}); never passed on to a sandbox
+ *     SANDBOX4J_API_KEY}, and {@code TERM}, {@code CI} and {@code COLUMNS} for progress); never
+ *     passed on to a sandbox
+ * @param terminal whether {@code err} is a terminal, where progress may redraw its line
  */
 record CliContext(
-    Path home, InputStream in, PrintStream out, PrintStream err, Map<String, String> env) {
+    Path home,
+    InputStream in,
+    PrintStream out,
+    PrintStream err,
+    Map<String, String> env,
+    boolean terminal) {
   CliContext {
     Objects.requireNonNull(home, "home");
     Objects.requireNonNull(in, "in");
@@ -28,7 +35,15 @@ record CliContext(
     env = Map.copyOf(Objects.requireNonNull(env, "env"));
   }
 
-  /** With no environment variables: the local engine, unless {@code --server} is given. */
+  /** Not on a terminal. */
+  CliContext(Path home, InputStream in, PrintStream out, PrintStream err, Map<String, String> env) {
+    this(home, in, out, err, env, false);
+  }
+
+  /**
+   * With no environment variables, not on a terminal: the local engine, unless {@code --server} is
+   * given.
+   */
   CliContext(Path home, InputStream in, PrintStream out, PrintStream err) {
     this(home, in, out, err, Map.of());
   }

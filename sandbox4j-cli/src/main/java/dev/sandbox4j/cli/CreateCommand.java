@@ -172,7 +172,9 @@ final class CreateCommand implements Callable<Integer> {
 
   @Option(
       names = "--json",
-      description = "Print {\"provider\":...,\"id\":...,\"workingDirectory\":...} instead.")
+      description =
+          "Print {\"provider\":...,\"id\":...,\"workingDirectory\":...} instead, and no"
+              + " progress.")
   boolean json;
 
   /** The timer flags, or null if none was given. */
@@ -274,7 +276,10 @@ final class CreateCommand implements Callable<Integer> {
                 diskInodes));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
-    WorkspaceRef ref = workspace.open();
+    WorkspaceRef ref;
+    try (var task = root.task(root.creating(provider), false, json)) {
+      ref = workspace.open();
+    }
     if (json) {
       Map<String, String> fields = new LinkedHashMap<>();
       fields.put("provider", ref.provider());

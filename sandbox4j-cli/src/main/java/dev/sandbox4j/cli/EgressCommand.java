@@ -3,8 +3,12 @@ package dev.sandbox4j.cli;
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.EgressRules;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -53,6 +57,14 @@ final class EgressCommand implements Callable<Integer> {
   @Option(names = "--intercept-tls", description = INTERCEPT_HELP)
   boolean interceptTls;
 
+  @Option(
+      names = "--json",
+      description =
+          "Print the rules in force (after a change too) as the server's EgressRules:"
+              + " {\"mode\":\"none|all|allowlist\",\"allow\",\"headers\":[{\"domain\",\"name\","
+              + "\"ports\"}],\"interceptTls\"}; header values are never printed.")
+  boolean json;
+
   static final String HEADER_HELP =
       "The egress proxy sets header NAME to VALUE on requests to DOMAIN (repeatable); the value"
           + " stays on the host. Without /PORTS only HTTPS to port 443 under --intercept-tls gets"
@@ -72,14 +84,38 @@ final class EgressCommand implements Callable<Integer> {
         throw new ParameterException(
             spec.commandLine(), "--header and --intercept-tls need a POLICY too");
       }
-      root.context().out().println(shown(sandboxes.egressRules(parsed)));
+      EgressRules rules = sandboxes.egressRules(parsed);
+      root.context().out().println(json ? Json.write(fields(rules)) : shown(rules));
       return ExitCodes.OK;
     }
     EgressPolicy p = parse(spec, policy, headers, interceptTls);
     warnNarrowed(root.context().err(), p);
     sandboxes.setEgressRules(parsed, p.toRules());
-    root.context().out().println(parsed);
+    root.context()
+        .out()
+        .println(json ? Json.write(fields(sandboxes.egressRules(parsed))) : parsed.toString());
     return ExitCodes.OK;
+  }
+
+  /**
+   * The rules with the field names of the server's {@code EgressRules}, less each header's value: a
+   * secret that stays on the host, which the text form hides too.
+   */
+  static Map<String, Object> fields(EgressRules rules) {
+    Map<String, Object> fields = new LinkedHashMap<>();
+    fields.put("mode", rules.mode().name().toLowerCase(Locale.ROOT));
+    fields.put("allow", rules.allow());
+    List<Map<String, Object>> headers = new ArrayList<>();
+    for (EgressRules.Header h : rules.headers()) {
+      Map<String, Object> header = new LinkedHashMap<>();
+      header.put("domain", h.domain());
+      header.put("name", h.name());
+      header.put("ports", h.ports());
+      headers.add(header);
+    }
+    fields.put("headers", headers);
+    fields.put("interceptTls", rules.interceptTls());
+    return fields;
   }
 
   /**

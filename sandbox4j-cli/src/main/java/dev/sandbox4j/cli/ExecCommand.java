@@ -123,7 +123,10 @@ final class ExecCommand implements Callable<Integer> {
 
     root.warnIfNotIsolated(providerName);
     if (fresh) {
-      WorkspaceRef created = workspace.open();
+      WorkspaceRef created;
+      try (var task = root.task(root.creating(providerName), false, false)) {
+        created = workspace.open();
+      }
       root.context()
           .err()
           .println(

@@ -21,7 +21,7 @@ import picocli.CommandLine.Spec;
       "Creates a sandbox with a copy of a sandbox's files (same image, size and labels) and"
           + " of its running processes, and prints its ref; afterwards the two change and run"
           + " independently.",
-      "A line on stderr says whether processes were copied (checkpoint/restore): if not, why"
+      "Progress goes to stderr while it works (see --no-progress, --quiet); then a line says whether processes were copied (checkpoint/restore): if not, why"
           + " (unavailable on this host, the sandbox was stopped...), and if so, which were left"
           + " out (commands still attached, like exec without --detach). A running sandbox is"
           + " frozen while it is copied; a suspended one is resumed."
@@ -45,13 +45,16 @@ final class ForkCommand implements Callable<Integer> {
       names = "--json",
       description =
           "Print {\"provider\",\"id\",\"processesCopied\",\"reason\",\"notCarried\"} instead,"
-              + " and nothing on stderr.")
+              + " and nothing on stderr (no progress either).")
   boolean json;
 
   @Override
   public Integer call() {
     WorkspaceRef parent = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
-    ForkResult fork = root.machines().fork(parent, filesOnly);
+    ForkResult fork;
+    try (var task = root.task("forking " + parent, true, json)) {
+      fork = root.machines().fork(parent, filesOnly);
+    }
     if (json) {
       Map<String, Object> fields = new LinkedHashMap<>();
       fields.put("provider", fork.ref().provider());

@@ -1,8 +1,10 @@
 package dev.sandbox4j.cli;
 
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
 /** {@code sandbox4j gc}: removes what crashes left behind. */
@@ -19,10 +21,17 @@ final class GcCommand implements Callable<Integer> {
 
   @ParentCommand SandboxCommand root;
 
+  @Option(
+      names = "--json",
+      description = "Print {\"removed\":[...]} instead, a line of text per thing removed.")
+  boolean json;
+
   @Override
   public Integer call() {
     List<String> removed = root.providers().local().gc();
-    if (removed.isEmpty()) {
+    if (json) {
+      root.context().out().println(Json.write(Map.of("removed", removed)));
+    } else if (removed.isEmpty()) {
       root.context().out().println("nothing to clean");
     } else {
       removed.forEach(line -> root.context().out().println("removed " + line));

@@ -73,19 +73,34 @@ final class ImageCommand implements Runnable {
     @Option(names = "--rebuild", description = "Build it anew even if it exists.")
     boolean rebuild;
 
+    @Option(
+        names = "--json",
+        description =
+            "Print {\"name\",\"created\",\"sizeBytes\",\"description\"} (as 'image ls --json')"
+                + " instead of its name, and nothing on stderr.")
+    boolean json;
+
     @Override
     public Integer call() {
       LocalSandbox sandboxes = image.sandboxes();
       PrintStream err = image.root.context().err();
       boolean exists = sandboxes.images().stream().anyMatch(i -> i.name().equals("default"));
+      ImageInfo built;
       if (exists && !rebuild) {
-        err.println("sandbox4j: image default is already built (--rebuild builds it anew)");
+        if (!json) {
+          err.println("sandbox4j: image default is already built (--rebuild builds it anew)");
+        }
+        built = sandboxes.buildDefaultImage(false);
       } else {
-        err.println("sandbox4j: building image default (about a minute):");
-        image.root.progressHeadingShown();
+        try (var task = image.root.task("building image default (about a minute)", true, json)) {
+          built = sandboxes.buildDefaultImage(rebuild);
+        }
       }
-      ImageInfo built = sandboxes.buildDefaultImage(rebuild);
-      image.root.context().out().println(built.name());
+      image
+          .root
+          .context()
+          .out()
+          .println(json ? Json.write(ListImages.fields(built)) : built.name());
       return ExitCodes.OK;
     }
   }
@@ -106,24 +121,22 @@ final class ImageCommand implements Runnable {
             "Print a JSON array of {\"name\",\"created\",\"sizeBytes\",\"description\"} instead.")
     boolean json;
 
+    /** An image as the server's {@code GET /v1/images} shows it. */
+    static Map<String, Object> fields(ImageInfo i) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("name", i.name());
+      m.put("created", i.created().truncatedTo(ChronoUnit.SECONDS).toString());
+      m.put("sizeBytes", i.sizeBytes());
+      m.put("description", i.description());
+      return m;
+    }
+
     @Override
     public Integer call() {
       List<ImageInfo> images = image.sandboxes().images();
       PrintStream out = image.root.context().out();
       if (json) {
-        out.println(
-            Json.write(
-                images.stream()
-                    .map(
-                        i -> {
-                          Map<String, Object> m = new LinkedHashMap<>();
-                          m.put("name", i.name());
-                          m.put("created", i.created().truncatedTo(ChronoUnit.SECONDS).toString());
-                          m.put("sizeBytes", i.sizeBytes());
-                          m.put("description", i.description());
-                          return m;
-                        })
-                    .toList()));
+        out.println(Json.write(images.stream().map(ListImages::fields).toList()));
         return ExitCodes.OK;
       }
       if (images.isEmpty()) {
@@ -159,6 +172,11 @@ final class ImageCommand implements Runnable {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to remove.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       LocalSandbox sandboxes = image.sandboxes();
@@ -166,7 +184,12 @@ final class ImageCommand implements Runnable {
         if (!sandboxes.removeImage(name)) {
           throw new WorkspaceException("no image '" + name + "' here: see 'sandbox4j image ls'");
         }
-        image.root.context().out().println(name);
+        if (!json) {
+          image.root.context().out().println(name);
+        }
+      }
+      if (json) {
+        image.root.context().out().println(Json.write(names));
       }
       return ExitCodes.OK;
     }
@@ -205,6 +228,11 @@ final class ImageCommand implements Runnable {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to publish.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       LocalSandbox sandboxes = image.sandboxes();
@@ -231,10 +259,15 @@ final class ImageCommand implements Runnable {
                               + "' is a snapshot of sandbox "
                               + s.source()
                               + ": every organization can now start from its files"));
-          image.root.context().out().println(name);
+          if (!json) {
+            image.root.context().out().println(name);
+          }
           if (!added) {
             err.println("sandbox4j: '" + name + "' was already published");
           }
+        }
+        if (json) {
+          image.root.context().out().println(Json.write(names));
         }
       } catch (IllegalArgumentException e) {
         err.println("sandbox4j: " + e.getMessage());
@@ -260,6 +293,11 @@ final class ImageCommand implements Runnable {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to unpublish.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       PrintStream err = image.root.context().err();
@@ -269,7 +307,12 @@ final class ImageCommand implements Runnable {
             err.println("sandbox4j: '" + name + "' is not published: see 'image published'");
             return ExitCodes.USAGE;
           }
-          image.root.context().out().println(name);
+          if (!json) {
+            image.root.context().out().println(name);
+          }
+        }
+        if (json) {
+          image.root.context().out().println(Json.write(names));
         }
       } catch (IllegalArgumentException e) {
         err.println("sandbox4j: " + e.getMessage());
@@ -290,11 +333,27 @@ final class ImageCommand implements Runnable {
     @ParentCommand ImageCommand image;
     @Mixin ServerData server;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of {\"name\",\"onThisMachine\"} instead.")
+    boolean json;
+
     @Override
     public Integer call() {
       Set<String> here =
           image.sandboxes().images().stream().map(ImageInfo::name).collect(Collectors.toSet());
       try (ServerImages published = server.open(image)) {
+        if (json) {
+          List<Map<String, Object>> rows = new java.util.ArrayList<>();
+          for (String name : published.list()) {
+            Map<String, Object> fields = new LinkedHashMap<>();
+            fields.put("name", name);
+            fields.put("onThisMachine", here.contains(name));
+            rows.add(fields);
+          }
+          image.root.context().out().println(Json.write(rows));
+          return ExitCodes.OK;
+        }
         for (String name : published.list()) {
           image
               .root

@@ -3,6 +3,9 @@ package dev.sandbox4j.cli;
 import dev.sandbox4j.server.ServerKeys;
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -62,10 +65,26 @@ final class KeysCommand implements Runnable {
         description = "The organization: 1 to 63 of a-z, 0-9, '.', '_', '-'.")
     String organization;
 
+    @Option(
+        names = "--json",
+        description =
+            "Print {\"id\",\"organization\",\"prefix\",\"key\"} instead of the key alone, and"
+                + " nothing on stderr.")
+    boolean json;
+
     @Override
     public Integer call() {
       try (ServerKeys store = keys.open()) {
         ServerKeys.CreatedKey created = store.create(organization);
+        if (json) {
+          Map<String, Object> fields = new LinkedHashMap<>();
+          fields.put("id", created.id());
+          fields.put("organization", created.organization());
+          fields.put("prefix", created.prefix());
+          fields.put("key", created.key());
+          keys.root.context().out().println(Json.write(fields));
+          return ExitCodes.OK;
+        }
         keys.root.context().out().println(created.key());
         keys.root
             .context()
@@ -92,10 +111,31 @@ final class KeysCommand implements Runnable {
   static final class List implements Callable<Integer> {
     @ParentCommand KeysCommand keys;
 
+    @Option(
+        names = "--json",
+        description =
+            "Print a JSON array of {\"id\",\"organization\",\"prefix\",\"created\","
+                + "\"revoked\"} instead; revoked is null for a key in use.")
+    boolean json;
+
     @Override
     public Integer call() {
       PrintStream out = keys.root.context().out();
       try (ServerKeys store = keys.open()) {
+        if (json) {
+          java.util.List<Map<String, Object>> rows = new ArrayList<>();
+          for (ServerKeys.KeyInfo k : store.list()) {
+            Map<String, Object> fields = new LinkedHashMap<>();
+            fields.put("id", k.id());
+            fields.put("organization", k.organization());
+            fields.put("prefix", k.prefix());
+            fields.put("created", String.valueOf(k.created()));
+            fields.put("revoked", k.revoked() == null ? null : String.valueOf(k.revoked()));
+            rows.add(fields);
+          }
+          out.println(Json.write(rows));
+          return ExitCodes.OK;
+        }
         out.printf("%-12s  %-20s  %-10s  %-24s  %s%n", "ID", "ORG", "PREFIX", "CREATED", "REVOKED");
         for (ServerKeys.KeyInfo k : store.list()) {
           out.printf(

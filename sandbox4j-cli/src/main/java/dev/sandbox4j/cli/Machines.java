@@ -93,9 +93,9 @@ final class Machines {
     return filesOnly ? forks.forkFiles(ref) : forks.fork(ref);
   }
 
-  /** Saves a snapshot; returns its name. */
-  String snapshot(WorkspaceRef ref, String name) {
-    return capability(provider(), SupportsSnapshots.class, "snapshot").snapshot(ref, name).name();
+  /** Saves a snapshot. */
+  SnapshotInfo snapshot(WorkspaceRef ref, String name) {
+    return capability(provider(), SupportsSnapshots.class, "snapshot").snapshot(ref, name);
   }
 
   /** Every snapshot, sorted by name (none before the local engine's first sandbox). */

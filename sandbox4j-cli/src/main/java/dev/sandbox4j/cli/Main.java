@@ -33,7 +33,8 @@ public final class Main {
             System.in,
             System.out,
             System.err,
-            System.getenv());
+            System.getenv(),
+            stderrIsTerminal());
     // Each command runs in its own session, so a terminal's Ctrl-C reaches only this JVM: on the
     // way out, interrupt the run, which kills the command's processes, and wait for that.
     Thread worker = Thread.currentThread();
@@ -58,6 +59,24 @@ public final class Main {
       return; // a signal is ending the JVM, with its own status; System.exit would block
     }
     System.exit(code);
+  }
+
+  /**
+   * Whether stderr is a terminal, where progress may redraw its line. Java tells only whether stdin
+   * and stdout are ({@link java.io.Console#isTerminal}); on Linux, {@code /proc} tells where stderr
+   * goes, so {@code 2>log} on a terminal still gets plain lines.
+   */
+  static boolean stderrIsTerminal() {
+    java.io.Console console = System.console();
+    if (console == null || !console.isTerminal()) {
+      return false;
+    }
+    try {
+      String target = java.nio.file.Files.readSymbolicLink(Path.of("/proc/self/fd/2")).toString();
+      return target.startsWith("/dev/pts/") || target.startsWith("/dev/tty");
+    } catch (java.io.IOException | UnsupportedOperationException noProc) {
+      return true; // no /proc (macOS): the console's word
+    }
   }
 
   /**

@@ -5,6 +5,7 @@ import java.net.URI;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -71,6 +72,14 @@ final class PortCommands {
     @Option(names = "--token", description = "Print the sandbox's token on a second line, if any.")
     boolean token;
 
+    @Option(
+        names = "--json",
+        description =
+            "Print {\"provider\",\"id\",\"port\",\"url\",\"token\"} instead: url as the"
+                + " line would be, token the sandbox's token with --token or --with-token (null"
+                + " without, or if it has none).")
+    boolean json;
+
     @Override
     public Integer call() {
       WorkspaceRef r = parsed();
@@ -81,6 +90,14 @@ final class PortCommands {
       String line = url.toString();
       if (withToken && secret.isPresent()) {
         line += "?s4j_token=" + URLEncoder.encode(secret.get(), StandardCharsets.UTF_8);
+      }
+      if (json) {
+        Map<String, Object> fields = Json.ref(r);
+        fields.put("port", port);
+        fields.put("url", line);
+        fields.put("token", secret.orElse(null));
+        root.context().out().println(Json.write(fields));
+        return ExitCodes.OK;
       }
       root.context().out().println(line);
       if (token && secret.isPresent()) {
@@ -100,11 +117,26 @@ final class PortCommands {
             + " the same port. Any local process can connect to it (there is no token)."
       })
   static final class Forward extends OnePort {
+    @Option(
+        names = "--json",
+        description =
+            "Print {\"provider\",\"id\",\"port\",\"host\":\"127.0.0.1\",\"hostPort\"}"
+                + " instead.")
+    boolean json;
+
     @Override
     public Integer call() {
       WorkspaceRef r = parsed();
       int hostPort = root.machines().forwardTcp(r, port);
-      root.context().out().println("127.0.0.1:" + hostPort);
+      if (json) {
+        Map<String, Object> fields = Json.ref(r);
+        fields.put("port", port);
+        fields.put("host", "127.0.0.1");
+        fields.put("hostPort", hostPort);
+        root.context().out().println(Json.write(fields));
+      } else {
+        root.context().out().println("127.0.0.1:" + hostPort);
+      }
       return ExitCodes.OK;
     }
   }

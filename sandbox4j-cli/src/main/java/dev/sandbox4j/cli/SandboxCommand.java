@@ -86,8 +86,9 @@ final class SandboxCommand implements Runnable {
   private Providers providers;
   private String server;
   private boolean quiet;
+  private boolean noProgress;
   private boolean debug;
-  private boolean progressShown;
+  private Progress progress;
 
   @Spec CommandSpec spec;
 
@@ -110,9 +111,20 @@ final class SandboxCommand implements Runnable {
       names = "--quiet",
       scope = ScopeType.INHERIT,
       description =
-          "Do not warn that host workspaces are not isolated, nor show image build progress.")
+          "Show no progress of long work (image builds, fork, snapshot, hibernate), and do not"
+              + " warn that host workspaces are not isolated. Results and errors still print.")
   void setQuiet(boolean quiet) {
     this.quiet = quiet;
+  }
+
+  @Option(
+      names = "--no-progress",
+      scope = ScopeType.INHERIT,
+      description =
+          "Show progress as plain lines, one per step, even on a terminal (as when stderr is not"
+              + " a terminal, $TERM is dumb or $CI is set) instead of one line redrawn in place.")
+  void setNoProgress(boolean noProgress) {
+    this.noProgress = noProgress;
   }
 
   @Option(
@@ -141,7 +153,7 @@ final class SandboxCommand implements Runnable {
       providers =
           new Providers(
               context.home(),
-              this::progress,
+              line -> progress().step(line),
               url == null || url.isBlank() ? null : new Providers.Server(url, context.env()));
     }
     return providers;
@@ -157,25 +169,36 @@ final class SandboxCommand implements Runnable {
     return provider != null ? provider : providers().defaultName();
   }
 
-  /**
-   * A progress line of long work (building the default image) on stderr, after a heading the first
-   * time; nothing with {@code --quiet}.
-   */
-  private void progress(String line) {
-    if (quiet) {
-      return;
+  /** The progress printer of this run, in the mode its options and stderr call for. */
+  Progress progress() {
+    if (progress == null) {
+      progress =
+          new Progress(
+              context.err(),
+              Progress.mode(quiet, noProgress, context.terminal(), context.env()),
+              Progress.width(context.env()),
+              System::nanoTime,
+              true);
     }
-    if (!progressShown) {
-      progressShown = true;
-      context.err().println("sandbox4j: building the default image (once; about a minute):");
-    }
-    context.err().println("  " + line);
-    context.err().flush();
+    return progress;
   }
 
-  /** Marks the progress heading as shown, for a command that prints its own. */
-  void progressHeadingShown() {
-    progressShown = true;
+  /**
+   * Starts long work on the progress line; close it when the work ends.
+   *
+   * @param title what is being done
+   * @param known whether it is known to take a while, so that plain output names it at once
+   * @param silent show nothing of it ({@code --json})
+   */
+  Progress.Task task(String title, boolean known, boolean silent) {
+    return progress().start(title, known, silent);
+  }
+
+  /**
+   * The progress title of a new workspace: {@code creating a local sandbox}, or a host workspace.
+   */
+  String creating(String provider) {
+    return "creating a " + provider + (providers().isolates(provider) ? " sandbox" : " workspace");
   }
 
   @Override

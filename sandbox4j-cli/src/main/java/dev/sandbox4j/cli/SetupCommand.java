@@ -6,6 +6,7 @@ import java.io.PrintStream;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
 /** {@code sandbox4j setup}: prepares this machine for local sandboxes. */
@@ -28,6 +29,13 @@ final class SetupCommand implements Callable<Integer> {
 
   @ParentCommand SandboxCommand root;
 
+  @Option(
+      names = "--json",
+      description =
+          "Print the checks as 'doctor --json' does (a JSON array of {\"name\",\"ok\",\"detail\","
+              + "\"fix\"}); the steps still go to stderr.")
+  boolean json;
+
   @Override
   public Integer call() {
     PrintStream err = root.context().err();
@@ -38,7 +46,11 @@ final class SetupCommand implements Callable<Integer> {
               err.println("setup: " + line);
               err.flush();
             });
-    DoctorCommand.print(root.context().out(), checks);
+    if (json) {
+      root.context().out().println(Json.write(checks));
+    } else {
+      DoctorCommand.print(root.context().out(), checks);
+    }
     return DoctorCommand.verdict(root, checks, "setup could not fix them; see the fixes above");
   }
 }

@@ -39,19 +39,26 @@ final class SnapshotCommand implements Callable<Integer> {
   @Parameters(index = "1", arity = "0..1", paramLabel = "NAME", description = "The snapshot.")
   String name;
 
+  @Option(
+      names = "--json",
+      description =
+          "Print the snapshot as 'snapshot ls --json' shows it instead of its name, and no"
+              + " progress.")
+  boolean json;
+
   @Override
   public Integer call() {
     if (ref == null || name == null) {
       throw new ParameterException(spec.commandLine(), "expected ID NAME, or a command: ls or rm");
     }
     WorkspaceRef source = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
-    String saved;
-    try {
+    SnapshotInfo saved;
+    try (var task = root.task("saving snapshot " + name + " of " + source, true, json)) {
       saved = root.machines().snapshot(source, name);
     } catch (IllegalArgumentException e) {
       throw new ParameterException(spec.commandLine(), e.getMessage(), e);
     }
-    root.context().out().println(saved);
+    root.context().out().println(json ? Json.write(ListSnapshots.fields(saved)) : saved.name());
     return ExitCodes.OK;
   }
 
@@ -72,33 +79,29 @@ final class SnapshotCommand implements Callable<Integer> {
                 + "\"memoryBytes\",\"pids\",\"sizeBytes\"} instead.")
     boolean json;
 
+    /** A snapshot as the server's {@code Snapshot} object names its fields. */
+    static Map<String, Object> fields(SnapshotInfo s) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("name", s.name());
+      m.put(
+          "created",
+          s.created() == null ? null : s.created().truncatedTo(ChronoUnit.SECONDS).toString());
+      m.put("source", s.source() == null ? null : s.source().toString());
+      m.put("image", s.image());
+      m.put("cpus", s.cpus());
+      m.put("memoryBytes", s.memoryBytes());
+      m.put("pids", s.pids());
+      m.put("sizeBytes", s.sizeBytes());
+      return m;
+    }
+
     @Override
     public Integer call() {
       SandboxCommand root = snapshot.root;
       List<SnapshotInfo> all = root.machines().snapshots();
       PrintStream out = root.context().out();
       if (json) {
-        out.println(
-            Json.write(
-                all.stream()
-                    .map(
-                        s -> {
-                          Map<String, Object> m = new LinkedHashMap<>();
-                          m.put("name", s.name());
-                          m.put(
-                              "created",
-                              s.created() == null
-                                  ? null
-                                  : s.created().truncatedTo(ChronoUnit.SECONDS).toString());
-                          m.put("source", s.source() == null ? null : s.source().toString());
-                          m.put("image", s.image());
-                          m.put("cpus", s.cpus());
-                          m.put("memoryBytes", s.memoryBytes());
-                          m.put("pids", s.pids());
-                          m.put("sizeBytes", s.sizeBytes());
-                          return m;
-                        })
-                    .toList()));
+        out.println(Json.write(all.stream().map(ListSnapshots::fields).toList()));
         return ExitCodes.OK;
       }
       if (all.isEmpty()) {
@@ -135,6 +138,11 @@ final class SnapshotCommand implements Callable<Integer> {
     @Parameters(arity = "1..*", paramLabel = "NAME", description = "Snapshots to remove.")
     List<String> names;
 
+    @Option(
+        names = "--json",
+        description = "Print a JSON array of the names instead, one line per name.")
+    boolean json;
+
     @Override
     public Integer call() {
       Machines sandboxes = snapshot.root.machines();
@@ -144,7 +152,12 @@ final class SnapshotCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
           throw new ParameterException(spec.commandLine(), e.getMessage(), e);
         }
-        snapshot.root.context().out().println(name);
+        if (!json) {
+          snapshot.root.context().out().println(name);
+        }
+      }
+      if (json) {
+        snapshot.root.context().out().println(Json.write(names));
       }
       return ExitCodes.OK;
     }

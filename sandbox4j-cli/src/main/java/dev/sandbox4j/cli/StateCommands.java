@@ -1,11 +1,15 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.workspace.WorkspaceRef;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.function.BiConsumer;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
@@ -30,15 +34,49 @@ final class StateCommands {
         description = "Sandbox refs or ids (local, or remote with a server).")
     List<String> refs;
 
+    @Option(
+        names = "--json",
+        description =
+            "Once every sandbox has changed, print a JSON array of them as 'ls --json' shows them"
+                + " (state included) instead of their refs; no progress.")
+    boolean json;
+
     abstract BiConsumer<Machines, WorkspaceRef> change();
+
+    /** What the progress line says while a sandbox changes, e.g. {@code hibernating}. */
+    abstract String doing();
+
+    /**
+     * Whether the change is known to take a while (a checkpoint), so that plain progress names it
+     * at once; the others show only on a terminal, or when a step is reported.
+     */
+    boolean known() {
+      return false;
+    }
 
     @Override
     public Integer call() {
       List<WorkspaceRef> parsed = machineRefs(root, spec, refs);
       Machines sandboxes = root.machines();
       for (WorkspaceRef ref : parsed) {
-        change().accept(sandboxes, ref);
-        root.context().out().println(ref);
+        try (var task = root.task(doing() + " " + ref, known(), json)) {
+          change().accept(sandboxes, ref);
+        }
+        if (!json) {
+          root.context().out().println(ref);
+        }
+      }
+      if (json) {
+        Map<String, Map<String, Object>> listed = new HashMap<>();
+        for (Map<String, Object> row : ListCommand.rowsOf(root.provider(spec, sandboxes.name()))) {
+          listed.put(row.get("provider") + ":" + row.get("id"), row);
+        }
+        List<Map<String, Object>> rows = new ArrayList<>();
+        for (WorkspaceRef ref : parsed) {
+          // gone meanwhile (a timer destroyed it): the ref alone
+          rows.add(listed.getOrDefault(ref.toString(), Json.ref(ref)));
+        }
+        root.context().out().println(Json.write(rows));
       }
       return ExitCodes.OK;
     }
@@ -76,6 +114,11 @@ final class StateCommands {
       })
   static final class Suspend extends Change {
     @Override
+    String doing() {
+      return "suspending";
+    }
+
+    @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::suspend;
     }
@@ -94,6 +137,16 @@ final class StateCommands {
       })
   static final class Hibernate extends Change {
     @Override
+    String doing() {
+      return "hibernating";
+    }
+
+    @Override
+    boolean known() {
+      return true;
+    }
+
+    @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::hibernate;
     }
@@ -107,6 +160,11 @@ final class StateCommands {
               + " each ref. Any use of a"
               + " sandbox does this by itself.")
   static final class Resume extends Change {
+    @Override
+    String doing() {
+      return "resuming";
+    }
+
     @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::resume;
@@ -123,6 +181,11 @@ final class StateCommands {
       })
   static final class Stop extends Change {
     @Override
+    String doing() {
+      return "stopping";
+    }
+
+    @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::stop;
     }
@@ -136,6 +199,11 @@ final class StateCommands {
               + " each ref. Any use of a"
               + " sandbox does this by itself.")
   static final class Start extends Change {
+    @Override
+    String doing() {
+      return "starting";
+    }
+
     @Override
     BiConsumer<Machines, WorkspaceRef> change() {
       return Machines::start;

@@ -204,6 +204,24 @@ class CliTest {
   }
 
   @Test
+  void rmJsonListsWhatItDestroyed() {
+    String first = create();
+    String second = create();
+
+    Run rm = run("rm", "--json", first, second);
+
+    assertThat(rm.exitCode()).as(rm.err()).isZero();
+    assertThat(rm.out())
+        .isEqualTo(
+            "[{\"provider\":\"host\",\"id\":\""
+                + first.substring("host:".length())
+                + "\"},{\"provider\":\"host\",\"id\":\""
+                + second.substring("host:".length())
+                + "\"}]\n");
+    assertThat(refs()).isEmpty();
+  }
+
+  @Test
   void rmChecksEveryRefBeforeDestroyingAny() {
     String ref = create();
 
@@ -494,6 +512,23 @@ class CliTest {
         .contains("Exit codes:")
         .contains("124")
         .contains("69");
+
+    for (String[] command :
+        List.of(
+            new String[] {"fork"},
+            new String[] {"keys", "ls"},
+            new String[] {"image", "build"},
+            new String[] {"egress"})) {
+      List<String> args = new java.util.ArrayList<>(List.of(command));
+      args.add("--help");
+      Run other = run(args.toArray(String[]::new));
+      assertThat(other.exitCode()).isZero();
+      assertThat(other.out())
+          .as("every command lists its exit codes, without exec's own")
+          .contains("Exit codes:", "  64", "  69", "  70", "  130")
+          .doesNotContain("  124", "  125");
+    }
+    assertThat(run("--help").out()).contains("Exit codes:", "  124", "  125", "  other");
   }
 
   @Test

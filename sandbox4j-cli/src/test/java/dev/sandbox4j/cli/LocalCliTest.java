@@ -277,6 +277,24 @@ class LocalCliTest {
     assertThat(forward.exitCode()).as(forward.err()).isZero();
     assertThat(forward.out()).matches("127\\.0\\.0\\.1:\\d+\n");
     assertThat(run("forward", id, "8080").out()).isEqualTo(forward.out());
+
+    JsonNode urlJson = JSON.readTree(run("url", ref, "8080", "--json").out());
+    assertThat(urlJson.path("provider").asText()).isEqualTo("local");
+    assertThat(urlJson.path("id").asText()).isEqualTo(id);
+    assertThat(urlJson.path("port").asInt()).isEqualTo(8080);
+    assertThat(urlJson.path("url").asText()).isEqualTo(url.out().strip());
+    assertThat(urlJson.path("token").isNull()).as("a secret only when asked for").isTrue();
+    JsonNode tokenJson = JSON.readTree(run("url", ref, "8080", "--json", "--with-token").out());
+    String[] textLines = withToken.out().split("\n");
+    assertThat(tokenJson.path("url").asText()).isEqualTo(textLines[0]);
+    assertThat(tokenJson.path("token").asText()).isEqualTo(textLines[1]);
+    JsonNode forwardJson = JSON.readTree(run("forward", ref, "8080", "--json").out());
+    assertThat(forwardJson.path("id").asText()).isEqualTo(id);
+    assertThat(forwardJson.path("port").asInt()).isEqualTo(8080);
+    assertThat(forwardJson.path("host").asText()).isEqualTo("127.0.0.1");
+    assertThat("127.0.0.1:" + forwardJson.path("hostPort").asInt())
+        .isEqualTo(forward.out().strip());
+
     Run bad = run("url", id, "70000");
     assertThat(bad.exitCode()).isNotZero();
     assertThat(bad.err()).contains("PORT must be from 1 to 65535");
@@ -308,6 +326,18 @@ class LocalCliTest {
     assertThat(shown.out())
         .contains("allowlist", "api.example.com", "198.51.100.0/24", "Authorization")
         .doesNotContain("cli-secret");
+    Run shownJson = run("egress", ref, "--json");
+    assertThat(shownJson.exitCode()).as(shownJson.err()).isZero();
+    assertThat(shownJson.out()).doesNotContain("cli-secret");
+    JsonNode rules = JSON.readTree(shownJson.out());
+    assertThat(rules.path("mode").asText()).isEqualTo("allowlist");
+    List<String> allowed = new ArrayList<>();
+    rules.path("allow").forEach(a -> allowed.add(a.asText()));
+    assertThat(allowed).containsExactlyInAnyOrder("198.51.100.0/24", "api.example.com");
+    assertThat(rules.path("headers").get(0).path("domain").asText()).isEqualTo("api.example.com");
+    assertThat(rules.path("headers").get(0).path("name").asText()).isEqualTo("Authorization");
+    assertThat(rules.path("headers").get(0).has("value")).isFalse();
+    assertThat(rules.path("interceptTls").asBoolean()).isFalse();
     Run exec = run("exec", ref, "--", "sh", "-c", "echo $HTTPS_PROXY; env | grep -c cli-secret");
     assertThat(exec.out()).as("the CLI reaches into a named network").contains(":3128");
     assertThat(exec.out()).doesNotContain("cli-secret").endsWith("0\n");
@@ -330,10 +360,38 @@ class LocalCliTest {
             "api.example.com:X-Tls:w",
             "--intercept-tls");
     assertThat(ported.exitCode()).as(ported.err()).isZero();
+    assertThat(ported.out()).isEqualTo(ref + "\n");
+    Run setJson = run("egress", ref, "all", "--json");
+    assertThat(setJson.exitCode()).as(setJson.err()).isZero();
+    JsonNode nowInForce = JSON.readTree(setJson.out());
+    assertThat(nowInForce.path("mode").asText()).isEqualTo("all");
+    assertThat(nowInForce.path("allow").size()).isZero();
+    assertThat(nowInForce.path("headers").size()).isZero();
+    assertThat(run("egress", ref).out()).contains("all");
+    assertThat(
+            run(
+                    "egress",
+                    ref,
+                    "api.example.com",
+                    "--header",
+                    "api.example.com/8080,80:X-Port:v",
+                    "--header",
+                    "api.example.com:X-Tls:w",
+                    "--intercept-tls")
+                .exitCode())
+        .isZero();
     assertThat(run("egress", ref).out())
         .contains(
             "api.example.com ports [80, 8080] X-Port", "api.example.com X-Tls", "interceptTls")
         .doesNotContain(": v", ": w");
+    JsonNode ports = JSON.readTree(run("egress", ref, "--json").out());
+    assertThat(ports.path("interceptTls").asBoolean()).isTrue();
+    assertThat(ports.path("headers").findValuesAsText("name")).contains("X-Port", "X-Tls");
+    for (JsonNode header : ports.path("headers")) {
+      if (header.path("name").asText().equals("X-Port")) {
+        assertThat(header.path("ports").toString()).isEqualTo("[80,8080]");
+      }
+    }
     Run badPorts = run("egress", ref, "api.example.com", "--header", "api.example.com/x:N:v");
     assertThat(badPorts.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(badPorts.err()).contains("--header ports must be");
@@ -515,6 +573,19 @@ class LocalCliTest {
     JsonNode images = JSON.readTree(json.out());
     assertThat(images.findValuesAsText("name")).contains("default");
 
+    Run built = run("image", "build", "--json");
+    assertThat(built.exitCode()).as(built.err()).isZero();
+    assertThat(built.err()).as("--json keeps stderr clean").isEmpty();
+    JsonNode image = JSON.readTree(built.out());
+    assertThat(image.path("name").asText()).isEqualTo("default");
+    assertThat(image.path("sizeBytes").asLong()).isPositive();
+    assertThat(image.path("description").asText()).startsWith("Debian bookworm");
+    for (JsonNode listed : images) {
+      if (listed.path("name").asText().equals("default")) {
+        assertThat(image).isEqualTo(listed);
+      }
+    }
+
     Run rm = run("image", "rm", "no-such-image");
     assertThat(rm.exitCode()).isEqualTo(ExitCodes.FAILURE);
     assertThat(rm.err()).contains("no image 'no-such-image'");
@@ -530,12 +601,21 @@ class LocalCliTest {
   }
 
   @Test
-  void gcSaysWhatItRemovedOrThatThereWasNothing() {
+  void gcSaysWhatItRemovedOrThatThereWasNothing() throws Exception {
     Run r = run("gc");
 
     assertThat(r.exitCode()).as(r.err()).isZero();
     assertThat(r.out().lines().toList())
         .allSatisfy(l -> assertThat(l).matches("nothing to clean|removed .+"));
+
+    Run json = run("gc", "--json");
+    assertThat(json.exitCode()).as(json.err()).isZero();
+    JsonNode removed = JSON.readTree(json.out()).path("removed");
+    assertThat(removed.isArray()).as(json.out()).isTrue();
+    // The engine's home may be shared with other runs: what is left to remove is theirs to say.
+    removed.forEach(
+        line ->
+            assertThat(line.isTextual() && !line.asText().isBlank()).as(line.toString()).isTrue());
   }
 
   // ---- lifecycle -----------------------------------------------------------------------------
@@ -562,7 +642,15 @@ class LocalCliTest {
     assertThat(stateOf(ref)).isEqualTo("suspended");
     Run ls = run("ls");
     assertThat(ls.out()).containsPattern(Pattern.quote(ref) + "\\s+suspended");
-    assertThat(run("resume", ref).exitCode()).isZero();
+    Run resumed = run("resume", "--json", ref);
+    assertThat(resumed.exitCode()).as(resumed.err()).isZero();
+    assertThat(resumed.err()).isEmpty();
+    JsonNode rows = JSON.readTree(resumed.out());
+    assertThat(rows.size()).isEqualTo(1);
+    assertThat(rows.get(0).path("provider").asText() + ":" + rows.get(0).path("id").asText())
+        .isEqualTo(ref);
+    assertThat(rows.get(0).path("state").asText()).isEqualTo("running");
+    assertThat(rows.get(0).path("image").asText()).isEqualTo("default");
     assertThat(stateOf(ref)).isEqualTo("running");
 
     assertThat(run("stop", ref).exitCode()).isZero();
@@ -603,6 +691,9 @@ class LocalCliTest {
       return;
     }
     assertThat(hibernate.out()).isEqualTo(ref + "\n");
+    assertThat(hibernate.err())
+        .as("known to be long: named at once, as a plain line")
+        .isEqualTo("sandbox4j: hibernating " + ref + "\n");
     assertThat(stateOf(ref)).isEqualTo("hibernated");
     assertThat(run("ls").out()).containsPattern(Pattern.quote(ref) + "\\s+hibernated");
 
@@ -610,7 +701,8 @@ class LocalCliTest {
     assertThat(fork.exitCode()).as(fork.err()).isZero();
     String forked = fork.out().strip();
     created.add(forked);
-    assertThat(fork.err()).isEqualTo("sandbox4j: processes copied\n");
+    assertThat(fork.err())
+        .isEqualTo("sandbox4j: forking " + ref + "\nsandbox4j: processes copied\n");
     assertThat(run("exec", forked, "--", "pgrep", "-f", "while [:]").exitCode()).isZero();
 
     Run pgrep = run("exec", ref, "--", "pgrep", "-f", "while [:]"); // restores it
@@ -628,10 +720,23 @@ class LocalCliTest {
     String forked = fork.out().strip();
     created.add(forked);
     assertThat(forked).matches("local:[a-z0-9]+").isNotEqualTo(ref);
-    // Whether processes were copied is said either way.
+    // Whether processes were copied is said either way, after a plain progress line.
     assertThat(fork.err()).containsAnyOf("processes copied", "processes were not copied: ");
+    assertThat(fork.err())
+        .as("stderr is no terminal here: plain lines, no \\r, no escapes")
+        .startsWith("sandbox4j: forking " + ref + "\n")
+        .doesNotContain("\r")
+        .doesNotContain("\033");
+    Run quiet = run("--quiet", "fork", "--files-only", ref);
+    assertThat(quiet.exitCode()).as(quiet.err()).isZero();
+    created.add(quiet.out().strip());
+    assertThat(quiet.err())
+        .as("--quiet: no progress; the result's line stays")
+        .isEqualTo(
+            "sandbox4j: processes were not copied: only the files were asked for (forkFiles)\n");
     assertThat(run("exec", forked, "--", "cat", "f.txt").out()).isEqualTo("original\n");
     Run forkJson = run("fork", "--json", ref);
+    assertThat(forkJson.err()).as("--json: nothing on stderr, progress neither").isEmpty();
     JsonNode node = JSON.readTree(forkJson.out());
     created.add("local:" + node.path("id").asText());
     assertThat(node.has("processesCopied")).isTrue();
@@ -663,6 +768,18 @@ class LocalCliTest {
       Run save = run("snapshot", ref, name);
       assertThat(save.exitCode()).as(save.err()).isZero();
       assertThat(save.out()).isEqualTo(name + "\n");
+      assertThat(save.err()).isEqualTo("sandbox4j: saving snapshot " + name + " of " + ref + "\n");
+      Run saveJson = run("snapshot", ref, name, "--json");
+      assertThat(saveJson.exitCode()).as(saveJson.err()).isZero();
+      assertThat(saveJson.err()).isEmpty();
+      JsonNode snapshot = JSON.readTree(saveJson.out());
+      assertThat(snapshot.path("name").asText()).isEqualTo(name);
+      assertThat(snapshot.path("source").asText()).isEqualTo(ref);
+      assertThat(snapshot.path("image").asText()).isEqualTo("default");
+      assertThat(snapshot.path("cpus").asInt()).isEqualTo(2);
+      assertThat(snapshot.path("memoryBytes").asLong()).isPositive();
+      assertThat(snapshot.path("sizeBytes").asLong()).isNotNegative();
+      assertThat(snapshot.path("created").asText()).matches("\\d{4}-.+Z");
       Run list = run("snapshot", "ls", "--json");
       assertThat(list.out()).contains("\"" + name + "\"");
       assertThat(run("snapshot", "ls").out()).contains(name);
@@ -685,6 +802,9 @@ class LocalCliTest {
       assertThat(rm.exitCode()).as(rm.err()).isZero();
     }
     assertThat(run("snapshot", "ls").out()).doesNotContain(name);
+    Run rmJson = run("snapshot", "rm", "--json", name);
+    assertThat(rmJson.exitCode()).as("removing none is no error: " + rmJson.err()).isZero();
+    assertThat(rmJson.out()).isEqualTo("[\"" + name + "\"]\n");
     Run missing = run("create", "--snapshot", name);
     assertThat(missing.exitCode()).isEqualTo(69);
     assertThat(missing.err()).contains("does not exist");

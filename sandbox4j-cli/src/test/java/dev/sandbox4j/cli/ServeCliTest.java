@@ -2,6 +2,8 @@ package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.ByteArrayInputStream;
@@ -13,6 +15,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -20,6 +23,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** {@code sandbox4j keys} and {@code sandbox4j serve}, in-process. */
 class ServeCliTest {
+
+  private static final ObjectMapper JSON = new ObjectMapper();
 
   @TempDir Path home;
 
@@ -58,26 +63,64 @@ class ServeCliTest {
   }
 
   @Test
+  void keysCreateAndLsPrintJson() throws Exception {
+    Run created = run("keys", "create", "--org", "acme", "--json");
+    assertThat(created.exitCode()).as(created.err()).isZero();
+    assertThat(created.err()).isEmpty();
+    JsonNode key = JSON.readTree(created.out());
+    assertThat(key.path("organization").asText()).isEqualTo("acme");
+    assertThat(key.path("key").asText()).startsWith(key.path("prefix").asText()).startsWith("s4j_");
+    String id = key.path("id").asText();
+    assertThat(id).matches("[0-9a-f]+");
+
+    assertThat(run("keys", "revoke", id).exitCode()).isZero();
+    run("keys", "create", "--org", "other");
+    Run ls = run("keys", "ls", "--json");
+    assertThat(ls.exitCode()).as(ls.err()).isZero();
+    assertThat(ls.out()).doesNotContain(key.path("key").asText());
+    JsonNode keys = JSON.readTree(ls.out());
+    assertThat(keys.size()).isEqualTo(2);
+    for (JsonNode k : keys) {
+      assertThat(Instant.parse(k.path("created").asText())).isBeforeOrEqualTo(Instant.now());
+      if (k.path("id").asText().equals(id)) {
+        assertThat(k.path("organization").asText()).isEqualTo("acme");
+        assertThat(k.path("prefix").asText()).isEqualTo(key.path("prefix").asText());
+        assertThat(Instant.parse(k.path("revoked").asText())).isBeforeOrEqualTo(Instant.now());
+      } else {
+        assertThat(k.path("organization").asText()).isEqualTo("other");
+        assertThat(k.path("revoked").isNull()).isTrue();
+      }
+    }
+  }
+
+  @Test
   void imagePublishUnpublishAndPublished() {
     Run already = run("image", "publish", "default");
     assertThat(already.exitCode()).as(already.err()).isZero();
     assertThat(already.out().strip()).isEqualTo("default");
     assertThat(already.err()).contains("already published");
     assertThat(run("image", "published").out()).isEqualTo("default  (not on this machine)\n");
+    assertThat(run("image", "published", "--json").out())
+        .isEqualTo("[{\"name\":\"default\",\"onThisMachine\":false}]\n");
 
     Run unknown = run("image", "publish", "no-such-image");
     assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(unknown.err()).contains("no image 'no-such-image' here");
 
-    assertThat(run("image", "unpublish", "default").exitCode()).isZero();
+    Run unpublished = run("image", "unpublish", "--json", "default");
+    assertThat(unpublished.exitCode()).as(unpublished.err()).isZero();
+    assertThat(unpublished.out()).isEqualTo("[\"default\"]\n");
     assertThat(run("image", "published").out()).isEmpty();
+    assertThat(run("image", "published", "--json").out()).isEqualTo("[]\n");
     assertThat(run("image", "unpublish", "default").exitCode()).isEqualTo(ExitCodes.USAGE);
     try (ServerImages images = ServerImages.open(home.resolve("server"))) {
       assertThat(images.list()).isEmpty(); // what the server reads
     }
 
     Path other = home.resolve("other-data");
-    assertThat(run("image", "publish", "--data", other.toString(), "default").exitCode()).isZero();
+    Run published = run("image", "publish", "--json", "--data", other.toString(), "default");
+    assertThat(published.exitCode()).as(published.err()).isZero();
+    assertThat(published.out()).isEqualTo("[\"default\"]\n");
     try (ServerImages images = ServerImages.open(other)) {
       assertThat(images.list()).containsExactly("default");
     }
