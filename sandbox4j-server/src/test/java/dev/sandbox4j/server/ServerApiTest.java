@@ -342,6 +342,59 @@ class ServerApiTest {
     assertThat(onExec.error().get("field").asText()).isEqualTo("keepStdinOpen");
   }
 
+  @Test
+  void aStdinWriteWaitsForACommandThatDoesNotReadAndAnotherMeanwhileIsBusy() throws Exception {
+    TestServer.Answer started =
+        s.call(
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/commands",
+            "{\"shell\": \"while [ ! -e /tmp/stdin-go ]; do sleep 0.05; done; wc -c\","
+                + " \"keepStdinOpen\": true}");
+    assertThat(started.status()).as(started.text()).isEqualTo(201);
+    String path = "/v1/sandboxes/" + sandbox + "/commands/" + started.json().get("id").asText();
+    // two bodies near the 1 MiB JSON limit: more than the command's buffer, its pipe and the
+    // feeding thread's buffer hold together, so the second waits for the command to read
+    String big = "{\"data\": \"" + Base64.getEncoder().encodeToString(new byte[700_000]) + "\"}";
+    assertThat(writeStdin(path, big).status()).isEqualTo(204);
+    CompletableFuture<TestServer.Answer> waiting = new CompletableFuture<>();
+    Thread.ofVirtual()
+        .start(
+            () -> {
+              try {
+                waiting.complete(writeStdin(path, big));
+              } catch (Throwable e) {
+                waiting.completeExceptionally(e);
+              }
+            });
+    long written = 1_400_000;
+    while (true) {
+      TestServer.Answer tiny = writeStdin(path, "{\"data\": \"eA==\"}");
+      if (tiny.status() == 409) {
+        assertThat(tiny.error().get("code").asText()).isEqualTo("stdin_busy");
+        break;
+      }
+      assertThat(tiny.status()).as(tiny.text()).isEqualTo(204); // before the big one came
+      assertThat(waiting).as("a command that does not read holds the write back").isNotDone();
+      written++;
+      Thread.sleep(20); // a hang is ended by the test's default timeout
+    }
+    assertThat(waiting).isNotDone();
+    s.exec(key, sandbox, "{\"argv\": [\"touch\", \"/tmp/stdin-go\"]}");
+    assertThat(waiting.get(60, TimeUnit.SECONDS).status())
+        .as("once the command reads, the waiting write is answered")
+        .isEqualTo(204);
+    assertThat(writeStdin(path, "{\"eof\": true}").status()).isEqualTo(204);
+    StringBuilder out = new StringBuilder();
+    JsonNode state;
+    do {
+      Thread.sleep(20); // bounded by the test's default timeout
+      state = s.call(key, "GET", path, null).json();
+      out.append(new String(Base64.getDecoder().decode(state.get("stdout").asText())));
+    } while (state.get("running").asBoolean());
+    assertThat(out.toString().strip()).as("every byte arrived").isEqualTo(Long.toString(written));
+  }
+
   private static TestServer.Answer writeStdin(String commandPath, String body) throws Exception {
     return s.call(key, "POST", commandPath + "/stdin", body);
   }
