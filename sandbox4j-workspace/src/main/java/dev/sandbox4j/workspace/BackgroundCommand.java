@@ -131,6 +131,9 @@ public final class BackgroundCommand {
                   try {
                     bg.runToEnd(argv, background);
                   } finally {
+                    if (feed != null) {
+                      feed.end(); // also after an Error: no writer waits forever
+                    }
                     bg.removePidFile();
                   }
                 });
@@ -190,7 +193,7 @@ public final class BackgroundCommand {
    */
   public void writeStdin(byte[] bytes) throws InterruptedException {
     java.util.Objects.requireNonNull(bytes, "bytes");
-    StdinFeed.Refusal refused = openStdin("write to").write(bytes.clone());
+    StdinFeed.Refusal refused = openStdin("write to").write(bytes); // it copies what it keeps
     if (refused != null) {
       throw refusal(refused);
     }
@@ -232,7 +235,9 @@ public final class BackgroundCommand {
           case CLOSED -> "closeStdin() was called";
           case ENDED ->
               "the command has ended"
-                  + (exitCode().isPresent() ? " (exit code " + exitCode().getAsInt() + ")" : "");
+                  + (exitCode().isPresent()
+                      ? " (exit code " + exitCode().getAsInt() + ")"
+                      : failure().map(f -> " (" + f.getMessage() + ")").orElse(""));
         };
     return new IllegalStateException(
         "cannot write to the stdin of background command " + id + ": " + why);
