@@ -22,7 +22,7 @@ enum ErrorCode {
   STDIN_CLOSED(
       409,
       "stdin_closed",
-      "the background command's stdin takes no more: closed, ended, or not kept open"),
+      "the background command's stdin takes no more: closed, ended, unread or not kept open"),
   STDIN_BUSY(409, "stdin_busy", "a write to the command's stdin still waits for it to read"),
   TOO_LARGE(413, "too_large", "the request body is over the server's limit"),
   OUTPUT_LIMIT(413, "output_limit", "the command's output went over its limit (exec events only)"),

@@ -31,8 +31,9 @@ import java.util.concurrent.TimeoutException;
  * #closeStdin()} gives it EOF once it has read everything written. Written bytes wait in a buffer
  * of {@link #MAX_PENDING_STDIN_BYTES}; a write that does not fit waits for the command to read
  * (back-pressure, as a pipe does), until the command ends (the deadline of the options ends it) or
- * the writer is interrupted. Bytes written after the command closed its own stdin are discarded, as
- * nothing reads them.
+ * the writer is interrupted. A write after the command closed its own stdin fails too, as nothing
+ * would read it (over a remote workspace the server notices that, not the client: such bytes are
+ * dropped there until the command ends).
  *
  * <p>The command belongs to this JVM: if the JVM exits, the command keeps running in the workspace,
  * but nothing collects its output any more. Thread-safe.
@@ -186,8 +187,8 @@ public final class BackgroundCommand {
    *
    * @throws IllegalStateException if the command was not started with {@link
    *     RunOptions.Builder#keepStdinOpen(boolean) keepStdinOpen(true)}, if {@link #closeStdin()}
-   *     was called, or if the command has ended (before or during the write); the message says
-   *     which
+   *     was called, if the command has ended (before or during the write), or if it closed its
+   *     stdin; the message says which
    * @throws InterruptedException if interrupted while waiting for room (some bytes may have been
    *     written)
    */
@@ -233,6 +234,7 @@ public final class BackgroundCommand {
     String why =
         switch (refused) {
           case CLOSED -> "closeStdin() was called";
+          case UNREAD -> "the command no longer reads its stdin: it closed it, or it is ending";
           case ENDED ->
               "the command has ended"
                   + (exitCode().isPresent()

@@ -16,16 +16,20 @@ import java.util.concurrent.locks.ReentrantLock;
  * while it is full, until the backend reads, the command ends or the writer is interrupted. States:
  * OPEN → CLOSED ({@link #closeForWriting}: the reader sees EOF once the buffer is empty) and, from
  * either, → ENDED ({@link #end}: the command ended; a waiting writer fails, the reader sees EOF at
- * once). The reader closing the stream (the command closed its stdin, or the backend stopped
- * feeding it) makes later writes discarded. Every field is guarded by {@code this}; {@link
- * #writing} keeps one writer's bytes together.
+ * once). The reader closing the stream (the command closed its stdin, or it is ending and the
+ * backend stopped feeding it) refuses later writes and a waiting one: nothing would read them.
+ * Every field is guarded by {@code this}; {@link #writing} keeps one writer's bytes together.
  */
 final class StdinFeed extends InputStream {
 
   /** Why a write was refused. */
   enum Refusal {
+    /** {@link #closeForWriting} was called. */
     CLOSED,
-    ENDED
+    /** The command ended. */
+    ENDED,
+    /** The reader closed the stream: the command closed its stdin, or it is ending. */
+    UNREAD
   }
 
   private final int capacity;
@@ -50,8 +54,7 @@ final class StdinFeed extends InputStream {
   /**
    * Queues every byte of {@code bytes}, waiting while the buffer is full.
    *
-   * @return null once all of it is queued (or discarded because the reader is gone), else why the
-   *     rest was refused
+   * @return null once all of it is queued, else why the rest was refused
    */
   Refusal write(byte[] bytes) throws InterruptedException {
     writing.lockInterruptibly();
@@ -65,7 +68,10 @@ final class StdinFeed extends InputStream {
           if (ended) {
             return Refusal.ENDED;
           }
-          if (readerGone || at == bytes.length) {
+          if (readerGone) {
+            return Refusal.UNREAD;
+          }
+          if (at == bytes.length) {
             return null;
           }
           long room = capacity - size;
@@ -155,7 +161,7 @@ final class StdinFeed extends InputStream {
     }
   }
 
-  /** The reader is done: later writes are discarded, and nobody waits for room. */
+  /** The reader is done: later writes, and one waiting for room, are refused. */
   @Override
   public void close() throws IOException {
     InputStream head;

@@ -69,15 +69,15 @@ class StdinFeedTest {
   }
 
   @Test
-  void onceTheReaderIsGoneWritesAreDiscardedAndNobodyWaits() throws Exception {
+  void onceTheReaderIsGoneWritesAreRefusedAndNobodyWaits() throws Exception {
     StdinFeed feed = new StdinFeed(null, 4);
     CompletableFuture<StdinFeed.Refusal> write = new CompletableFuture<>();
     Thread writer =
         Thread.ofVirtual().start(() -> write.complete(writeQuietly(feed, bytes("too long"))));
     awaitWaiting(writer, write);
     feed.close(); // the command closed its stdin
-    assertThat(write.get()).isNull();
-    assertThat(feed.write(bytes("more than four"))).isNull();
+    assertThat(write.get()).isEqualTo(StdinFeed.Refusal.UNREAD);
+    assertThat(feed.write(bytes("x"))).isEqualTo(StdinFeed.Refusal.UNREAD);
   }
 
   @Test

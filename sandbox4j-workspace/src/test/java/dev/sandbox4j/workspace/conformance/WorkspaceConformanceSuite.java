@@ -868,6 +868,28 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @DisplayName(
+        "background stdin: a write waiting for a command that does not read ends with its deadline")
+    void backgroundStdinWaitEndsWithTheDeadline() throws Exception {
+      Workspace ws = newWorkspace();
+      BackgroundCommand deaf =
+          ws.start(
+              Command.shell("exec sleep 300"),
+              RunOptions.builder().keepStdinOpen(true).timeout(Duration.ofSeconds(1)).build());
+      // far more than every buffer on the way holds: the write cannot complete
+      byte[] flood = new byte[32 * BackgroundCommand.MAX_PENDING_STDIN_BYTES];
+      assertThatThrownBy(() -> deaf.writeStdin(flood))
+          .as("the deadline ends the command, and with it the write that waits for it")
+          .isInstanceOf(IllegalStateException.class)
+          // which of the two the writer learns first depends on who notices first: the command's
+          // end, or the backend's stdin feeder that stops reading when it ends
+          .hasMessageMatching(".*(has ended|no longer reads its stdin).*");
+      // the write fails a moment before the end is known
+      assertThat(deaf.await(HANG_BOUND)).isTrue();
+      assertThat(deaf.failure()).get().isInstanceOf(WorkspaceTimeoutException.class);
+    }
+
+    @Test
     @DisplayName("env: workspace env, then command env on top; nothing persists between commands")
     void envLayering() {
       Workspace ws =
