@@ -305,17 +305,21 @@ final class ExecCall {
     byte[] buffer = new byte[STDIN_CHUNK];
     try (stdin) {
       int n;
-      while ((n = stdin.readNBytes(buffer, 0, buffer.length)) > 0) {
-        send(
-            "{\"type\":\"stdin\",\"data\":\""
-                + Base64.getEncoder().encodeToString(java.util.Arrays.copyOf(buffer, n))
-                + "\"}");
-        if (n < buffer.length) {
-          break; // readNBytes returns short only at EOF
+      // read, not readNBytes: a frame goes as soon as the source yields bytes, so a command fed
+      // while it runs (a background command's writeStdin) gets each write at once
+      while ((n = stdin.read(buffer, 0, buffer.length)) >= 0) {
+        if (n > 0) {
+          send(
+              "{\"type\":\"stdin\",\"data\":\""
+                  + Base64.getEncoder().encodeToString(java.util.Arrays.copyOf(buffer, n))
+                  + "\"}");
         }
       }
       send("{\"type\":\"stdin_eof\"}");
     } catch (IOException e) {
+      if (e instanceof java.io.InterruptedIOException && Thread.currentThread().isInterrupted()) {
+        return; // interrupted by run's end: the command is over, nothing reads its stdin now
+      }
       fail(new WorkspaceException("reading the command's stdin failed, so it was killed: " + e, e));
     } catch (InterruptedException | RuntimeException e) {
       // the command ended (or the socket did) before all of stdin was sent: nothing reads it now

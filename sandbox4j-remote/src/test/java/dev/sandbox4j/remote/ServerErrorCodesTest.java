@@ -48,6 +48,10 @@ class ServerErrorCodesTest {
           Map.entry("not_directory", WorkspaceNotDirectoryException.class),
           Map.entry("directory_not_empty", WorkspaceDirectoryNotEmptyException.class),
           Map.entry("file_error", WorkspaceFileException.class),
+          // answers of the background-command stdin route, which this client never calls (it
+          // streams a command's stdin over its exec socket): read as any other failure
+          Map.entry("stdin_closed", WorkspaceException.class),
+          Map.entry("stdin_busy", WorkspaceException.class),
           Map.entry("too_large", WorkspaceException.class),
           Map.entry("quota_exceeded", WorkspaceException.class),
           Map.entry("rate_limited", WorkspaceException.class),

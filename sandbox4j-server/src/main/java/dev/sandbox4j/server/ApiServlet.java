@@ -136,6 +136,7 @@ final class ApiServlet extends HttpServlet {
     r.add(new Route("POST", "/v1/sandboxes/{id}/commands", true, commands::startCommand));
     r.add(new Route("GET", "/v1/sandboxes/{id}/commands/{cid}", true, commands::pollCommand));
     r.add(new Route("POST", "/v1/sandboxes/{id}/commands/{cid}/stop", true, commands::stopCommand));
+    r.add(new Route("POST", "/v1/sandboxes/{id}/commands/{cid}/stdin", true, commands::writeStdin));
     r.add(new Route("GET", "/v1/sandboxes/{id}/files/content", true, files::readFile));
     r.add(new Route("PUT", "/v1/sandboxes/{id}/files/content", true, files::writeFile));
     r.add(new Route("GET", "/v1/sandboxes/{id}/files/stat", true, files::stat));

@@ -13,10 +13,12 @@ import java.util.HexFormat;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * The routes of background commands: start one, poll its output and state, stop it; and the
- * commands the server started, by id, until their last state is collected or their sandbox goes.
+ * The routes of background commands: start one, write to its stdin, poll its output and state, stop
+ * it; and the commands the server started, by id, until their last state is collected or their
+ * sandbox goes.
  */
 final class CommandRoutes {
 
@@ -27,8 +29,16 @@ final class CommandRoutes {
   private final Sandboxes sandboxes;
   private final Map<String, Background> commands = new ConcurrentHashMap<>();
 
-  /** A background command and whose it is. */
-  private record Background(long organization, String sandbox, BackgroundCommand command) {}
+  /**
+   * A background command and whose it is. {@code writing} is set while a stdin write waits for the
+   * command to read: one at a time, so that what waits in memory per command is bounded by one
+   * request body besides the command's own stdin buffer.
+   */
+  private record Background(
+      long organization, String sandbox, BackgroundCommand command, AtomicBoolean writing) {}
+
+  /** The body of the stdin route: base64 bytes to write, then EOF if {@code eof}. */
+  record StdinRequest(String data, Boolean eof) {}
 
   CommandRoutes(Sandboxes sandboxes) {
     this.sandboxes = sandboxes;
@@ -42,6 +52,7 @@ final class CommandRoutes {
     if (stdin != null) {
       options.stdin(stdin);
     }
+    options.keepStdinOpen(request.keepsStdinOpen(true));
     String sandbox = c.param("id");
     Workspace ws = sandboxes.workspace(c.organization, sandbox);
     long organization = c.organization.id();
@@ -61,7 +72,7 @@ final class CommandRoutes {
     byte[] idBytes = new byte[12];
     RANDOM.nextBytes(idBytes);
     String id = HexFormat.of().formatHex(idBytes);
-    commands.put(id, new Background(c.organization.id(), sandbox, started));
+    commands.put(id, new Background(c.organization.id(), sandbox, started, new AtomicBoolean()));
     c.json(201, Json.object().put("id", id));
   }
 
@@ -72,6 +83,48 @@ final class CommandRoutes {
       throw ApiException.notFound("no command '" + Sandboxes.printable(c.param("cid")) + "'");
     }
     return b;
+  }
+
+  /**
+   * Writes the body's bytes to the command's stdin, then closes it if asked; answers once the bytes
+   * are buffered for the command (waiting while it does not read, as {@link
+   * BackgroundCommand#writeStdin} does).
+   */
+  void writeStdin(Call c) throws IOException, InterruptedException {
+    StdinRequest request = c.body(StdinRequest.class, null);
+    if (request.data() == null && !Boolean.TRUE.equals(request.eof())) {
+      throw ApiException.invalid("data", "give data (base64), \"eof\": true, or both");
+    }
+    byte[] bytes;
+    try {
+      bytes = request.data() == null ? null : Base64.getDecoder().decode(request.data());
+    } catch (IllegalArgumentException e) {
+      throw ApiException.invalid("data", "data is not valid base64: " + e.getMessage());
+    }
+    Background b = command(c);
+    if (!b.writing().compareAndSet(false, true)) {
+      throw new ApiException(
+          ErrorCode.STDIN_BUSY,
+          "an earlier write to the stdin of command '"
+              + c.param("cid")
+              + "' still waits for it to read: send the next once that one is answered",
+          null,
+          null,
+          null);
+    }
+    try {
+      if (bytes != null) {
+        b.command().writeStdin(bytes);
+      }
+      if (Boolean.TRUE.equals(request.eof())) {
+        b.command().closeStdin();
+      }
+    } catch (IllegalStateException e) {
+      throw new ApiException(ErrorCode.STDIN_CLOSED, e.getMessage(), null, null, null);
+    } finally {
+      b.writing().set(false);
+    }
+    c.noContent();
   }
 
   void pollCommand(Call c) throws IOException {

@@ -19,6 +19,11 @@ enum ErrorCode {
   NOT_DIRECTORY(409, "not_directory", "the path, or a parent of it, is not a directory"),
   DIRECTORY_NOT_EMPTY(409, "directory_not_empty", "the directory is not empty"),
   FILE_ERROR(409, "file_error", "any other failure of a file operation"),
+  STDIN_CLOSED(
+      409,
+      "stdin_closed",
+      "the background command's stdin takes no more: closed, ended, unread or not kept open"),
+  STDIN_BUSY(409, "stdin_busy", "a write to the command's stdin still waits for it to read"),
   TOO_LARGE(413, "too_large", "the request body is over the server's limit"),
   OUTPUT_LIMIT(413, "output_limit", "the command's output went over its limit (exec events only)"),
   QUOTA_EXCEEDED(429, "quota_exceeded", "the organization's sandboxes or commands are at quota"),

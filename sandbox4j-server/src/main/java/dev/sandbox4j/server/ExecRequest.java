@@ -14,7 +14,8 @@ record ExecRequest(
     Map<String, String> env,
     Long timeoutMs,
     Long outputLimitBytes,
-    JsonNode stdin) {
+    JsonNode stdin,
+    Boolean keepStdinOpen) {
 
   Command command() {
     if ((argv == null) == (shell == null)) {
@@ -67,6 +68,24 @@ record ExecRequest(
           });
     }
     return b;
+  }
+
+  /**
+   * Whether a background command's stdin stays open for its stdin route; an error on the exec
+   * routes, which stream stdin themselves (WebSocket) or end it with the body (POST).
+   */
+  boolean keepsStdinOpen(boolean background) {
+    if (keepStdinOpen == null || !keepStdinOpen) {
+      return false;
+    }
+    if (!background) {
+      throw ApiException.invalid(
+          "keepStdinOpen",
+          "keepStdinOpen is for background commands (POST /v1/sandboxes/{id}/commands), written"
+              + " to through their stdin route; an exec takes stdin in its body (POST) or in stdin"
+              + " frames (WebSocket)");
+    }
+    return true;
   }
 
   /** The POST form's stdin: base64 bytes, or null for stdin at EOF. */

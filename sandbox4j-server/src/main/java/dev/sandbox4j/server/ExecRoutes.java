@@ -54,6 +54,7 @@ final class ExecRoutes {
     ExecRequest request = c.body(ExecRequest.class, null);
     var command = request.command();
     RunOptions.Builder options = request.options();
+    request.keepsStdinOpen(false);
     byte[] stdin = request.stdinBytes();
     if (stdin != null) {
       options.stdin(stdin);

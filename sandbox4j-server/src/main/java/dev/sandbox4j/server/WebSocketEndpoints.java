@@ -182,6 +182,7 @@ final class WebSocketEndpoints {
       Workspace target = carried == 0 ? workspace : access.recheck();
       Command command = request.command();
       RunOptions.Builder options = request.options();
+      request.keepsStdinOpen(false);
       StdinPipe input = request.streamsStdin() ? new StdinPipe() : null;
       if (input != null) {
         options.stdin(input);

@@ -270,6 +270,155 @@ class ServerApiTest {
   }
 
   @Test
+  void aBackgroundCommandsStdinIsWrittenWhileItRunsThenClosed() throws Exception {
+    TestServer.Answer started =
+        s.call(
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/commands",
+            "{\"shell\": \"while read l; do echo \\\"got $l\\\"; done; echo eof\", \"stdin\": \""
+                + base64("first\n")
+                + "\", \"keepStdinOpen\": true}");
+    assertThat(started.status()).as(started.text()).isEqualTo(201);
+    String path = "/v1/sandboxes/" + sandbox + "/commands/" + started.json().get("id").asText();
+    StringBuilder out = new StringBuilder();
+    awaitStdout(path, out, "got first\n");
+    assertThat(writeStdin(path, "{\"data\": \"" + base64("one\n") + "\"}").status()).isEqualTo(204);
+    awaitStdout(path, out, "got first\ngot one\n");
+    assertThat(writeStdin(path, "{\"data\": \"" + base64("two\n") + "\", \"eof\": true}").status())
+        .isEqualTo(204);
+    JsonNode state = awaitStdout(path, out, "got first\ngot one\ngot two\neof\n");
+    while (state.get("running").asBoolean()) {
+      Thread.sleep(20); // bounded by the test's default timeout
+      state = s.call(key, "GET", path, null).json();
+      out.append(new String(Base64.getDecoder().decode(state.get("stdout").asText())));
+    }
+    assertThat(out).hasToString("got first\ngot one\ngot two\neof\n");
+    assertThat(state.get("exitCode").asInt()).isZero();
+
+    // the command is forgotten once its end was collected; a live one shows the 409s
+    TestServer.Answer plain =
+        s.call(
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/commands",
+            "{\"argv\": [\"sleep\", \"1000\"]}");
+    String plainPath = "/v1/sandboxes/" + sandbox + "/commands/" + plain.json().get("id").asText();
+    TestServer.Answer notOpen = writeStdin(plainPath, "{\"data\": \"eA==\"}");
+    assertThat(notOpen.status()).as(notOpen.text()).isEqualTo(409);
+    assertThat(notOpen.error().get("code").asText()).isEqualTo("stdin_closed");
+    assertThat(notOpen.error().get("message").asText()).contains("keepStdinOpen");
+    s.call(key, "POST", plainPath + "/stop", null);
+
+    TestServer.Answer open =
+        s.call(
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/commands",
+            "{\"argv\": [\"sleep\", \"1000\"], \"keepStdinOpen\": true}");
+    String openPath = "/v1/sandboxes/" + sandbox + "/commands/" + open.json().get("id").asText();
+    TestServer.Answer bad = writeStdin(openPath, "{\"data\": \"not base64!\"}");
+    assertThat(bad.status()).isEqualTo(400);
+    assertThat(bad.error().get("field").asText()).isEqualTo("data");
+    TestServer.Answer empty = writeStdin(openPath, "{}");
+    assertThat(empty.status()).isEqualTo(400);
+    assertThat(writeStdin(openPath, "{\"eof\": true}").status()).isEqualTo(204);
+    assertThat(writeStdin(openPath, "{\"eof\": true}").status())
+        .as("closing twice is fine")
+        .isEqualTo(204);
+    TestServer.Answer late = writeStdin(openPath, "{\"data\": \"eA==\"}");
+    assertThat(late.status()).isEqualTo(409);
+    assertThat(late.error().get("code").asText()).isEqualTo("stdin_closed");
+    assertThat(late.error().get("message").asText()).contains("closeStdin");
+    s.call(key, "POST", openPath + "/stop", null);
+
+    TestServer.Answer onExec =
+        s.call(
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/exec",
+            "{\"argv\": [\"true\"], \"keepStdinOpen\": true}");
+    assertThat(onExec.status()).isEqualTo(400);
+    assertThat(onExec.error().get("field").asText()).isEqualTo("keepStdinOpen");
+  }
+
+  @Test
+  void aStdinWriteWaitsForACommandThatDoesNotReadAndAnotherMeanwhileIsBusy() throws Exception {
+    TestServer.Answer started =
+        s.call(
+            key,
+            "POST",
+            "/v1/sandboxes/" + sandbox + "/commands",
+            "{\"shell\": \"while [ ! -e /tmp/stdin-go ]; do sleep 0.05; done; wc -c\","
+                + " \"keepStdinOpen\": true}");
+    assertThat(started.status()).as(started.text()).isEqualTo(201);
+    String path = "/v1/sandboxes/" + sandbox + "/commands/" + started.json().get("id").asText();
+    // two bodies near the 1 MiB JSON limit: more than the command's buffer, its pipe and the
+    // feeding thread's buffer hold together, so the second waits for the command to read
+    String big = "{\"data\": \"" + Base64.getEncoder().encodeToString(new byte[700_000]) + "\"}";
+    assertThat(writeStdin(path, big).status()).isEqualTo(204);
+    CompletableFuture<TestServer.Answer> waiting = new CompletableFuture<>();
+    Thread.ofVirtual()
+        .start(
+            () -> {
+              try {
+                waiting.complete(writeStdin(path, big));
+              } catch (Throwable e) {
+                waiting.completeExceptionally(e);
+              }
+            });
+    long written = 1_400_000;
+    while (true) {
+      TestServer.Answer tiny = writeStdin(path, "{\"data\": \"eA==\"}");
+      if (tiny.status() == 409) {
+        assertThat(tiny.error().get("code").asText()).isEqualTo("stdin_busy");
+        break;
+      }
+      assertThat(tiny.status()).as(tiny.text()).isEqualTo(204); // before the big one came
+      assertThat(waiting).as("a command that does not read holds the write back").isNotDone();
+      written++;
+      Thread.sleep(20); // a hang is ended by the test's default timeout
+    }
+    assertThat(waiting).isNotDone();
+    s.exec(key, sandbox, "{\"argv\": [\"touch\", \"/tmp/stdin-go\"]}");
+    assertThat(waiting.get(60, TimeUnit.SECONDS).status())
+        .as("once the command reads, the waiting write is answered")
+        .isEqualTo(204);
+    assertThat(writeStdin(path, "{\"eof\": true}").status()).isEqualTo(204);
+    StringBuilder out = new StringBuilder();
+    JsonNode state;
+    do {
+      Thread.sleep(20); // bounded by the test's default timeout
+      state = s.call(key, "GET", path, null).json();
+      out.append(new String(Base64.getDecoder().decode(state.get("stdout").asText())));
+    } while (state.get("running").asBoolean());
+    assertThat(out.toString().strip()).as("every byte arrived").isEqualTo(Long.toString(written));
+  }
+
+  private static TestServer.Answer writeStdin(String commandPath, String body) throws Exception {
+    return s.call(key, "POST", commandPath + "/stdin", body);
+  }
+
+  /** Polls a background command until its stdout so far is {@code expected}; its last state. */
+  private static JsonNode awaitStdout(String path, StringBuilder out, String expected)
+      throws Exception {
+    while (true) {
+      JsonNode state = s.call(key, "GET", path, null).json();
+      out.append(new String(Base64.getDecoder().decode(state.get("stdout").asText())));
+      assertThat(expected).as("stdout so far").startsWith(out.toString());
+      if (out.toString().equals(expected)) {
+        return state;
+      }
+      assertThat(state.get("running").asBoolean()).as("still running: " + out).isTrue();
+      Thread.sleep(20); // a hang is ended by the test's default timeout
+    }
+  }
+
+  private static String base64(String text) {
+    return Base64.getEncoder().encodeToString(text.getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Test
   void filesRoundTripStreamedAndReportErrors() throws Exception {
     String base = "/v1/sandboxes/" + sandbox + "/files";
     // 24 MiB, generated while sent: nothing holds it whole on the client either

@@ -22,8 +22,8 @@ class StrictInputTest {
 
   /**
    * For every route that reads a JSON body, a body that repeats one of its own fields: the second
-   * value must not silently win. {@code {id}} is a sandbox that does not exist: the body is refused
-   * before the sandbox is looked up.
+   * value must not silently win. {@code {id}} is a sandbox that does not exist ({@code {cid}} a
+   * command): the body is refused before the sandbox is looked up.
    */
   private static final Map<String, String> DUPLICATES =
       Map.of(
@@ -32,6 +32,7 @@ class StrictInputTest {
           "POST /v1/sandboxes/{id}/snapshots", "{\"name\": \"a\", \"name\": \"b\"}",
           "POST /v1/sandboxes/{id}/exec", "{\"argv\": [\"true\"], \"argv\": [\"false\"]}",
           "POST /v1/sandboxes/{id}/commands", "{\"argv\": [\"true\"], \"argv\": [\"false\"]}",
+          "POST /v1/sandboxes/{id}/commands/{cid}/stdin", "{\"data\": \"\", \"data\": \"eA==\"}",
           "POST /v1/sandboxes/{id}/files/mkdir", "{\"path\": \"a\", \"path\": \"b\"}",
           "POST /v1/sandboxes/{id}/files/remove", "{\"path\": \"a\", \"path\": \"b\"}",
           "POST /v1/sandboxes/{id}/files/rename",
@@ -65,7 +66,11 @@ class StrictInputTest {
       for (Map.Entry<String, String> e : DUPLICATES.entrySet()) {
         String route = e.getKey();
         String method = route.substring(0, route.indexOf(' '));
-        String path = route.substring(method.length() + 1).replace("{id}", "nosuchsandbox");
+        String path =
+            route
+                .substring(method.length() + 1)
+                .replace("{id}", "nosuchsandbox")
+                .replace("{cid}", "nosuchcommand");
         TestServer.Answer a = s.call(key, method, path, e.getValue());
         assertThat(a.status()).as(route + ": " + a.text()).isEqualTo(400);
         assertThat(a.error().get("code").asText()).isEqualTo("invalid_request");

@@ -31,6 +31,7 @@ class TenancyTest {
       Map.of(
           "POST /v1/sandboxes/{id}/exec", "{\"argv\": [\"touch\", \"/tmp/other-was-here\"]}",
           "POST /v1/sandboxes/{id}/commands", "{\"argv\": [\"touch\", \"/tmp/other-was-here\"]}",
+          "POST /v1/sandboxes/{id}/commands/{cid}/stdin", "{\"data\": \"eA==\", \"eof\": true}",
           "POST /v1/sandboxes/{id}/fork", "{}",
           "POST /v1/sandboxes/{id}/snapshots", "{\"name\": \"stolen\"}",
           "POST /v1/sandboxes/{id}/files/mkdir", "{\"path\": \"other\"}",

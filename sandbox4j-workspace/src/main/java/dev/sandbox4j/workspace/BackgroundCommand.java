@@ -14,7 +14,8 @@ import java.util.concurrent.TimeoutException;
 
 /**
  * A command running in the background of a workspace: its output is collected as it arrives and
- * taken in pieces, its status polled, and it is stopped politely or killed.
+ * taken in pieces, its stdin can be written while it runs, its status polled, and it is stopped
+ * politely or killed.
  *
  * <p>Started by {@link Workspace#start(Command, RunOptions)}. The command runs under {@code setsid}
  * in the workspace, so {@link #stop(Duration)} can send SIGTERM to its process group first; {@link
@@ -23,6 +24,17 @@ import java.util.concurrent.TimeoutException;
  * Output} says how many. The output limit of the options does not apply (a server may log for
  * days); the deadline does.
  *
+ * <p>stdin is that of the options: EOF by default, or the bytes or stream they give, then EOF.
+ * Started with {@link RunOptions.Builder#keepStdinOpen(boolean) keepStdinOpen(true)}, the command's
+ * stdin stays open after those bytes (a REPL, a server that reads commands): {@link #writeStdin}
+ * feeds it while it runs, in order, each write reaching the command as soon as it reads, and {@link
+ * #closeStdin()} gives it EOF once it has read everything written. Written bytes wait in a buffer
+ * of {@link #MAX_PENDING_STDIN_BYTES}; a write that does not fit waits for the command to read
+ * (back-pressure, as a pipe does), until the command ends (the deadline of the options ends it) or
+ * the writer is interrupted. A write after the command closed its own stdin fails too, as nothing
+ * would read it (over a remote workspace the server notices that, not the client: such bytes are
+ * dropped there until the command ends).
+ *
  * <p>The command belongs to this JVM: if the JVM exits, the command keeps running in the workspace,
  * but nothing collects its output any more. Thread-safe.
  */
@@ -30,6 +42,9 @@ public final class BackgroundCommand {
 
   /** Output kept per stream until taken. */
   public static final int MAX_PENDING_BYTES = 1 << 20;
+
+  /** Written stdin kept until the command reads it; a write waits while this much is pending. */
+  public static final int MAX_PENDING_STDIN_BYTES = 1 << 20;
 
   private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -78,26 +93,36 @@ public final class BackgroundCommand {
   private final PendingBytes stdout = new PendingBytes();
   private final PendingBytes stderr = new PendingBytes();
   private final CompletableFuture<Integer> exit = new CompletableFuture<>();
+  private final StdinFeed stdin; // null unless started with keepStdinOpen
   private volatile Thread runner;
 
-  private BackgroundCommand(Workspace workspace, Command command) {
+  private BackgroundCommand(Workspace workspace, Command command, StdinFeed stdin) {
     this.id = Long.toString(RANDOM.nextLong() & Long.MAX_VALUE, 36);
     this.command = command;
     this.workspace = workspace;
     this.pidFile = "/tmp/.sandbox4j-bg-" + id + ".pid";
+    this.stdin = stdin;
   }
 
   static BackgroundCommand start(Workspace workspace, Command command, RunOptions options) {
-    BackgroundCommand bg = new BackgroundCommand(workspace, command);
+    StdinFeed feed =
+        options.keepStdinOpen()
+            ? new StdinFeed(options.stdin().orElse(null), MAX_PENDING_STDIN_BYTES)
+            : null;
+    BackgroundCommand bg = new BackgroundCommand(workspace, command, feed);
     List<String> argv = new ArrayList<>(List.of("/bin/sh", "-c", LAUNCHER, "sh", bg.pidFile));
     argv.addAll(command.toArgv());
-    RunOptions background =
+    RunOptions.Builder builder =
         options.toBuilder()
             .outputLimit(Long.MAX_VALUE)
             .retainOutput(false)
+            .keepStdinOpen(false)
             .onStdout(chunk -> bg.deliver(bg.stdout, chunk, options.onStdout()))
-            .onStderr(chunk -> bg.deliver(bg.stderr, chunk, options.onStderr()))
-            .build();
+            .onStderr(chunk -> bg.deliver(bg.stderr, chunk, options.onStderr()));
+    if (feed != null) {
+      builder.stdin(feed);
+    }
+    RunOptions background = builder.build();
     workspace.open(); // create or attach before returning, so failures surface here
     bg.runner =
         Thread.ofVirtual()
@@ -105,16 +130,37 @@ public final class BackgroundCommand {
             .start(
                 () -> {
                   try {
-                    bg.exit.complete(workspace.run(Command.argv(argv), background).exitCode());
-                  } catch (CancellationException killed) {
-                    bg.exit.complete(137); // SIGKILL, as a shell reports it
-                  } catch (RuntimeException e) {
-                    bg.exit.completeExceptionally(e);
+                    bg.runToEnd(argv, background);
                   } finally {
+                    if (feed != null) {
+                      feed.end(); // also after an Error: no writer waits forever
+                    }
                     bg.removePidFile();
                   }
                 });
     return bg;
+  }
+
+  private void runToEnd(List<String> argv, RunOptions background) {
+    int code = 0;
+    RuntimeException failure = null;
+    try {
+      code = workspace.run(Command.argv(argv), background).exitCode();
+    } catch (CancellationException killed) {
+      code = 137; // SIGKILL, as a shell reports it
+    } catch (RuntimeException e) {
+      failure = e;
+    }
+    if (stdin != null) {
+      // before the end is known: once await() returns, a write fails because the command ended,
+      // and a writer waiting for room fails now
+      stdin.end();
+    }
+    if (failure == null) {
+      exit.complete(code);
+    } else {
+      exit.completeExceptionally(failure);
+    }
   }
 
   private void deliver(PendingBytes to, byte[] chunk, java.util.function.Consumer<byte[]> also) {
@@ -130,6 +176,73 @@ public final class BackgroundCommand {
   /** The command as given. */
   public Command command() {
     return command;
+  }
+
+  /**
+   * Writes {@code bytes} to the command's stdin; they reach it in order, after everything written
+   * before. Returns once they are buffered, not once the command has read them (a command that ends
+   * meanwhile never does); waits while {@link #MAX_PENDING_STDIN_BYTES} are pending. Concurrent
+   * writes do not interleave. If the command ends while a write waits, some of its bytes may have
+   * been read.
+   *
+   * @throws IllegalStateException if the command was not started with {@link
+   *     RunOptions.Builder#keepStdinOpen(boolean) keepStdinOpen(true)}, if {@link #closeStdin()}
+   *     was called, if the command has ended (before or during the write), or if it closed its
+   *     stdin; the message says which
+   * @throws InterruptedException if interrupted while waiting for room (some bytes may have been
+   *     written)
+   */
+  public void writeStdin(byte[] bytes) throws InterruptedException {
+    java.util.Objects.requireNonNull(bytes, "bytes");
+    StdinFeed.Refusal refused = openStdin("write to").write(bytes); // it copies what it keeps
+    if (refused != null) {
+      throw refusal(refused);
+    }
+  }
+
+  /** Writes {@code text} to the command's stdin as UTF-8; see {@link #writeStdin(byte[])}. */
+  public void writeStdin(String text) throws InterruptedException {
+    java.util.Objects.requireNonNull(text, "text");
+    writeStdin(text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+  }
+
+  /**
+   * Closes the command's stdin: it reads what was written, then EOF. Returns at once. Closing
+   * twice, or once the command has ended, does nothing.
+   *
+   * @throws IllegalStateException if the command was not started with {@link
+   *     RunOptions.Builder#keepStdinOpen(boolean) keepStdinOpen(true)}
+   */
+  public void closeStdin() {
+    openStdin("close").closeForWriting();
+  }
+
+  private StdinFeed openStdin(String verb) {
+    if (stdin == null) {
+      throw new IllegalStateException(
+          "cannot "
+              + verb
+              + " the stdin of background command "
+              + id
+              + ": it was started without RunOptions.Builder.keepStdinOpen(true), so its stdin"
+              + " was only what the options gave, then EOF");
+    }
+    return stdin;
+  }
+
+  private IllegalStateException refusal(StdinFeed.Refusal refused) {
+    String why =
+        switch (refused) {
+          case CLOSED -> "closeStdin() was called";
+          case UNREAD -> "the command no longer reads its stdin: it closed it, or it is ending";
+          case ENDED ->
+              "the command has ended"
+                  + (exitCode().isPresent()
+                      ? " (exit code " + exitCode().getAsInt() + ")"
+                      : failure().map(f -> " (" + f.getMessage() + ")").orElse(""));
+        };
+    return new IllegalStateException(
+        "cannot write to the stdin of background command " + id + ": " + why);
   }
 
   /** Whether the command still runs. */

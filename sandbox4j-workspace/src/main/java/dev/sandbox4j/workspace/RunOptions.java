@@ -13,8 +13,8 @@ import java.util.function.Consumer;
  * How to run one command: extra environment, deadline, stdin, output callbacks and output limit.
  *
  * <p>Defaults: no extra env, no timeout, stdin at EOF, no callbacks, a combined output limit of
- * {@value #DEFAULT_OUTPUT_LIMIT} bytes (10 MiB). Instances are immutable; a stdin {@link
- * InputStream} can be consumed by one run only, stdin bytes by any number.
+ * {@value #DEFAULT_OUTPUT_LIMIT} bytes (10 MiB), stdin not kept open. Instances are immutable; a
+ * stdin {@link InputStream} can be consumed by one run only, stdin bytes by any number.
  *
  * <p>Output callbacks are called from a backend thread, in order per stream, with chunks the
  * callback may keep; they must not block for long, since they hold up reading the command's output.
@@ -37,6 +37,7 @@ public final class RunOptions {
   private final Consumer<byte[]> onStderr;
   private final long outputLimit;
   private final boolean retainOutput;
+  private final boolean keepStdinOpen;
 
   private RunOptions(Builder b) {
     this.env = Map.copyOf(b.env);
@@ -47,6 +48,7 @@ public final class RunOptions {
     this.onStderr = b.onStderr;
     this.outputLimit = b.outputLimit;
     this.retainOutput = b.retainOutput;
+    this.keepStdinOpen = b.keepStdinOpen;
   }
 
   /** Options with every default. */
@@ -75,6 +77,7 @@ public final class RunOptions {
     b.onStderr = onStderr;
     b.outputLimit = outputLimit;
     b.retainOutput = retainOutput;
+    b.keepStdinOpen = keepStdinOpen;
     return b;
   }
 
@@ -123,6 +126,16 @@ public final class RunOptions {
     return retainOutput;
   }
 
+  /**
+   * Whether a command started with {@link Workspace#start} keeps its stdin open after the stdin of
+   * these options (default false): then {@link BackgroundCommand#writeStdin} feeds it while it runs
+   * and {@link BackgroundCommand#closeStdin} gives it EOF. {@link Workspace#run} rejects options
+   * that say so, since nothing could write to the command before it returns.
+   */
+  public boolean keepStdinOpen() {
+    return keepStdinOpen;
+  }
+
   /** Builds {@link RunOptions}; every setter validates its argument and names it on error. */
   public static final class Builder {
     private final Map<String, String> env = new LinkedHashMap<>();
@@ -133,6 +146,7 @@ public final class RunOptions {
     private Consumer<byte[]> onStderr = chunk -> {};
     private long outputLimit = DEFAULT_OUTPUT_LIMIT;
     private boolean retainOutput = true;
+    private boolean keepStdinOpen;
 
     private Builder() {}
 
@@ -223,6 +237,15 @@ public final class RunOptions {
     /** Whether the result keeps the output; see {@link RunOptions#retainOutput()}. */
     public Builder retainOutput(boolean retain) {
       this.retainOutput = retain;
+      return this;
+    }
+
+    /**
+     * Whether a background command's stdin stays open for {@link BackgroundCommand#writeStdin}; see
+     * {@link RunOptions#keepStdinOpen()}.
+     */
+    public Builder keepStdinOpen(boolean keep) {
+      this.keepStdinOpen = keep;
       return this;
     }
 

@@ -2,7 +2,9 @@ package dev.sandbox4j.workspace;
 
 /**
  * A backend that runs commands. See the contract in {@link dev.sandbox4j.workspace}: argv or {@code
- * sh -c}, stdin at EOF unless given, 127/126 for missing/non-executable programs, the deadline and
+ * sh -c}, stdin at EOF unless given and streamed as its source yields bytes (a background command's
+ * {@link BackgroundCommand#writeStdin} must reach the command while it runs, so never read the
+ * whole source before starting), 127/126 for missing/non-executable programs, the deadline and
  * output limit kill every process the command started, and a background child holding the output
  * pipe does not block the return.
  */

@@ -132,6 +132,11 @@ public final class Workspace {
     if (readOnly) {
       throw new WorkspaceReadOnlyException("the workspace is read-only: commands are not allowed");
     }
+    if (options.keepStdinOpen()) {
+      throw new IllegalArgumentException(
+          "keepStdinOpen is for Workspace.start: nothing could write to the stdin of a command that"
+              + " run() waits for");
+    }
     if (!(backend instanceof SupportsCommands commands)) {
       throw new UnsupportedOperationException(backend.getClass().getName() + " runs no commands");
     }

@@ -27,9 +27,10 @@
  *       explicit and idempotent. A command running when its workspace is destroyed fails with
  *       unavailable.
  *   <li><b>Commands.</b> An argv list or an explicit shell string ({@code /bin/sh -c}). stdin is at
- *       EOF unless given. A missing program exits 127, a non-executable one 126. A non-zero exit is
- *       a result, not an error. Output is bytes; text views decode invalid UTF-8 as U+FFFD. Output
- *       is never silently truncated.
+ *       EOF unless given; a stdin source reaches the command as it yields bytes, so a background
+ *       command can be written to while it runs. A missing program exits 127, a non-executable one
+ *       126. A non-zero exit is a result, not an error. Output is bytes; text views decode invalid
+ *       UTF-8 as U+FFFD. Output is never silently truncated.
  *   <li><b>Deadlines.</b> A timeout's clock starts after the workspace is acquired. On timeout or
  *       cancellation every process the command started is killed (also those that called {@code
  *       setsid} or daemonized), the workspace stays up, and a timeout carries the partial

@@ -18,6 +18,10 @@ class RunOptionsTest {
     assertThat(d.timeout()).isEmpty();
     assertThat(d.stdin()).isEmpty();
     assertThat(d.outputLimit()).isEqualTo(10L * 1024 * 1024);
+    assertThat(d.keepStdinOpen()).isFalse();
+    assertThat(RunOptions.builder().keepStdinOpen(true).build().toBuilder().build().keepStdinOpen())
+        .as("toBuilder keeps keepStdinOpen")
+        .isTrue();
   }
 
   @Test

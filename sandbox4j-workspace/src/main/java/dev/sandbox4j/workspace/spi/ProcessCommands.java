@@ -20,8 +20,10 @@ import java.util.concurrent.TimeoutException;
  * Runs a local {@link Process} the way the workspace contract requires.
  *
  * <ul>
- *   <li>stdin is fed from {@link RunOptions#stdin()} on its own thread, or closed at once (EOF); a
- *       source that fails kills the command rather than ending its input early;
+ *   <li>stdin is fed from {@link RunOptions#stdin()} on its own thread, or closed at once (EOF);
+ *       each read from the source reaches the command at once (a source that yields bytes as they
+ *       are written streams them); a source that fails kills the command rather than ending its
+ *       input early;
  *   <li>stdout and stderr are read on two threads, passed to the callbacks and kept;
  *   <li>past the deadline, on interruption of the calling thread, or past the output limit, the
  *       backend's {@link TreeKiller} runs and the matching exception is thrown;
@@ -311,6 +313,9 @@ public final class ProcessCommands {
                     break;
                   }
                   toProcess.write(buffer, 0, n);
+                  // the JDK buffers a process's stdin: without a flush, a short write would wait
+                  // for 8 KiB more, or EOF, and a REPL fed a line at a time would never answer
+                  toProcess.flush();
                 }
                 toProcess.close();
               } catch (IOException e) {

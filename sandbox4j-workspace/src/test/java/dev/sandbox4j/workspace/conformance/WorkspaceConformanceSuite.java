@@ -43,6 +43,7 @@ import java.util.Random;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -106,6 +107,22 @@ public abstract class WorkspaceConformanceSuite {
    */
   protected boolean isolatesFromHost() {
     return true;
+  }
+
+  /** Takes a background command's stdout into {@code out} until it is {@code expected}. */
+  private static void awaitStdout(BackgroundCommand command, StringBuilder out, String expected)
+      throws InterruptedException {
+    long end = System.nanoTime() + HANG_BOUND.toNanos();
+    while (!out.toString().equals(expected)) {
+      assertThat(out.toString())
+          .as("stdout so far")
+          .isEqualTo(expected.substring(0, Math.min(expected.length(), out.length())));
+      assertThat(System.nanoTime())
+          .as("the background command did not answer: " + out + "; " + command)
+          .isLessThan(end);
+      out.append(command.takeOutput().stdoutText());
+      Thread.sleep(10);
+    }
   }
 
   /** Wraps a backend; a subclass may restrict what the workspace sees of it. */
@@ -740,6 +757,136 @@ public abstract class WorkspaceConformanceSuite {
       assertThat(output.stdoutText()).isEqualTo("hi\n");
       assertThat(output.stderrText()).isEqualTo("err\n");
       assertThat(quick.takeOutput().stdout()).as("output is taken once").isEmpty();
+    }
+
+    @Test
+    @DisplayName(
+        "background stdin: each write reaches the running command at once, in order; close is EOF")
+    void backgroundStdinStreams() throws Exception {
+      Workspace ws = newWorkspace();
+      BackgroundCommand repl =
+          ws.start(
+              Command.shell("while read l; do echo \"got $l\"; done; echo eof"),
+              RunOptions.builder()
+                  .stdin("first\n".getBytes(StandardCharsets.UTF_8))
+                  .keepStdinOpen(true)
+                  .build());
+      StringBuilder out = new StringBuilder();
+      awaitStdout(repl, out, "got first\n");
+      assertThat(repl.isRunning())
+          .as("with keepStdinOpen, the stdin of the options comes first and stdin stays open")
+          .isTrue();
+      repl.writeStdin("one\n");
+      awaitStdout(repl, out, "got first\ngot one\n");
+      assertThat(repl.isRunning()).as("a line written is answered while the command runs").isTrue();
+      repl.writeStdin("two\n".getBytes(StandardCharsets.UTF_8));
+      awaitStdout(repl, out, "got first\ngot one\ngot two\n");
+      repl.closeStdin();
+      assertThat(repl.await(HANG_BOUND)).as("closeStdin gives the command EOF").isTrue();
+      assertThat(repl.exitCode()).hasValue(0);
+      out.append(repl.takeOutput().stdoutText());
+      assertThat(out.toString()).isEqualTo("got first\ngot one\ngot two\neof\n");
+      repl.closeStdin(); // closing twice, or once ended, does nothing
+      assertThatThrownBy(() -> repl.writeStdin("late\n"))
+          .as("writing after closeStdin is an error that says so")
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("closeStdin() was called");
+    }
+
+    @Test
+    @DisplayName(
+        "background stdin: writing to an ended command, or one started without it, is an error")
+    void backgroundStdinErrors() throws Exception {
+      Workspace ws = newWorkspace();
+      BackgroundCommand once =
+          ws.start(
+              Command.shell("read l; echo \"got $l\""),
+              RunOptions.builder().keepStdinOpen(true).build());
+      once.writeStdin("x\n");
+      assertThat(once.await(HANG_BOUND)).isTrue();
+      assertThat(once.takeOutput().stdoutText()).isEqualTo("got x\n");
+      assertThatThrownBy(() -> once.writeStdin("y\n"))
+          .as("writing after the command ended is an error that says so")
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("has ended (exit code 0)");
+
+      BackgroundCommand plain = ws.start(Command.shell("cat; echo done"), RunOptions.defaults());
+      assertThat(plain.await(HANG_BOUND)).as("without keepStdinOpen, stdin is at EOF").isTrue();
+      assertThat(plain.takeOutput().stdoutText()).isEqualTo("done\n");
+      assertThatThrownBy(() -> plain.writeStdin("x"))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("keepStdinOpen(true)");
+      assertThatThrownBy(plain::closeStdin)
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("keepStdinOpen(true)");
+      assertThatThrownBy(
+              () -> ws.run(Command.shell("cat"), RunOptions.builder().keepStdinOpen(true).build()))
+          .as("run() waits for the command: nothing could write to its stdin")
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("keepStdinOpen is for Workspace.start");
+    }
+
+    @Test
+    @DisplayName("background stdin: a write waits while the command does not read; nothing is lost")
+    void backgroundStdinBackPressure() throws Exception {
+      Workspace ws = newWorkspace();
+      BackgroundCommand late =
+          ws.start(
+              Command.shell("while [ ! -e go ]; do sleep 0.05; done; wc -c"),
+              RunOptions.builder().keepStdinOpen(true).build());
+      // far more than every buffer on the way holds (the command's own, a pipe's, a socket's)
+      byte[] flood = new byte[32 * BackgroundCommand.MAX_PENDING_STDIN_BYTES];
+      CompletableFuture<Throwable> writer = new CompletableFuture<>();
+      Thread t =
+          Thread.ofVirtual()
+              .start(
+                  () -> {
+                    try {
+                      late.writeStdin(flood);
+                      writer.complete(null);
+                    } catch (Throwable e) {
+                      writer.complete(e);
+                    }
+                  });
+      long end = System.nanoTime() + HANG_BOUND.toNanos();
+      while (t.getState() != Thread.State.WAITING && !writer.isDone()) {
+        assertThat(System.nanoTime()).as("the writer never waited").isLessThan(end);
+        Thread.sleep(10);
+      }
+      assertThat(writer.isDone())
+          .as("a command that does not read holds the writer back; nothing piles up in memory")
+          .isFalse();
+      ws.writeText("go", "");
+      assertThat(writer.get(HANG_BOUND.toSeconds(), TimeUnit.SECONDS))
+          .as("once the command reads, the write completes")
+          .isNull();
+      late.closeStdin();
+      assertThat(late.await(HANG_BOUND)).isTrue();
+      assertThat(late.takeOutput().stdoutText().strip())
+          .as("every byte written arrives")
+          .isEqualTo(Integer.toString(flood.length));
+    }
+
+    @Test
+    @DisplayName(
+        "background stdin: a write waiting for a command that does not read ends with its deadline")
+    void backgroundStdinWaitEndsWithTheDeadline() throws Exception {
+      Workspace ws = newWorkspace();
+      BackgroundCommand deaf =
+          ws.start(
+              Command.shell("exec sleep 300"),
+              RunOptions.builder().keepStdinOpen(true).timeout(Duration.ofSeconds(1)).build());
+      // far more than every buffer on the way holds: the write cannot complete
+      byte[] flood = new byte[32 * BackgroundCommand.MAX_PENDING_STDIN_BYTES];
+      assertThatThrownBy(() -> deaf.writeStdin(flood))
+          .as("the deadline ends the command, and with it the write that waits for it")
+          .isInstanceOf(IllegalStateException.class)
+          // which of the two the writer learns first depends on who notices first: the command's
+          // end, or the backend's stdin feeder that stops reading when it ends
+          .hasMessageMatching(".*(has ended|no longer reads its stdin).*");
+      // the write fails a moment before the end is known
+      assertThat(deaf.await(HANG_BOUND)).isTrue();
+      assertThat(deaf.failure()).get().isInstanceOf(WorkspaceTimeoutException.class);
     }
 
     @Test
