@@ -24,7 +24,7 @@ final class CommandsAndFiles {
     Workspace again = Workspace.of(provider.backend(ref).orElseThrow());
     // [/refs]
     try {
-      return commands(ws) + "\n" + background(ws) + "\n" + files(again);
+      return commands(ws) + "\n" + background(ws) + "\n" + interactive(ws) + "\n" + files(again);
     } finally {
       provider.destroy(ref);
     }
@@ -57,6 +57,22 @@ final class CommandsAndFiles {
     server.stop(Duration.ofSeconds(5)); // SIGTERM to its group, then kill all
     // [/background-commands]
     return "server stopped: " + !server.isRunning() + " " + (out.droppedBytes() == 0);
+  }
+
+  private static String interactive(Workspace ws) throws InterruptedException {
+    // [interactive]
+    BackgroundCommand repl =
+        ws.start(
+            Command.shell("while read l; do echo \"got $l\"; done; echo eof"),
+            RunOptions.builder().keepStdinOpen(true).build());
+    repl.writeStdin("one\n"); // reaches the command at once; its answer comes as output
+    String answer = repl.takeOutput().stdoutText(); // "got one\n" once it has answered
+    repl.writeStdin("two\n");
+    repl.closeStdin(); // EOF after everything written: it prints eof and exits 0
+    // [/interactive]
+    repl.await(Duration.ofSeconds(60));
+    String rest = repl.takeOutput().stdoutText();
+    return "repl said: " + (answer + rest).replace('\n', ' ').strip() + " " + repl.exitCode();
   }
 
   private static String files(Workspace ws) {

@@ -18,7 +18,8 @@ class UserGuideTest {
   void aWorkspaceRunsCommandsAndBackgroundCommandsAndHasFiles() throws InterruptedException {
     Prerequisites.requireLocalSandboxes();
     assertEquals(
-        "python3 - printed 42\nserver stopped: true true\nprint('hi') 4 1 false",
+        "python3 - printed 42\nserver stopped: true true\n"
+            + "repl said: got one got two eof OptionalInt[0]\nprint('hi') 4 1 false",
         CommandsAndFiles.run(new LocalSandbox()));
   }
 
