@@ -168,6 +168,9 @@ final class Json {
     if (type == boolean.class || type == Boolean.class) {
       return "true or false";
     }
+    if (type == byte[].class) {
+      return "a base64 string"; // how Jackson reads bytes
+    }
     if (type.isArray() || java.util.Collection.class.isAssignableFrom(type)) {
       return "an array";
     }

@@ -50,6 +50,17 @@ class StrictInputTest {
           "POST /v1/sandboxes/{id}/commands/{cid}/stop",
           "PUT /v1/sandboxes/{id}/files/content"); // raw bytes
 
+  /**
+   * The path of {@code route} ("METHOD /v1/…") with a sandbox and a command that do not exist: a
+   * body is refused before either is looked up.
+   */
+  private static String pathOf(String route) {
+    return route
+        .substring(route.indexOf(' ') + 1)
+        .replace("{id}", "nosuchsandbox")
+        .replace("{cid}", "nosuchcommand");
+  }
+
   @Test
   void aDuplicateKeyInAnyJsonBodyIsRefusedNamingIt() throws Exception {
     try (TestServer s = new TestServer(data)) {
@@ -66,11 +77,7 @@ class StrictInputTest {
       for (Map.Entry<String, String> e : DUPLICATES.entrySet()) {
         String route = e.getKey();
         String method = route.substring(0, route.indexOf(' '));
-        String path =
-            route
-                .substring(method.length() + 1)
-                .replace("{id}", "nosuchsandbox")
-                .replace("{cid}", "nosuchcommand");
+        String path = pathOf(route);
         TestServer.Answer a = s.call(key, method, path, e.getValue());
         assertThat(a.status()).as(route + ": " + a.text()).isEqualTo(400);
         assertThat(a.error().get("code").asText()).isEqualTo("invalid_request");
@@ -93,7 +100,7 @@ class StrictInputTest {
       for (Map.Entry<String, String> e : DUPLICATES.entrySet()) {
         String route = e.getKey();
         String method = route.substring(0, route.indexOf(' '));
-        String path = route.substring(method.length() + 1).replace("{id}", "nosuchsandbox");
+        String path = pathOf(route);
         String field = e.getValue().substring(2, e.getValue().indexOf('"', 2));
         Map<String, String> bodies =
             Map.of(
