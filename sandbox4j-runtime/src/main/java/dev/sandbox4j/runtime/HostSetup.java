@@ -5,6 +5,7 @@ import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.linux.Mounts;
+import dev.sandbox4j.runtime.internal.net.ForwardingFirewall;
 import dev.sandbox4j.runtime.internal.net.NetworkTools;
 import dev.sandbox4j.runtime.internal.oci.Criu;
 import dev.sandbox4j.runtime.internal.oci.FixedCrun;
@@ -69,6 +70,7 @@ public final class HostSetup {
     checks.add(Mounts.favorDynmods(mounts, System.getProperty("os.version")));
     checks.add(openFiles());
     checks.add(NetworkTools.check());
+    checks.add(ForwardingFirewall.check());
     checks.add(stateDirectory(home));
     checks.add(SandboxDisk.check(home, SandboxDisk.defaultReserve(home)));
     checks.add(defaultImage(home));
@@ -83,9 +85,10 @@ public final class HostSetup {
    * the installed crun is older than 1.9 or lacks CRIU (about a minute each, with build
    * dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup v2
    * hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, remounts the cgroup
-   * v2 hierarchy with {@code favordynmods}, creates {@code home}, makes the ext4 template of the
-   * default sandbox disk and mounts again the sandbox disks a reboot unmounted. Idempotent: on a
-   * prepared host it changes nothing. Mounts do not survive a reboot; run it again after one.
+   * v2 hierarchy with {@code favordynmods}, lets sandboxes' packets past a DROP forwarding policy
+   * (Docker's; see {@link ForwardingFirewall}), creates {@code home}, makes the ext4 template of
+   * the default sandbox disk and mounts again the sandbox disks a reboot unmounted. Idempotent: on
+   * a prepared host it changes nothing. Mounts do not survive a reboot; run it again after one.
    *
    * @return the checks after the fixes, as {@link #check} reports them
    * @throws WorkspaceException if this is not Linux or not root, before changing anything
@@ -141,6 +144,14 @@ public final class HostSetup {
           "remounting the cgroup v2 hierarchy with favordynmods (fast cgroup moves): "
               + dynmods.fix());
       runAndReport(List.of("sh", "-c", dynmods.fix()), progress);
+    }
+
+    try {
+      for (String added : ForwardingFirewall.ensureAccepted()) {
+        progress.accept("letting sandboxes' packets past a DROP forwarding policy: " + added);
+      }
+    } catch (WorkspaceException e) {
+      progress.accept("  forwarding rules: failed: " + e.getMessage());
     }
 
     Path dir = home.toAbsolutePath().normalize();

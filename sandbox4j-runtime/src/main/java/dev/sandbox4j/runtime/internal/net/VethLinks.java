@@ -155,6 +155,13 @@ final class VethLinks {
         Files.writeString(forward, "1");
       }
       forwarding = true;
+      try {
+        ForwardingFirewall.ensureAccepted(); // Docker's DROP policy, see there
+      } catch (WorkspaceException e) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "sandboxes' forwarded packets may be dropped by another firewall: " + e.getMessage());
+      }
     } catch (IOException e) {
       throw new WorkspaceException("cannot enable IPv4 forwarding (" + forward + "): " + e, e);
     }
