@@ -48,11 +48,11 @@ record SandboxShape(
           disk != null ? disk : SandboxDisk.Limit.DEFAULT);
     }
     Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
-    Optional<Image> found = saved.isPresent() ? images.find(snapshot) : Optional.empty();
+    Optional<Image> found = images.find(snapshot);
     if (saved.isEmpty() || found.isEmpty()) {
       // A snapshot exists once its manifest is published, the last step of its save: never wait
       // for a save here, whose end nobody can promise (it copies a whole writable layer).
-      if (saved.isEmpty() && images.find(snapshot).isPresent()) {
+      if (saved.isEmpty() && found.isPresent()) {
         throw new WorkspaceUnavailableException(
             "image '" + snapshot + "' is not a snapshot: use Builder.image for images");
       }
