@@ -102,22 +102,27 @@ public final class Checkpoints {
     require(engine);
     List<String> notCarried = notCarried(engine, id);
     prepare(images);
-    OciRuntime runtime = engine.runtime();
-    runtime.pause(id);
+    // Frozen by the engine, as for hibernate: its bounded freeze finishes where a single write to
+    // the v1 freezer can stay FREEZING (Freezer)
+    Freezer.freeze(engine.cgroups(), id);
     long start = System.nanoTime();
     Duration took;
     try {
-      outOfVfork(engine, id, () -> runtime.resume(id), () -> runtime.pause(id));
+      outOfVfork(
+          engine,
+          id,
+          () -> Freezer.thaw(engine.cgroups(), id),
+          () -> Freezer.freeze(engine.cgroups(), id));
       engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
       try {
-        checkpoint(runtime, id, images, true);
+        checkpoint(engine.runtime(), id, images, true);
       } finally {
         engine.attachNetwork(id, engine.dir(id).resolve("bundle"));
       }
       took = Duration.ofNanos(System.nanoTime() - start);
       whileFrozen.run();
     } finally {
-      runtime.resume(id);
+      Freezer.thaw(engine.cgroups(), id);
     }
     return new Dump(images, size(images), took, notCarried);
   }

@@ -178,20 +178,10 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
     }
   }
 
-  /** Freezes every process of the container. */
-  public void pause(String id) {
-    HostCommand.check(base("pause", id));
-  }
-
-  /** Thaws a paused container. */
-  public void resume(String id) {
-    HostCommand.check(base("resume", id));
-  }
-
   /**
    * {@code crun checkpoint}: CRIU dumps every process of the container into {@code images}, its log
-   * into {@code work/dump.log}; with {@code leaveRunning} the processes go on (a paused container
-   * stays paused), else they are killed. {@code env} is CRIU's environment (see {@link
+   * into {@code work/dump.log}; with {@code leaveRunning} the processes go on (a frozen container
+   * stays frozen), else they are killed. {@code env} is CRIU's environment (see {@link
    * Checkpoints}).
    */
   public void checkpoint(
