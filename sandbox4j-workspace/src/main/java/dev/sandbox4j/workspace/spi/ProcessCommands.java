@@ -166,6 +166,34 @@ public final class ProcessCommands {
   }
 
   /**
+   * Drives a process that this JVM did not start as a local child (a Docker exec, say) to
+   * completion, by the rules of {@link #run(ProcessBuilder, RunOptions, long, KillerFactory)}:
+   * {@code process} gives the command's stdin ({@link Process#getOutputStream}, whose close must be
+   * the command's EOF) and its exit ({@link Process#onExit}, {@link Process#exitValue}); {@code
+   * stdout} and {@code stderr} are its output. Once the run is over both streams are closed, which
+   * must end whatever feeds them; output a background child writes later is the backend's to drop.
+   *
+   * @param clockStartNanos {@link System#nanoTime()} when the workspace was acquired
+   * @param killer kills every process the command started
+   */
+  public static CommandResult await(
+      Process process,
+      InputStream stdout,
+      InputStream stderr,
+      RunOptions options,
+      long clockStartNanos,
+      TreeKiller killer) {
+    OutputCollector output =
+        new OutputCollector(
+            options.outputLimit(), options.retainOutput(), options.onStdout(), options.onStderr());
+    try {
+      return await(process, stdout, stderr, output, options, clockStartNanos, killer);
+    } finally {
+      output.stopReading();
+    }
+  }
+
+  /**
    * Once the run is over: gives each pipe a background child still holds to a drainer, then ends
    * this JVM's readers and closes its descriptors. If the drainer cannot start, the pipe simply
    * loses its reader (the child's next write fails with EPIPE): never an unbounded cost here.

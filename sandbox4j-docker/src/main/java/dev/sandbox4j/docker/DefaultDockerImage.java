@@ -1,0 +1,157 @@
+package dev.sandbox4j.docker;
+
+import com.github.dockerjava.api.exception.NotFoundException;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Consumer;
+import java.util.stream.Stream;
+
+/**
+ * Sandbox4j's default image in the daemon: the engine's own default image (one recipe, built once
+ * with mmdebstrap by {@code sandbox4j setup} or on first use), imported from this machine's image
+ * store as {@code sandbox4j/default:<its layer id>}, so that nothing is pulled from a registry and
+ * both backends run the same files. The store's layer is owned by the sandboxes' shifted ids
+ * ({@link Image#UID_SHIFT}); GNU tar maps them back while it packs the layer.
+ */
+final class DefaultDockerImage {
+  static final String REPOSITORY = "sandbox4j/default";
+
+  private static final List<String> CHANGES =
+      List.of(
+          "USER sandbox",
+          "WORKDIR /home/sandbox",
+          "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "ENV USER=sandbox",
+          "ENV LANG=C.UTF-8",
+          "LABEL dev.sandbox4j.image=default");
+
+  private DefaultDockerImage() {}
+
+  /** The default image's name in {@code daemon}, imported first if the daemon lacks it. */
+  static synchronized String ensure(Daemon daemon, Consumer<String> progress) {
+    Path home = localHome();
+    ImageStore store = new ImageStore(home.resolve("images"));
+    Image image;
+    try {
+      image =
+          store
+              .find(ImageStore.DEFAULT)
+              .orElseGet(
+                  () -> {
+                    progress.accept("building the default image (once) with mmdebstrap");
+                    return store.ensureDefault(progress);
+                  });
+    } catch (RuntimeException e) {
+      throw new WorkspaceException(
+          "cannot make Sandbox4j's default image for Docker: it is built from the engine's recipe"
+              + " on this machine ("
+              + home
+              + "), which needs Linux, root and mmdebstrap ('sandbox4j setup'), and that failed: "
+              + e.getMessage()
+              + ". Or choose an image the daemon has: DockerSandbox.builder().image(...)",
+          e);
+    }
+    if (image.layers().size() != 1) {
+      throw new WorkspaceException(
+          "the default image in "
+              + home
+              + " has "
+              + image.layers().size()
+              + " layers; expected one");
+    }
+    String tag = image.layerIds().get(0).substring(0, 12);
+    String name = REPOSITORY + ":" + tag;
+    try {
+      daemon.client().inspectImageCmd(name).exec();
+      return name;
+    } catch (NotFoundException e) {
+      // import it below
+    }
+    progress.accept(
+        "importing the default image into the Docker daemon ("
+            + image.sizeBytes() / (1024 * 1024)
+            + " MiB, once)");
+    try {
+      importLayer(daemon, image.layers().get(0), tag);
+    } catch (IOException e) {
+      throw new WorkspaceException(
+          "cannot import the default image into the Docker daemon at "
+              + daemon.where()
+              + ": "
+              + e.getMessage(),
+          e);
+    }
+    return name;
+  }
+
+  private static Path localHome() {
+    String env = System.getenv("SANDBOX4J_HOME");
+    return env == null || env.isBlank() ? LocalSandbox.DEFAULT_HOME : Path.of(env);
+  }
+
+  private static void importLayer(Daemon daemon, Path layer, String tag) throws IOException {
+    Path ownerMap = Files.createTempFile("sandbox4j-owners", ".map");
+    try {
+      Files.writeString(ownerMap, ownerMap(layer), StandardCharsets.US_ASCII);
+      Process tar =
+          new ProcessBuilder(
+                  "tar",
+                  "-C",
+                  layer.toString(),
+                  "--numeric-owner",
+                  "--owner-map=" + ownerMap,
+                  "--group-map=" + ownerMap,
+                  "--xattrs",
+                  "--xattrs-include=security.capability",
+                  "-cf",
+                  "-",
+                  ".")
+              .redirectError(ProcessBuilder.Redirect.DISCARD)
+              .start();
+      try (InputStream tarball = tar.getInputStream()) {
+        daemon.importImage(REPOSITORY, tag, CHANGES, tarball);
+      } finally {
+        tar.destroy();
+      }
+      int code = tar.waitFor();
+      if (code != 0 && code != 143) {
+        throw new IOException("tar of " + layer + " exited with " + code);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while importing the default image", e);
+    } finally {
+      Files.deleteIfExists(ownerMap);
+    }
+  }
+
+  /** GNU tar's owner (and group) map: each shifted id the layer uses, back to the image's own. */
+  static String ownerMap(Path layer) throws IOException {
+    Set<Integer> ids = new TreeSet<>();
+    try (Stream<Path> all = Files.walk(layer)) {
+      for (Path p : (Iterable<Path>) all::iterator) {
+        ids.add((Integer) Files.getAttribute(p, "unix:uid", LinkOption.NOFOLLOW_LINKS));
+        ids.add((Integer) Files.getAttribute(p, "unix:gid", LinkOption.NOFOLLOW_LINKS));
+      }
+    }
+    StringBuilder map = new StringBuilder();
+    for (int id : ids) {
+      if (id >= Image.UID_SHIFT && id < Image.UID_SHIFT + Image.ID_RANGE) {
+        int own = id - Image.UID_SHIFT;
+        map.append('+').append(id).append(" i").append(own).append(':').append(own).append('\n');
+      }
+    }
+    return map.toString();
+  }
+}

@@ -1,0 +1,517 @@
+package dev.sandbox4j.docker;
+
+import com.github.dockerjava.api.command.CreateContainerCmd;
+import com.github.dockerjava.api.command.InspectContainerResponse;
+import com.github.dockerjava.api.exception.DockerException;
+import com.github.dockerjava.api.exception.NotFoundException;
+import com.github.dockerjava.api.exception.NotModifiedException;
+import com.github.dockerjava.api.model.Capability;
+import com.github.dockerjava.api.model.Container;
+import com.github.dockerjava.api.model.HostConfig;
+import dev.sandbox4j.workspace.WorkspaceBackend;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceProvider;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.SupportsStop;
+import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
+import java.util.regex.Pattern;
+
+/**
+ * Sandboxes in containers of a Docker daemon (provider {@code docker}): where Docker runs (Docker
+ * Desktop, rootless Docker, a CI runner) rather than on a host that {@code sandbox4j setup}
+ * prepared. The daemon is found as the docker CLI finds it ({@code DOCKER_HOST}, the current
+ * context, then the usual sockets); a Podman socket that speaks Docker's API works too.
+ *
+ * <p>Each sandbox is one container, named {@code sandbox4j-<id>} and labelled {@value #LABEL_ID},
+ * started with Docker's default seccomp profile, the engine's capabilities and no more, a memory
+ * and a pids limit always set, no host mounts, and Docker's init as PID 1. Its image is Sandbox4j's
+ * default image unless the builder names another: the engine's own (the same recipe, the user
+ * {@code sandbox}, {@code /home/sandbox}), imported into the daemon from this machine's image store
+ * on first use, so nothing is pulled from a registry. An image's {@code USER}, {@code WORKDIR} and
+ * {@code ENV} are honoured unless the builder sets them.
+ *
+ * <p>{@link #suspend}/{@link #resume} pause and unpause the container; {@link #stop}/{@link #start}
+ * stop and start it (a fresh init; files kept). Any command wakes a paused or stopped sandbox.
+ */
+public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, SupportsStop {
+
+  /** The provider name in refs. */
+  public static final String NAME = "docker";
+
+  /** The label every sandbox container carries, with the sandbox's id as its value. */
+  public static final String LABEL_ID = "dev.sandbox4j.id";
+
+  /** The image used unless the builder names one. */
+  public static final String DEFAULT_IMAGE = DefaultDockerImage.REPOSITORY;
+
+  private static final Pattern ID = Pattern.compile("[0-9a-f]{12}");
+
+  /** The engine's capabilities (Docker's default set, listed so that no daemon widens it). */
+  private static final Capability[] CAPABILITIES = {
+    Capability.CHOWN,
+    Capability.DAC_OVERRIDE,
+    Capability.FSETID,
+    Capability.FOWNER,
+    Capability.MKNOD,
+    Capability.NET_RAW,
+    Capability.SETGID,
+    Capability.SETUID,
+    Capability.SETFCAP,
+    Capability.SETPCAP,
+    Capability.NET_BIND_SERVICE,
+    Capability.SYS_CHROOT,
+    Capability.KILL,
+    Capability.AUDIT_WRITE
+  };
+
+  private final DockerHosts.Found host;
+  private final String image;
+  private final int cpus;
+  private final long memoryBytes;
+  private final int pids;
+  private final Map<String, String> env;
+  private final Map<String, String> labels;
+  private final String workingDirectory;
+  private final String user;
+  private final Consumer<String> progress;
+  private final Runnable beforeCreate;
+  private volatile Daemon daemon;
+  private final Set<String> destroyed = ConcurrentHashMap.newKeySet();
+
+  /** Sandboxes with every default, on the daemon found as the docker CLI finds it. */
+  public DockerSandbox() {
+    this(new Builder());
+  }
+
+  private DockerSandbox(Builder b) {
+    this.host = b.host;
+    this.image = b.image;
+    this.cpus = b.cpus;
+    this.memoryBytes = b.memoryBytes != 0 ? b.memoryBytes : 4L * 1024 * 1024 * 1024 * b.cpus;
+    this.pids = b.pids;
+    this.env = Map.copyOf(b.env);
+    this.labels = Map.copyOf(b.labels);
+    this.workingDirectory = b.workingDirectory;
+    this.user = b.user;
+    this.progress = b.progress;
+    this.beforeCreate = b.beforeCreate;
+  }
+
+  /** A builder starting from the defaults. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  @Override
+  public WorkspaceBackend newBackend() {
+    return new DockerWorkspace(this, null);
+  }
+
+  @Override
+  public Optional<WorkspaceBackend> backend(WorkspaceRef ref) {
+    if (!ref.provider().equals(NAME)) {
+      return Optional.empty();
+    }
+    return Optional.of(new DockerWorkspace(this, checkedId(ref)));
+  }
+
+  @Override
+  public void destroy(WorkspaceRef ref) {
+    String id = checkedId(ref);
+    destroyed.add(id); // its running commands fail as unavailable, not with their kill signal
+    try {
+      daemon()
+          .client()
+          .removeContainerCmd(containerName(id))
+          .withForce(true)
+          .withRemoveVolumes(true)
+          .exec();
+    } catch (NotFoundException e) {
+      // gone already
+    } catch (DockerException e) {
+      if (!String.valueOf(e.getMessage()).contains("already in progress")) {
+        throw Daemon.translate("cannot destroy sandbox docker:" + id, e);
+      }
+    }
+  }
+
+  @Override
+  public void suspend(WorkspaceRef ref) {
+    String id = checkedId(ref);
+    InspectContainerResponse.ContainerState state = state(id);
+    if (Boolean.TRUE.equals(state.getRunning()) && !Boolean.TRUE.equals(state.getPaused())) {
+      try {
+        daemon().client().pauseContainerCmd(containerName(id)).exec();
+      } catch (DockerException e) {
+        throw Daemon.translate("cannot suspend sandbox docker:" + id, e);
+      }
+    }
+  }
+
+  @Override
+  public void resume(WorkspaceRef ref) {
+    wake(checkedId(ref));
+  }
+
+  @Override
+  public void stop(WorkspaceRef ref) {
+    String id = checkedId(ref);
+    try {
+      if (Boolean.TRUE.equals(state(id).getPaused())) {
+        daemon().client().unpauseContainerCmd(containerName(id)).exec();
+      }
+      daemon().client().stopContainerCmd(containerName(id)).withTimeout(2).exec();
+    } catch (NotModifiedException e) {
+      // stopped already
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot stop sandbox docker:" + id, e);
+    }
+  }
+
+  @Override
+  public void start(WorkspaceRef ref) {
+    wake(checkedId(ref));
+  }
+
+  /**
+   * Removes what crashed creations left: sandbox containers that were created but never started
+   * (the JVM died in between) or that the daemon marks dead.
+   *
+   * @return the ids removed
+   */
+  public List<String> gc() {
+    List<String> removed = new ArrayList<>();
+    List<Container> containers =
+        daemon()
+            .client()
+            .listContainersCmd()
+            .withShowAll(true)
+            .withLabelFilter(List.of(LABEL_ID))
+            .withStatusFilter(List.of("created", "dead"))
+            .exec();
+    for (Container c : containers) {
+      String id = c.getLabels().get(LABEL_ID);
+      try {
+        daemon()
+            .client()
+            .removeContainerCmd(c.getId())
+            .withForce(true)
+            .withRemoveVolumes(true)
+            .exec();
+        removed.add(id);
+      } catch (NotFoundException e) {
+        // removed meanwhile
+      }
+    }
+    return removed;
+  }
+
+  // ---- for the workspace ---------------------------------------------------------------------
+
+  Daemon daemon() {
+    Daemon d = daemon;
+    if (d == null) {
+      synchronized (this) {
+        if (daemon == null) {
+          daemon = new Daemon(host != null ? host : DockerHosts.discover());
+        }
+        d = daemon;
+      }
+    }
+    return d;
+  }
+
+  Runnable beforeCreate() {
+    return beforeCreate;
+  }
+
+  String containerName(String id) {
+    return "sandbox4j-" + id;
+  }
+
+  /** Creates and starts the container of a new sandbox {@code id}. */
+  void createContainer(String id) {
+    String imageName = image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
+    Map<String, String> allLabels = new LinkedHashMap<>(labels);
+    allLabels.put(LABEL_ID, id);
+    HostConfig hostConfig =
+        HostConfig.newHostConfig()
+            .withInit(true)
+            .withMemory(memoryBytes)
+            .withMemorySwap(memoryBytes)
+            .withPidsLimit((long) pids)
+            .withNanoCPUs(cpus * 1_000_000_000L)
+            .withCapDrop(Capability.ALL)
+            .withCapAdd(CAPABILITIES)
+            .withPrivileged(false);
+    List<String> envList = new ArrayList<>();
+    env.forEach((k, v) -> envList.add(k + "=" + v));
+    try {
+      CreateContainerCmd create =
+          daemon()
+              .client()
+              .createContainerCmd(imageName)
+              .withName(containerName(id))
+              .withHostName(id)
+              .withLabels(allLabels)
+              .withEnv(envList)
+              .withEntrypoint(
+                  "/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wait $!; done")
+              .withCmd(List.of())
+              .withHostConfig(hostConfig);
+      if (workingDirectory != null) {
+        create.withWorkingDir(workingDirectory);
+      }
+      if (user != null) {
+        create.withUser(user);
+      }
+      create.exec();
+      daemon().client().startContainerCmd(containerName(id)).exec();
+    } catch (NotFoundException e) {
+      destroyQuietly(id);
+      throw new WorkspaceException(
+          "cannot create a sandbox: the Docker daemon at "
+              + daemon().where()
+              + " has no image '"
+              + imageName
+              + "' ("
+              + e.getMessage()
+              + ")",
+          e);
+    } catch (DockerException e) {
+      destroyQuietly(id);
+      throw new WorkspaceException(
+          "cannot create a sandbox on the Docker daemon at "
+              + daemon().where()
+              + ": "
+              + e.getMessage(),
+          e);
+    }
+  }
+
+  private void destroyQuietly(String id) {
+    try {
+      daemon().client().removeContainerCmd(containerName(id)).withForce(true).exec();
+    } catch (DockerException e) {
+      // never created
+    }
+  }
+
+  InspectContainerResponse inspect(String id) {
+    try {
+      return daemon().client().inspectContainerCmd(containerName(id)).exec();
+    } catch (NotFoundException e) {
+      throw new WorkspaceUnavailableException("sandbox docker:" + id + " does not exist", e);
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot inspect sandbox docker:" + id, e);
+    }
+  }
+
+  /**
+   * Whether a command of sandbox {@code id} that a signal ended was ended because the sandbox went
+   * away: destroyed through this provider, or its container missing, being removed, dead or no
+   * longer running. A SIGKILL seen while the container still runs is looked at again for a moment:
+   * the daemon marks the container only after its processes died.
+   */
+  boolean killedByItsEnd(String id, int exitCode) {
+    for (int look = 0; ; look++) {
+      if (destroyed.contains(id)) {
+        return true;
+      }
+      String status;
+      try {
+        status =
+            daemon().client().inspectContainerCmd(containerName(id)).exec().getState().getStatus();
+      } catch (NotFoundException e) {
+        return true;
+      }
+      boolean alive =
+          "running".equals(status) || "paused".equals(status) || "restarting".equals(status);
+      if (!alive) {
+        return true;
+      }
+      if (exitCode != 137 || look == 5) {
+        return false;
+      }
+      try {
+        Thread.sleep(50);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+  }
+
+  private InspectContainerResponse.ContainerState state(String id) {
+    return inspect(id).getState();
+  }
+
+  /** Unpauses a paused container, starts a stopped one; quiet if it runs. */
+  void wake(String id) {
+    InspectContainerResponse.ContainerState state = state(id);
+    try {
+      if (Boolean.TRUE.equals(state.getPaused())) {
+        daemon().client().unpauseContainerCmd(containerName(id)).exec();
+      } else if (!Boolean.TRUE.equals(state.getRunning())) {
+        daemon().client().startContainerCmd(containerName(id)).exec();
+      }
+    } catch (NotModifiedException e) {
+      // woken meanwhile
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot wake sandbox docker:" + id, e);
+    }
+  }
+
+  private static String checkedId(WorkspaceRef ref) {
+    if (!ref.provider().equals(NAME)) {
+      throw new IllegalArgumentException("not a docker sandbox: " + ref);
+    }
+    if (!ID.matcher(ref.id()).matches()) {
+      throw new IllegalArgumentException(
+          "malformed docker sandbox id '" + ref.id() + "': expected 12 lowercase hex digits");
+    }
+    return ref.id();
+  }
+
+  /** Builds a {@link DockerSandbox}; every setter validates its argument and names it on error. */
+  public static final class Builder {
+    private DockerHosts.Found host;
+    private String image;
+    private int cpus = 1;
+    private long memoryBytes;
+    private int pids = 1024;
+    private final Map<String, String> env = new LinkedHashMap<>();
+    private final Map<String, String> labels = new LinkedHashMap<>();
+    private String workingDirectory;
+    private String user;
+    private Consumer<String> progress = line -> {};
+    private Runnable beforeCreate = () -> {};
+
+    private Builder() {}
+
+    /**
+     * The daemon, as {@code unix:///path/docker.sock} or {@code tcp://host:port} (default: found as
+     * the docker CLI finds it).
+     */
+    public Builder host(String uri) {
+      Objects.requireNonNull(uri, "host");
+      this.host = DockerHosts.discover(Map.of("DOCKER_HOST", uri), java.nio.file.Path.of("/"));
+      return this;
+    }
+
+    /** The image of new sandboxes, any the daemon has (default: Sandbox4j's default image). */
+    public Builder image(String image) {
+      if (image == null || image.isBlank()) {
+        throw new IllegalArgumentException("image: must not be blank");
+      }
+      this.image = image;
+      return this;
+    }
+
+    /** CPUs of a new sandbox (1 to 64; default 1). */
+    public Builder cpus(int cpus) {
+      if (cpus < 1 || cpus > 64) {
+        throw new IllegalArgumentException("cpus: must be 1 to 64, not " + cpus);
+      }
+      this.cpus = cpus;
+      return this;
+    }
+
+    /** Memory of a new sandbox in bytes (at least 64 MiB; default 4 GiB per CPU); no swap. */
+    public Builder memory(long bytes) {
+      if (bytes < 64L * 1024 * 1024) {
+        throw new IllegalArgumentException(
+            "memory: must be at least 64 MiB, not " + bytes + " bytes");
+      }
+      this.memoryBytes = bytes;
+      return this;
+    }
+
+    /** The most processes a new sandbox may have at once (16 to 65536; default 1024). */
+    public Builder pids(int pids) {
+      if (pids < 16 || pids > 65536) {
+        throw new IllegalArgumentException("pids: must be 16 to 65536, not " + pids);
+      }
+      this.pids = pids;
+      return this;
+    }
+
+    /** A variable every command of a new sandbox gets (over the image's). */
+    public Builder env(String name, String value) {
+      if (name == null || name.isEmpty() || name.contains("=") || name.indexOf('\0') >= 0) {
+        throw new IllegalArgumentException("env: bad variable name '" + name + "'");
+      }
+      if (value == null || value.indexOf('\0') >= 0) {
+        throw new IllegalArgumentException(
+            "env: the value of " + name + " must be a string without NUL");
+      }
+      env.put(name, value);
+      return this;
+    }
+
+    /** Variables every command of a new sandbox gets; see {@link #env(String, String)}. */
+    public Builder env(Map<String, String> vars) {
+      vars.forEach(this::env);
+      return this;
+    }
+
+    /** A label of a new sandbox's container. */
+    public Builder label(String key, String value) {
+      if (key == null || key.isEmpty() || key.equals(LABEL_ID)) {
+        throw new IllegalArgumentException("label: bad or reserved key '" + key + "'");
+      }
+      labels.put(key, Objects.requireNonNull(value, "label value"));
+      return this;
+    }
+
+    /** The directory commands start in (default: the image's {@code WORKDIR}, else /). */
+    public Builder workingDirectory(String dir) {
+      if (dir == null || !dir.startsWith("/")) {
+        throw new IllegalArgumentException("workingDirectory: must be absolute, not " + dir);
+      }
+      this.workingDirectory = dir;
+      return this;
+    }
+
+    /** The user commands run as (default: the image's {@code USER}). */
+    public Builder user(String user) {
+      if (user == null || user.isBlank()) {
+        throw new IllegalArgumentException("user: must not be blank");
+      }
+      this.user = user;
+      return this;
+    }
+
+    /** Where progress of long work (importing the default image) goes, a line at a time. */
+    public Builder progress(Consumer<String> progress) {
+      this.progress = Objects.requireNonNull(progress, "progress");
+      return this;
+    }
+
+    /** Runs before each creation: a test seam, as {@code LocalSandbox.Builder.beforeCreate}. */
+    Builder beforeCreate(Runnable hook) {
+      this.beforeCreate = Objects.requireNonNull(hook, "beforeCreate");
+      return this;
+    }
+
+    /** The provider. */
+    public DockerSandbox build() {
+      return new DockerSandbox(this);
+    }
+  }
+}

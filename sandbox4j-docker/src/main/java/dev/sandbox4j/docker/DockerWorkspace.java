@@ -1,0 +1,232 @@
+package dev.sandbox4j.docker;
+
+import com.github.dockerjava.api.command.InspectContainerResponse;
+import com.github.dockerjava.api.exception.ConflictException;
+import com.github.dockerjava.api.exception.DockerException;
+import com.github.dockerjava.api.exception.NotFoundException;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.SupportsCommands;
+import dev.sandbox4j.workspace.WorkspaceBackend;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.spi.ProcessCommands;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * One sandbox: a container of the daemon, created on first use (or attached to by ref). Commands
+ * are execs wrapped in the container's init ({@code /sbin/docker-init -s}, tini, which Docker
+ * mounts into every container started with {@code Init}): as a subreaper it adopts whatever the
+ * command's processes orphan, {@code setsid} daemons included, so the whole tree stays below the
+ * init that carries the command's marker ({@link #MARKER}). An exec cannot be killed through the
+ * API, so a kill is a second exec, as root, that stops and then kills that tree ({@link
+ * #KILL_TREE}). Files go through commands ({@code CommandFileSystem}). State: {@code id} and {@code
+ * workingDirectory} are set once, under {@code this}.
+ */
+final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
+  private static final SecureRandom RANDOM = new SecureRandom();
+
+  /**
+   * The argument that marks a command's init: {@code /sbin/docker-init -s -- /bin/sh -c 'exec "$@"'
+   * sandbox4j-command-ID argv...}. The shell execs the command at once, so only the init keeps it,
+   * and its {@code /proc/PID/cmdline} is readable by any user (an environment variable would not
+   * be: root in the container lacks CAP_SYS_PTRACE to read another user's environ).
+   */
+  static final String MARKER = "sandbox4j-command-";
+
+  /**
+   * Stops, then kills, the init whose arguments include the marker {@code sandbox4j-command-$1} and
+   * every descendant of it (its adoptees too, as a subreaper): stopped first, so that none forks
+   * while the tree is walked. POSIX sh, {@code tr} and {@code grep} only, so that it runs in any
+   * image with a shell; as root, whose CAP_KILL reaches processes of every user.
+   */
+  static final String KILL_TREE =
+      """
+      m="sandbox4j-command-$1"; self=$$; tree=" "
+      for d in /proc/[0-9]*; do
+        p=${d#/proc/}; [ "$p" = "$self" ] && continue
+        if tr '\\0' '\\n' < "$d/cmdline" 2>/dev/null | grep -qxF -- "$m"; then tree="$tree$p "; fi
+      done
+      [ "$tree" = " " ] && exit 0
+      round=0
+      while :; do
+        kill -STOP $tree 2>/dev/null; grown=0
+        for d in /proc/[0-9]*; do
+          p=${d#/proc/}
+          case "$tree" in *" $p "*) continue ;; esac
+          ppid=
+          while read -r k v; do case $k in PPid:) ppid=$v; break ;; esac; done 2>/dev/null < "$d/status"
+          case "$tree" in *" $ppid "*) tree="$tree$p "; grown=1 ;; esac
+        done
+        round=$((round + 1)); [ $grown = 0 ] || [ $round -gt 100 ] && break
+      done
+      kill -KILL $tree 2>/dev/null
+      n=0
+      while [ $n -lt 200 ]; do
+        alive=0
+        for p in $tree; do
+          s=; read -r s < "/proc/$p/stat" 2>/dev/null || continue
+          case "$s" in *") Z "*) ;; *) alive=1 ;; esac
+        done
+        [ $alive = 0 ] && exit 0
+        n=$((n + 1)); sleep 0.01
+      done
+      exit 1
+      """;
+
+  private final DockerSandbox sandboxes;
+  private final String attachId;
+  private String id;
+  private String workingDirectory;
+
+  DockerWorkspace(DockerSandbox sandboxes, String attachId) {
+    this.sandboxes = sandboxes;
+    this.attachId = attachId;
+    this.id = attachId;
+  }
+
+  @Override
+  public synchronized Optional<WorkspaceRef> ref() {
+    return Optional.ofNullable(id).map(i -> new WorkspaceRef(DockerSandbox.NAME, i));
+  }
+
+  @Override
+  public String workingDirectory() {
+    return acquire();
+  }
+
+  /** Creates the container, or checks the attached one exists; returns the working directory. */
+  private synchronized String acquire() {
+    if (workingDirectory != null) {
+      return workingDirectory;
+    }
+    if (attachId == null) {
+      sandboxes.beforeCreate().run();
+      String fresh = HexFormat.of().formatHex(randomBytes()).substring(0, 12);
+      sandboxes.createContainer(fresh);
+      id = fresh;
+    }
+    InspectContainerResponse container = sandboxes.inspect(id);
+    String dir = container.getConfig().getWorkingDir();
+    workingDirectory = dir == null || dir.isEmpty() ? "/" : dir;
+    return workingDirectory;
+  }
+
+  private static byte[] randomBytes() {
+    byte[] b = new byte[8];
+    RANDOM.nextBytes(b);
+    return b;
+  }
+
+  @Override
+  public CommandResult run(Command command, RunOptions options) {
+    String dir = acquire();
+    long clockStart = System.nanoTime();
+    String commandId = HexFormat.of().formatHex(randomBytes());
+    List<String> argv =
+        new ArrayList<>(
+            List.of(
+                "/sbin/docker-init",
+                "-s",
+                "--",
+                "/bin/sh",
+                "-c",
+                "exec \"$@\"",
+                MARKER + commandId));
+    argv.addAll(command.toArgv());
+    List<String> env = new ArrayList<>(); // added to the container's own (image, builder)
+    for (Map.Entry<String, String> e : options.env().entrySet()) {
+      env.add(e.getKey() + "=" + e.getValue());
+    }
+    ExecProcess process = start(argv, env, dir, commandId);
+    try {
+      CommandResult result =
+          ProcessCommands.await(
+              process,
+              process.getInputStream(),
+              process.getErrorStream(),
+              options,
+              clockStart,
+              () -> kill(commandId));
+      if (process.containerGone()
+          || (result.exitCode() > 128 && sandboxes.killedByItsEnd(id, result.exitCode()))) {
+        throw gone(null);
+      }
+      return result;
+    } catch (RuntimeException e) {
+      if (process.containerGone() && !(e instanceof WorkspaceUnavailableException)) {
+        throw gone(e);
+      }
+      throw e;
+    } finally {
+      process.release();
+    }
+  }
+
+  /** Starts the exec, waking a paused or stopped container first (any operation wakes it). */
+  private ExecProcess start(List<String> argv, List<String> env, String dir, String commandId) {
+    for (int attempt = 0; ; attempt++) {
+      try {
+        return sandboxes
+            .daemon()
+            .exec(sandboxes.containerName(id), argv, env, dir, null, commandId);
+      } catch (NotFoundException e) {
+        throw gone(e);
+      } catch (ConflictException e) {
+        if (attempt > 0) {
+          throw new WorkspaceException(
+              "cannot run a command in sandbox docker:" + id + ": " + e.getMessage(), e);
+        }
+        sandboxes.wake(id);
+      } catch (DockerException e) {
+        throw Daemon.translate("cannot run a command in sandbox docker:" + id, e);
+      }
+    }
+  }
+
+  /** Kills every process of command {@code commandId}; quiet if the container is gone. */
+  private void kill(String commandId) {
+    // the run's thread may have been interrupted (a cancellation), and an interrupted thread
+    // cannot talk to the daemon (its channel would close): kill first, then restore the flag
+    boolean interrupted = Thread.interrupted();
+    try {
+      ExecProcess killer =
+          sandboxes
+              .daemon()
+              .exec(
+                  sandboxes.containerName(id),
+                  List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId),
+                  List.of(),
+                  "/",
+                  "0",
+                  "kill-" + commandId);
+      try {
+        killer.getOutputStream().close();
+        killer.waitFor();
+      } finally {
+        killer.release();
+      }
+    } catch (DockerException | WorkspaceException | java.io.IOException e) {
+      // the container is gone (nothing left to kill) or the daemon is: nothing more to do
+    } catch (InterruptedException e) {
+      interrupted = true;
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private WorkspaceUnavailableException gone(Exception cause) {
+    return new WorkspaceUnavailableException(
+        "sandbox docker:" + id + " does not exist (destroyed, or its container was removed)",
+        cause);
+  }
+}
