@@ -43,6 +43,12 @@ final class DockerHosts {
    * @throws WorkspaceUnavailableException if none is configured and no known socket exists
    */
   static Found discover(Map<String, String> env, Path home) {
+    String tls = env.getOrDefault("DOCKER_TLS_VERIFY", "");
+    if (!tls.isEmpty() && !tls.equals("0")) {
+      throw new WorkspaceUnavailableException(
+          "DOCKER_TLS_VERIFY is set, but the docker provider does not speak TLS to a daemon yet:"
+              + " use the daemon's unix socket, or an SSH tunnel to it");
+    }
     String dockerHost = env.get("DOCKER_HOST");
     if (dockerHost != null && !dockerHost.isBlank()) {
       return new Found(parse(dockerHost, "DOCKER_HOST"), "DOCKER_HOST");

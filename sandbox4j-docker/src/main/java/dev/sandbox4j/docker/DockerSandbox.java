@@ -189,8 +189,10 @@ public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, 
   }
 
   /**
-   * Removes what crashed creations left: sandbox containers that were created but never started
-   * (the JVM died in between) or that the daemon marks dead.
+   * Removes what crashed creations left: sandbox containers that the daemon marks dead, and those
+   * created but never started whose creator is gone (the JVM died in between). The creator is the
+   * process named by the container's {@value #LABEL_CREATOR} label, when it ran on this machine;
+   * one made elsewhere is removed once it is ten minutes old.
    *
    * @return the ids removed
    */
@@ -205,7 +207,9 @@ public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, 
             .withStatusFilter(List.of("created", "dead"))
             .exec();
     for (Container c : containers) {
-      String id = c.getLabels().get(LABEL_ID);
+      if ("created".equals(c.getState()) && creatorMayStillStart(c)) {
+        continue;
+      }
       try {
         daemon()
             .client()
@@ -213,12 +217,47 @@ public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, 
             .withForce(true)
             .withRemoveVolumes(true)
             .exec();
-        removed.add(id);
+        removed.add(c.getLabels().get(LABEL_ID));
       } catch (NotFoundException e) {
         // removed meanwhile
       }
     }
     return removed;
+  }
+
+  /** The label naming the process that created a container: {@code host/pid/start millis}. */
+  static final String LABEL_CREATOR = "dev.sandbox4j.creator";
+
+  private static String creator() {
+    ProcessHandle self = ProcessHandle.current();
+    long start = self.info().startInstant().map(java.time.Instant::toEpochMilli).orElse(0L);
+    return hostName() + "/" + self.pid() + "/" + start;
+  }
+
+  private static String hostName() {
+    try {
+      return java.net.InetAddress.getLocalHost().getHostName();
+    } catch (java.io.IOException e) {
+      return "unknown";
+    }
+  }
+
+  private static boolean creatorMayStillStart(Container c) {
+    String[] creator = c.getLabels().getOrDefault(LABEL_CREATOR, "").split("/");
+    if (creator.length == 3 && creator[0].equals(hostName())) {
+      try {
+        long pid = Long.parseLong(creator[1]);
+        long start = Long.parseLong(creator[2]);
+        return ProcessHandle.of(pid)
+            .flatMap(p -> p.info().startInstant())
+            .map(i -> i.toEpochMilli() == start)
+            .orElse(false);
+      } catch (NumberFormatException e) {
+        return false;
+      }
+    }
+    long ageSeconds = java.time.Instant.now().getEpochSecond() - c.getCreated();
+    return ageSeconds < 600;
   }
 
   // ---- for the workspace ---------------------------------------------------------------------
@@ -249,6 +288,7 @@ public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, 
     String imageName = image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
     Map<String, String> allLabels = new LinkedHashMap<>(labels);
     allLabels.put(LABEL_ID, id);
+    allLabels.put(LABEL_CREATOR, creator());
     HostConfig hostConfig =
         HostConfig.newHostConfig()
             .withInit(true)
@@ -472,7 +512,7 @@ public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, 
 
     /** A label of a new sandbox's container. */
     public Builder label(String key, String value) {
-      if (key == null || key.isEmpty() || key.equals(LABEL_ID)) {
+      if (key == null || key.isEmpty() || key.startsWith("dev.sandbox4j.")) {
         throw new IllegalArgumentException("label: bad or reserved key '" + key + "'");
       }
       labels.put(key, Objects.requireNonNull(value, "label value"));

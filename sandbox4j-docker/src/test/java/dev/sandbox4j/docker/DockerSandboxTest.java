@@ -1,0 +1,219 @@
+package dev.sandbox4j.docker;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.github.dockerjava.api.command.InspectContainerResponse;
+import com.github.dockerjava.api.model.Container;
+import com.github.dockerjava.api.model.HostConfig;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The docker provider's own features against a real daemon: defaults, lifecycle, gc. */
+class DockerSandboxTest {
+  private static final String TAG = "docker-" + UUID.randomUUID().toString().substring(0, 8);
+  private static DockerSandbox sandboxes;
+  private final List<WorkspaceRef> made = new ArrayList<>();
+
+  @BeforeAll
+  static void requireDaemon() {
+    DockerPrerequisites.requireDaemon();
+    sandboxes =
+        DockerSandbox.builder().label("sandbox4j.test", TAG).memory(512L << 20).pids(256).build();
+  }
+
+  @AfterEach
+  void destroy() {
+    made.forEach(sandboxes::destroy);
+  }
+
+  @AfterAll
+  static void noContainerIsLeft() {
+    List<Container> left =
+        sandboxes
+            .daemon()
+            .client()
+            .listContainersCmd()
+            .withShowAll(true)
+            .withLabelFilter(Map.of("sandbox4j.test", TAG))
+            .exec();
+    assertThat(left).as("containers the tests left behind").isEmpty();
+  }
+
+  private Workspace create() {
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    made.add(ws.open());
+    return ws;
+  }
+
+  private static String sh(Workspace ws, String script) {
+    CommandResult r = ws.run(Command.shell(script));
+    assertThat(r.exitCode()).as(script + " gave " + r).isZero();
+    return r.stdoutText().strip();
+  }
+
+  private static InspectContainerResponse inspect(Workspace ws) {
+    return sandboxes.inspect(ws.open().id());
+  }
+
+  @Test
+  void theDefaultImageIsTheEnginesWithItsUserHomeAndSudo() {
+    Workspace ws = create();
+    assertThat(sh(ws, "id -un; pwd; echo $HOME"))
+        .isEqualTo("sandbox\n/home/sandbox\n/home/sandbox");
+    assertThat(sh(ws, "touch ~/mine && stat -c %U ~/mine ~")).isEqualTo("sandbox\nsandbox");
+    assertThat(sh(ws, "sudo -n id -u"))
+        .as("passwordless sudo, as in a local sandbox")
+        .isEqualTo("0");
+    assertThat(inspect(ws).getConfig().getImage()).startsWith(DockerSandbox.DEFAULT_IMAGE + ":");
+  }
+
+  @Test
+  void containersGetTheSecurityDefaults() {
+    Workspace ws = create();
+    HostConfig host = inspect(ws).getHostConfig();
+    assertThat(host.getPrivileged()).isFalse();
+    assertThat(host.getInit()).isTrue();
+    assertThat(host.getPidsLimit()).isEqualTo(256L);
+    assertThat(host.getMemory()).isEqualTo(512L << 20);
+    assertThat(host.getMemorySwap()).as("no swap beyond the memory limit").isEqualTo(512L << 20);
+    assertThat(host.getBinds()).as("no host mounts").isNullOrEmpty();
+    assertThat(inspect(ws).getMounts()).as("no host mounts").isNullOrEmpty();
+    assertThat(host.getSecurityOpts()).as("Docker's default seccomp profile").isNullOrEmpty();
+    // seen from inside, as root (sudo): a seccomp filter, and the engine's capabilities, no more
+    assertThat(sh(ws, "sudo -n grep -E '^(Seccomp|CapBnd|CapEff):' /proc/self/status"))
+        .isEqualTo("CapEff:\t00000000a80425fb\nCapBnd:\t00000000a80425fb\nSeccomp:\t2");
+    assertThat(sh(ws, "sudo -n mount -t tmpfs none /mnt 2>&1 || echo refused")).endsWith("refused");
+  }
+
+  @Test
+  void theImagesOwnUserAndDirectoryGiveWayToTheBuilders() {
+    DockerSandbox custom =
+        DockerSandbox.builder()
+            .label("sandbox4j.test", TAG)
+            .user("root")
+            .workingDirectory("/tmp")
+            .env("GREETING", "hi there")
+            .build();
+    Workspace ws = Workspace.of(custom.newBackend());
+    made.add(ws.open());
+    assertThat(sh(ws, "id -un; pwd; echo \"$GREETING\"")).isEqualTo("root\n/tmp\nhi there");
+  }
+
+  @Test
+  void suspendPausesStopStopsAndAnyCommandWakesIt() {
+    Workspace ws = create();
+    WorkspaceRef ref = ws.open();
+    sh(ws, "nohup sleep 6017 >/dev/null 2>&1 &");
+    sandboxes.suspend(ref);
+    sandboxes.suspend(ref); // idempotent
+    assertThat(inspect(ws).getState().getPaused()).isTrue();
+    assertThat(sh(ws, "echo awake")).isEqualTo("awake");
+    assertThat(inspect(ws).getState().getPaused()).isFalse();
+    assertThat(sh(ws, "pgrep -c -f 'sleep 601[7]'"))
+        .as("a suspended sandbox keeps its processes")
+        .isEqualTo("1");
+
+    sh(ws, "echo kept > note");
+    sandboxes.stop(ref);
+    sandboxes.stop(ref); // idempotent
+    assertThat(inspect(ws).getState().getRunning()).isFalse();
+    assertThat(sh(ws, "cat note"))
+        .as("stop keeps the files; a command starts it")
+        .isEqualTo("kept");
+    assertThat(sh(ws, "pgrep -c -f 'sleep 601[7]' || true"))
+        .as("a fresh init after stop")
+        .isEqualTo("0");
+
+    sandboxes.stop(ref);
+    sandboxes.start(ref);
+    sandboxes.start(ref);
+    sandboxes.resume(ref);
+    assertThat(inspect(ws).getState().getRunning()).isTrue();
+  }
+
+  @Test
+  void aRefAttachesFromAnotherProviderAndADestroyedOneIsUnavailable() {
+    Workspace ws = create();
+    WorkspaceRef ref = ws.open();
+    sh(ws, "echo one > f");
+    Workspace again = Workspace.of(new DockerSandbox().backend(ref).orElseThrow());
+    assertThat(sh(again, "cat f")).isEqualTo("one");
+    sandboxes.destroy(ref);
+    sandboxes.destroy(ref); // quiet when gone
+    assertThatThrownBy(() -> again.run(Command.shell("true")))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    assertThatThrownBy(() -> sandboxes.suspend(ref))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    assertThatThrownBy(() -> sandboxes.backend(new WorkspaceRef("docker", "../etc")))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("12 lowercase hex");
+    assertThat(sandboxes.backend(new WorkspaceRef("local", "abc"))).isEmpty();
+  }
+
+  @Test
+  void gcRemovesContainersWhoseCreatorDiedBeforeStartingThemAndNothingElse() throws Exception {
+    Process dead = new ProcessBuilder("true").start();
+    dead.waitFor();
+    long deadStart = dead.info().startInstant().map(java.time.Instant::toEpochMilli).orElse(1L);
+    String host = java.net.InetAddress.getLocalHost().getHostName();
+    String orphan = "0123456789ab";
+    String inFlight = "ba9876543210";
+    createdOnly(orphan, host + "/" + dead.pid() + "/" + deadStart);
+    long self = ProcessHandle.current().pid();
+    long selfStart = ProcessHandle.current().info().startInstant().orElseThrow().toEpochMilli();
+    createdOnly(inFlight, host + "/" + self + "/" + selfStart);
+    Workspace running = create();
+    try {
+      List<String> removed = sandboxes.gc();
+      assertThat(removed).contains(orphan).doesNotContain(inFlight, running.open().id());
+      assertThatThrownBy(() -> sandboxes.inspect(orphan))
+          .isInstanceOf(WorkspaceUnavailableException.class);
+      assertThat(sandboxes.inspect(inFlight).getState().getStatus())
+          .as("a creation this live JVM has under way is left alone")
+          .isEqualTo("created");
+      assertThat(sh(running, "echo still here"))
+          .as("gc leaves running sandboxes")
+          .isEqualTo("still here");
+    } finally {
+      sandboxes.destroy(new WorkspaceRef("docker", inFlight));
+      sandboxes.destroy(new WorkspaceRef("docker", orphan));
+    }
+  }
+
+  private static void createdOnly(String id, String creator) {
+    sandboxes
+        .daemon()
+        .client()
+        .createContainerCmd(DefaultDockerImage.ensure(sandboxes.daemon(), line -> {}))
+        .withName(sandboxes.containerName(id))
+        .withCmd("true")
+        .withLabels(
+            Map.of(
+                DockerSandbox.LABEL_ID,
+                id,
+                DockerSandbox.LABEL_CREATOR,
+                creator,
+                "sandbox4j.test",
+                TAG))
+        .exec();
+  }
+
+  @Test
+  void aCommandThatKillsItselfIsAResultNotAnUnavailableSandbox() {
+    Workspace ws = create();
+    assertThat(ws.run(Command.shell("kill -9 $$")).exitCode()).isEqualTo(137);
+    assertThat(sh(ws, "echo fine")).isEqualTo("fine");
+  }
+}
