@@ -38,8 +38,9 @@ final class CreateCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where to create it: local (isolated), remote (on the server of --server) or host (not"
-              + " isolated). Default: remote with a server, else local.")
+          "Where to create it: local (isolated), remote (on the server of --server), docker (a"
+              + " Docker daemon's containers) or host (not isolated). Default: remote with a"
+              + " server, else local.")
   String provider;
 
   @Option(

@@ -70,7 +70,7 @@ final class DemoCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where the sandbox is created: local (isolated), remote (a server's) or host (not isolated). Default:"
+          "Where the sandbox is created: local (isolated), remote (a server's), docker (a Docker daemon's containers) or host (not isolated). Default:"
               + " remote with a server (--server), else local.")
   String provider;
 

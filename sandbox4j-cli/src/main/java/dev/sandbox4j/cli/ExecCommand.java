@@ -96,7 +96,7 @@ final class ExecCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where 'new' creates the workspace: local (isolated), remote (a server's) or host (not isolated). Default:"
+          "Where 'new' creates the workspace: local (isolated), remote (a server's), docker (a Docker daemon's containers) or host (not isolated). Default:"
               + " remote with a server (--server), else local.")
   String provider;
 

@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.docker.DockerSandbox;
 import dev.sandbox4j.remote.RemoteSandbox;
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.LocalSandbox;
@@ -173,6 +174,7 @@ final class Providers {
       List.of(
           new Entry(LocalSandbox.NAME, true, false, Providers::local),
           new Entry(RemoteSandbox.NAME, true, true, Providers::newRemote),
+          new Entry(DockerSandbox.NAME, true, false, Providers::docker),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
@@ -229,6 +231,47 @@ final class Providers {
   /** Where the machine commands act: the server's sandboxes, or the local engine's. */
   Machines machines() {
     return new Machines(this, defaultName());
+  }
+
+  /** The options a docker sandbox cannot take (yet), as the command line names them. */
+  private static final List<String> NOT_FOR_DOCKER =
+      List.of(
+          "--disk",
+          "--disk-inodes",
+          "--snapshot",
+          "--port-token",
+          "--egress",
+          "--network",
+          "--auto-suspend",
+          "--lifetime",
+          "--idle-timeout",
+          "--delete-after");
+
+  private static DockerSandbox docker(Providers providers, Settings settings) {
+    List<String> unsupported =
+        settings.localOnlyOptions().stream().filter(NOT_FOR_DOCKER::contains).toList();
+    if (!unsupported.isEmpty()) {
+      throw new IllegalArgumentException(
+          String.join(", ", unsupported)
+              + (unsupported.size() == 1 ? " is" : " are")
+              + " not supported by docker sandboxes yet");
+    }
+    DockerSandbox.Builder b =
+        DockerSandbox.builder().env(settings.env()).progress(providers.progress);
+    if (settings.workingDirectory() != null) {
+      b.workingDirectory(settings.workingDirectory());
+    }
+    if (settings.image() != null) {
+      b.image(settings.image());
+    }
+    if (settings.cpus() != null) {
+      b.cpus(settings.cpus());
+    }
+    if (settings.memoryBytes() != null) {
+      b.memory(settings.memoryBytes());
+    }
+    settings.labels().forEach(b::label);
+    return b.build();
   }
 
   private static RemoteSandbox newRemote(Providers providers, Settings settings) {
@@ -412,6 +455,9 @@ final class Providers {
    * sandbox, so that listing every provider does not need root for an engine never used here.
    */
   boolean mayHoldWorkspaces(String name) {
+    if (name.equals(DockerSandbox.NAME)) {
+      return DockerSandbox.isDaemonConfigured();
+    }
     return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
   }
 

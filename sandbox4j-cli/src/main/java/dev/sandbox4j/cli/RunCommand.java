@@ -84,7 +84,7 @@ final class RunCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Where a new sandbox is created: local (isolated), remote (a server's) or host (not isolated). Default:"
+          "Where a new sandbox is created: local (isolated), remote (a server's), docker (a Docker daemon's containers) or host (not isolated). Default:"
               + " remote with a server (--server), else local.")
   String provider;
 

@@ -270,13 +270,13 @@ class CliTest {
 
   @Test
   void anUnknownProviderIsAUsageErrorNamingTheKnownOnes() {
-    Run byRef = run("exec", "docker:abc", "--", "true");
+    Run byRef = run("exec", "nosuch:abc", "--", "true");
     assertThat(byRef.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(byRef.errLines())
         .singleElement()
         .asString()
-        .startsWith("sandbox4j: unknown workspace provider 'docker'")
-        .contains("known: local, host");
+        .startsWith("sandbox4j: unknown workspace provider 'nosuch'")
+        .contains("known: local, docker, host");
 
     Run byOption = run("create", "--provider", "nope");
     assertThat(byOption.exitCode()).isEqualTo(ExitCodes.USAGE);

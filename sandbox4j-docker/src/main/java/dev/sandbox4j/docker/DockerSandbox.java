@@ -13,6 +13,8 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SupportsListing;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import java.util.ArrayList;
@@ -43,7 +45,8 @@ import java.util.regex.Pattern;
  * <p>{@link #suspend}/{@link #resume} pause and unpause the container; {@link #stop}/{@link #start}
  * stop and start it (a fresh init; files kept). Any command wakes a paused or stopped sandbox.
  */
-public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, SupportsStop {
+public final class DockerSandbox
+    implements WorkspaceProvider, SupportsListing, SupportsSuspend, SupportsStop {
 
   /** The provider name in refs. */
   public static final String NAME = "docker";
@@ -148,6 +151,73 @@ public final class DockerSandbox implements WorkspaceProvider, SupportsSuspend, 
         throw Daemon.translate("cannot destroy sandbox docker:" + id, e);
       }
     }
+  }
+
+  /**
+   * Whether a daemon is configured or its socket exists here ({@code DOCKER_HOST}, a docker
+   * context, a known socket): no connection is made. What {@code sandbox4j ls} asks before it lists
+   * docker sandboxes.
+   */
+  public static boolean isDaemonConfigured() {
+    try {
+      DockerHosts.discover();
+      return true;
+    } catch (WorkspaceUnavailableException e) {
+      return false;
+    }
+  }
+
+  /** Every docker sandbox of the daemon (any JVM's), sorted by id. */
+  @Override
+  public List<SandboxInfo> list() {
+    List<Container> containers;
+    try {
+      containers =
+          daemon()
+              .client()
+              .listContainersCmd()
+              .withShowAll(true)
+              .withLabelFilter(List.of(LABEL_ID))
+              .exec();
+    } catch (DockerException e) {
+      throw Daemon.translate(
+          "cannot list the sandboxes of the Docker daemon at " + daemon().where(), e);
+    }
+    return containers.stream()
+        .filter(
+            c ->
+                c.getLabels() != null
+                    && ID.matcher(c.getLabels().getOrDefault(LABEL_ID, "")).matches())
+        .map(DockerSandbox::info)
+        .sorted(java.util.Comparator.comparing(i -> i.ref().id()))
+        .toList();
+  }
+
+  @Override
+  public Optional<SandboxInfo> info(WorkspaceRef ref) {
+    String id = checkedId(ref);
+    return list().stream().filter(i -> i.ref().id().equals(id)).findFirst();
+  }
+
+  /** A container as the machine listing shows it: Docker's states in the engine's words. */
+  private static SandboxInfo info(Container c) {
+    Map<String, String> labels = new LinkedHashMap<>(c.getLabels());
+    String id = labels.remove(LABEL_ID);
+    labels.remove(LABEL_CREATOR);
+    String state =
+        switch (String.valueOf(c.getState())) {
+          case "running" -> "running";
+          case "paused" -> "suspended";
+          case "exited" -> "stopped";
+          case "created" -> "creating";
+          case "removing", "dead" -> "destroying";
+          default -> String.valueOf(c.getState());
+        };
+    return SandboxInfo.builder(new WorkspaceRef(NAME, id), state)
+        .image(c.getImage())
+        .created(java.time.Instant.ofEpochSecond(c.getCreated()))
+        .labels(labels)
+        .build();
   }
 
   @Override

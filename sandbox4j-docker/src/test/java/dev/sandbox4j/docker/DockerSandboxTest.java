@@ -119,7 +119,10 @@ class DockerSandboxTest {
     sandboxes.suspend(ref);
     sandboxes.suspend(ref); // idempotent
     assertThat(inspect(ws).getState().getPaused()).isTrue();
+    assertThat(sandboxes.info(ref).orElseThrow().state()).isEqualTo("suspended");
+    assertThat(sandboxes.info(ref).orElseThrow().labels()).containsEntry("sandbox4j.test", TAG);
     assertThat(sh(ws, "echo awake")).isEqualTo("awake");
+    assertThat(sandboxes.info(ref).orElseThrow().state()).isEqualTo("running");
     assertThat(inspect(ws).getState().getPaused()).isFalse();
     assertThat(sh(ws, "pgrep -c -f 'sleep 601[7]'"))
         .as("a suspended sandbox keeps its processes")
@@ -129,6 +132,7 @@ class DockerSandboxTest {
     sandboxes.stop(ref);
     sandboxes.stop(ref); // idempotent
     assertThat(inspect(ws).getState().getRunning()).isFalse();
+    assertThat(sandboxes.info(ref).orElseThrow().state()).isEqualTo("stopped");
     assertThat(sh(ws, "cat note"))
         .as("stop keeps the files; a command starts it")
         .isEqualTo("kept");

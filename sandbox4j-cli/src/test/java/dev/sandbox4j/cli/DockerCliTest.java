@@ -1,0 +1,88 @@
+package dev.sandbox4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.github.dockerjava.api.DockerClient;
+import com.github.dockerjava.core.DefaultDockerClientConfig;
+import com.github.dockerjava.core.DockerClientImpl;
+import com.github.dockerjava.zerodep.ZerodepDockerHttpClient;
+import dev.sandbox4j.workspace.conformance.Prerequisites;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Optional;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** {@code --provider docker} through the CLI, against the machine's Docker daemon. */
+class DockerCliTest {
+  private static final Path HOME =
+      Path.of(Optional.ofNullable(System.getenv("SANDBOX4J_HOME")).orElse("/var/lib/sandbox4j"));
+
+  record Run(int exitCode, String out, String err) {}
+
+  @BeforeAll
+  static void requireDaemon() {
+    boolean answers;
+    try {
+      URI socket = URI.create("unix:///var/run/docker.sock");
+      DockerClient client =
+          DockerClientImpl.getInstance(
+              DefaultDockerClientConfig.createDefaultConfigBuilder()
+                  .withDockerHost(socket.toString())
+                  .build(),
+              new ZerodepDockerHttpClient.Builder().dockerHost(socket).build());
+      client.pingCmd().exec();
+      answers = true;
+    } catch (RuntimeException e) {
+      answers = false;
+    }
+    Prerequisites.require(
+        answers && Files.exists(Path.of("/var/run/docker.sock")),
+        "a Docker daemon on /var/run/docker.sock");
+  }
+
+  private static Run run(String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      code = Cli.run(new CliContext(HOME, new ByteArrayInputStream(new byte[0]), o, e), args);
+    }
+    return new Run(
+        code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void createExecAndRemoveADockerSandbox() {
+    Run create = run("--quiet", "create", "--provider", "docker", "--label", "sandbox4j.test=cli");
+    assertThat(create.exitCode()).as(create.err()).isZero();
+    String ref = create.out().strip();
+    assertThat(ref).matches("docker:[0-9a-f]{12}");
+    try {
+      Run exec = run("exec", ref, "--", "sh", "-c", "id -un; echo $0 > /tmp/x; cat /tmp/x");
+      assertThat(exec.exitCode()).as(exec.err()).isZero();
+      assertThat(exec.out()).isEqualTo("sandbox\nsh\n");
+      Run failing = run("exec", ref, "--", "sh", "-c", "exit 7");
+      assertThat(failing.exitCode()).as("the command's own exit code").isEqualTo(7);
+    } finally {
+      Run rm = run("rm", ref);
+      assertThat(rm.exitCode()).as(rm.err()).isZero();
+    }
+    Run gone = run("exec", ref, "--", "true");
+    assertThat(gone.exitCode()).isNotZero();
+    assertThat(gone.err()).contains(ref.substring("docker:".length()));
+  }
+
+  @Test
+  void optionsADockerSandboxCannotTakeAreRefusedByName() {
+    Run r = run("create", "--provider", "docker", "--disk", "1G");
+    assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(r.err()).contains("--disk is not supported by docker sandboxes yet");
+  }
+}
