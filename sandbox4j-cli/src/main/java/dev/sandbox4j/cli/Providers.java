@@ -238,7 +238,6 @@ final class Providers {
       List.of(
           "--disk",
           "--disk-inodes",
-          "--snapshot",
           "--port-token",
           "--egress",
           "--network",
@@ -270,8 +269,15 @@ final class Providers {
     if (settings.memoryBytes() != null) {
       b.memory(settings.memoryBytes());
     }
+    if (settings.snapshot() != null) {
+      b.snapshot(settings.snapshot());
+    }
     settings.labels().forEach(b::label);
-    return b.build();
+    try {
+      return b.build();
+    } catch (IllegalStateException e) {
+      throw new IllegalArgumentException(e.getMessage(), e);
+    }
   }
 
   private static RemoteSandbox newRemote(Providers providers, Settings settings) {

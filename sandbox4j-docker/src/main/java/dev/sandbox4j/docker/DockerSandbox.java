@@ -13,8 +13,12 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import java.util.ArrayList;
@@ -46,7 +50,12 @@ import java.util.regex.Pattern;
  * stop and start it (a fresh init; files kept). Any command wakes a paused or stopped sandbox.
  */
 public final class DockerSandbox
-    implements WorkspaceProvider, SupportsListing, SupportsSuspend, SupportsStop {
+    implements WorkspaceProvider,
+        SupportsListing,
+        SupportsSuspend,
+        SupportsStop,
+        SupportsFork,
+        SupportsSnapshots {
 
   /** The provider name in refs. */
   public static final String NAME = "docker";
@@ -79,6 +88,7 @@ public final class DockerSandbox
 
   private final DockerHosts.Found host;
   private final String image;
+  private final String snapshot;
   private final int cpus;
   private final long memoryBytes;
   private final int pids;
@@ -99,6 +109,7 @@ public final class DockerSandbox
   private DockerSandbox(Builder b) {
     this.host = b.host;
     this.image = b.image;
+    this.snapshot = b.snapshot;
     this.cpus = b.cpus;
     this.memoryBytes = b.memoryBytes != 0 ? b.memoryBytes : 4L * 1024 * 1024 * 1024 * b.cpus;
     this.pids = b.pids;
@@ -153,6 +164,144 @@ public final class DockerSandbox
     }
   }
 
+  // ---- snapshots and forks -----------------------------------------------------------------
+
+  /** The repository of snapshots: {@code sandbox4j/snapshot:NAME}, labelled, owned by us. */
+  static final String SNAPSHOTS = "sandbox4j/snapshot";
+
+  /** The repository of a fork's passing image, untagged once the fork's container has it. */
+  static final String FORKS = "sandbox4j/fork";
+
+  /** The label of a snapshot image: its name. */
+  static final String LABEL_SNAPSHOT = "dev.sandbox4j.snapshot";
+
+  /** The label of a snapshot image: the sandbox it was saved from. */
+  static final String LABEL_SOURCE = "dev.sandbox4j.source";
+
+  private static final Pattern SNAPSHOT_NAME = Pattern.compile("[a-z0-9][a-z0-9_.-]{0,127}");
+
+  private static final String NO_CHECKPOINT =
+      "Docker sandboxes copy files only: carrying processes needs the daemon's experimental"
+          + " checkpoint/restore (CRIU), which this provider does not use";
+
+  /**
+   * Saves sandbox {@code ref}'s files as snapshot {@code name} (a commit to {@code
+   * sandbox4j/snapshot:NAME}, paused for its duration), replacing a snapshot of that name;
+   * sandboxes made from the old one keep it.
+   */
+  @Override
+  public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
+    String id = checkedId(ref);
+    if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
+      throw new IllegalArgumentException(
+          "snapshot name '" + name + "': use 1 to 128 of a-z, 0-9, '_', '.', '-', starting alnum");
+    }
+    commit(id, SNAPSHOTS, name, Map.of(LABEL_SNAPSHOT, name, LABEL_SOURCE, id));
+    return snapshots().stream()
+        .filter(i -> i.name().equals(name))
+        .findFirst()
+        .orElseThrow(
+            () -> new WorkspaceException("snapshot '" + name + "' vanished as it was saved"));
+  }
+
+  @Override
+  public List<SnapshotInfo> snapshots() {
+    List<com.github.dockerjava.api.model.Image> images;
+    try {
+      images = daemon().client().listImagesCmd().withLabelFilter(LABEL_SNAPSHOT).exec();
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot list snapshots", e);
+    }
+    List<SnapshotInfo> infos = new ArrayList<>();
+    for (com.github.dockerjava.api.model.Image image : images) {
+      String name = image.getLabels() == null ? null : image.getLabels().get(LABEL_SNAPSHOT);
+      String tag = SNAPSHOTS + ":" + name;
+      if (name == null
+          || image.getRepoTags() == null
+          || !List.of(image.getRepoTags()).contains(tag)) {
+        continue; // replaced: no longer the snapshot of that name
+      }
+      String source = image.getLabels().get(LABEL_SOURCE);
+      infos.add(
+          new SnapshotInfo(
+              name,
+              java.time.Instant.ofEpochSecond(image.getCreated()),
+              source == null ? null : new WorkspaceRef(NAME, source),
+              tag,
+              cpus,
+              memoryBytes,
+              pids,
+              image.getSize() == null ? 0 : image.getSize(),
+              0,
+              0));
+    }
+    infos.sort(java.util.Comparator.comparing(SnapshotInfo::name));
+    return infos;
+  }
+
+  @Override
+  public boolean removeSnapshot(String name) {
+    if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
+      return false;
+    }
+    try {
+      // forced: untags it even while sandboxes made from it still use its files
+      daemon().client().removeImageCmd(SNAPSHOTS + ":" + name).withForce(true).exec();
+      return true;
+    } catch (NotFoundException e) {
+      return false;
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot remove snapshot '" + name + "'", e);
+    }
+  }
+
+  /** {@link #forkFiles}: Docker carries no processes here, and the result says so. */
+  @Override
+  public ForkResult fork(WorkspaceRef ref) {
+    return forkFiles(ref);
+  }
+
+  /**
+   * A new sandbox with a copy of {@code ref}'s files (a commit, paused for its duration, then a
+   * container of this provider's size from it); no process is carried.
+   */
+  @Override
+  public ForkResult forkFiles(WorkspaceRef ref) {
+    String parent = checkedId(ref);
+    DockerWorkspace child = new DockerWorkspace(this, null);
+    String tag = java.util.UUID.randomUUID().toString().replace("-", "");
+    commit(parent, FORKS, tag, Map.of());
+    String image = FORKS + ":" + tag;
+    try {
+      child.createFrom(image);
+    } finally {
+      try {
+        daemon().client().removeImageCmd(image).withForce(true).exec(); // the child keeps its files
+      } catch (DockerException e) {
+        // already gone; a leftover tag is removed by gc
+      }
+    }
+    return new ForkResult(child.ref().orElseThrow(), false, NO_CHECKPOINT);
+  }
+
+  private void commit(String id, String repository, String tag, Map<String, String> labels) {
+    wake(id);
+    try {
+      daemon()
+          .client()
+          .commitCmd(containerName(id))
+          .withRepository(repository)
+          .withTag(tag)
+          .withPause(true)
+          .withLabels(labels)
+          .exec();
+    } catch (NotFoundException e) {
+      throw new WorkspaceUnavailableException("sandbox docker:" + id + " does not exist", e);
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot save sandbox docker:" + id, e);
+    }
+  }
+
   /**
    * Whether a daemon is configured or its socket exists here ({@code DOCKER_HOST}, a docker
    * context, a known socket): no connection is made. What {@code sandbox4j ls} asks before it lists
@@ -202,8 +351,8 @@ public final class DockerSandbox
   /** A container as the machine listing shows it: Docker's states in the engine's words. */
   private static SandboxInfo info(Container c) {
     Map<String, String> labels = new LinkedHashMap<>(c.getLabels());
-    String id = labels.remove(LABEL_ID);
-    labels.remove(LABEL_CREATOR);
+    String id = labels.get(LABEL_ID);
+    labels.keySet().removeIf(k -> k.startsWith("dev.sandbox4j.")); // ours, not the user's
     String state =
         switch (String.valueOf(c.getState())) {
           case "running" -> "running";
@@ -353,9 +502,17 @@ public final class DockerSandbox
     return "sandbox4j-" + id;
   }
 
-  /** Creates and starts the container of a new sandbox {@code id}. */
-  void createContainer(String id) {
-    String imageName = image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
+  /**
+   * Creates and starts the container of a new sandbox {@code id}, from {@code from} (a fork's
+   * image) or else this provider's image.
+   */
+  void createContainer(String id, String from) {
+    String imageName =
+        from != null
+            ? from
+            : snapshot != null
+                ? SNAPSHOTS + ":" + snapshot
+                : image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
     Map<String, String> allLabels = new LinkedHashMap<>(labels);
     allLabels.put(LABEL_ID, id);
     allLabels.put(LABEL_CREATOR, creator());
@@ -502,6 +659,7 @@ public final class DockerSandbox
   public static final class Builder {
     private DockerHosts.Found host;
     private String image;
+    private String snapshot;
     private int cpus = 1;
     private long memoryBytes;
     private int pids = 1024;
@@ -530,6 +688,15 @@ public final class DockerSandbox
         throw new IllegalArgumentException("image: must not be blank");
       }
       this.image = image;
+      return this;
+    }
+
+    /** The snapshot new sandboxes start from ({@link DockerSandbox#snapshot}); not with image. */
+    public Builder snapshot(String name) {
+      if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
+        throw new IllegalArgumentException("snapshot: no such snapshot name '" + name + "'");
+      }
+      this.snapshot = name;
       return this;
     }
 
@@ -621,6 +788,10 @@ public final class DockerSandbox
 
     /** The provider. */
     public DockerSandbox build() {
+      if (snapshot != null && image != null) {
+        throw new IllegalStateException(
+            "snapshot and image cannot both be set: a sandbox from a snapshot has the snapshot's files");
+      }
       return new DockerSandbox(this);
     }
   }

@@ -107,16 +107,23 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     if (workingDirectory != null) {
       return workingDirectory;
     }
-    if (attachId == null) {
+    if (attachId == null && id == null) {
       sandboxes.beforeCreate().run();
       String fresh = HexFormat.of().formatHex(randomBytes()).substring(0, 12);
-      sandboxes.createContainer(fresh);
+      sandboxes.createContainer(fresh, null);
       id = fresh;
     }
     InspectContainerResponse container = sandboxes.inspect(id);
     String dir = container.getConfig().getWorkingDir();
     workingDirectory = dir == null || dir.isEmpty() ? "/" : dir;
     return workingDirectory;
+  }
+
+  /** Creates this new sandbox's container from {@code image} (a fork's); before any use. */
+  synchronized void createFrom(String image) {
+    String fresh = HexFormat.of().formatHex(randomBytes()).substring(0, 12);
+    sandboxes.createContainer(fresh, image);
+    id = fresh;
   }
 
   private static byte[] randomBytes() {

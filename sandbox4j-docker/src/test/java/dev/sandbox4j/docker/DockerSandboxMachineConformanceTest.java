@@ -1,24 +1,71 @@
 package dev.sandbox4j.docker;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.conformance.MachineConformanceSuite;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 
 /**
- * The machine capabilities a docker sandbox has (listing, suspend, stop) against a real daemon; the
- * sections of the others are skipped as not applicable.
+ * The machine capabilities a docker sandbox has (listing, suspend, stop, files-only fork,
+ * snapshots) against a real daemon; the sections of the others are skipped as not applicable.
  */
 class DockerSandboxMachineConformanceTest extends MachineConformanceSuite {
+  private static final String TAG = "machines-" + UUID.randomUUID().toString().substring(0, 8);
   private static DockerSandbox sandboxes;
+  private static List<String> imagesBefore;
 
   @BeforeAll
   static void requireDaemon() {
     DockerPrerequisites.requireDaemon();
-    sandboxes = DockerSandbox.builder().label("sandbox4j.test", "machines").build();
+    sandboxes = builder().build();
+    imagesBefore = ourImages();
+  }
+
+  private static DockerSandbox.Builder builder() {
+    return DockerSandbox.builder().label("sandbox4j.test", TAG);
+  }
+
+  /** Nothing leaks: no container of the suite's, and no fork or snapshot image more than before. */
+  @AfterAll
+  static void nothingIsLeft() {
+    assertThat(
+            sandboxes
+                .daemon()
+                .client()
+                .listContainersCmd()
+                .withShowAll(true)
+                .withLabelFilter(Map.of("sandbox4j.test", TAG))
+                .exec())
+        .as("containers the suite left behind")
+        .isEmpty();
+    assertThat(ourImages()).as("fork and snapshot images").isEqualTo(imagesBefore);
+  }
+
+  private static List<String> ourImages() {
+    return sandboxes.daemon().client().listImagesCmd().exec().stream()
+        .flatMap(
+            i ->
+                i.getRepoTags() == null
+                    ? java.util.stream.Stream.empty()
+                    : java.util.Arrays.stream(i.getRepoTags()))
+        .filter(t -> t.startsWith(DockerSandbox.FORKS) || t.startsWith(DockerSandbox.SNAPSHOTS))
+        .sorted()
+        .toList();
   }
 
   @Override
   protected WorkspaceProvider provider() {
     return sandboxes;
+  }
+
+  @Override
+  protected WorkspaceBackend newBackendFromSnapshot(String name) {
+    return builder().snapshot(name).build().newBackend();
   }
 }
