@@ -239,7 +239,6 @@ final class Providers {
           "--disk",
           "--disk-inodes",
           "--port-token",
-          "--egress",
           "--network",
           "--auto-suspend",
           "--lifetime",
@@ -271,6 +270,15 @@ final class Providers {
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
+    }
+    if (settings.egress() != null) {
+      if (settings.egress().mode() == EgressPolicy.Mode.NONE) {
+        b.noNetwork();
+      } else if (settings.egress().mode() != EgressPolicy.Mode.ALL) {
+        throw new IllegalArgumentException(
+            "--egress: docker sandboxes take none, or all (Docker's bridge network), not an"
+                + " allowlist yet");
+      }
     }
     settings.labels().forEach(b::label);
     try {
@@ -311,6 +319,15 @@ final class Providers {
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
+    }
+    if (settings.egress() != null) {
+      if (settings.egress().mode() == EgressPolicy.Mode.NONE) {
+        b.noNetwork();
+      } else if (settings.egress().mode() != EgressPolicy.Mode.ALL) {
+        throw new IllegalArgumentException(
+            "--egress: docker sandboxes take none, or all (Docker's bridge network), not an"
+                + " allowlist yet");
+      }
     }
     settings.labels().forEach(b::label);
     Timers timers = settings.timers();
@@ -418,6 +435,15 @@ final class Providers {
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
+    }
+    if (settings.egress() != null) {
+      if (settings.egress().mode() == EgressPolicy.Mode.NONE) {
+        b.noNetwork();
+      } else if (settings.egress().mode() != EgressPolicy.Mode.ALL) {
+        throw new IllegalArgumentException(
+            "--egress: docker sandboxes take none, or all (Docker's bridge network), not an"
+                + " allowlist yet");
+      }
     }
     settings.labels().forEach(b::label);
     if (settings.egress() != null) {

@@ -96,6 +96,7 @@ public final class DockerSandbox
   private final Map<String, String> labels;
   private final String workingDirectory;
   private final String user;
+  private final boolean noNetwork;
   private final Consumer<String> progress;
   private final Runnable beforeCreate;
   private volatile Daemon daemon;
@@ -117,6 +118,7 @@ public final class DockerSandbox
     this.labels = Map.copyOf(b.labels);
     this.workingDirectory = b.workingDirectory;
     this.user = b.user;
+    this.noNetwork = b.noNetwork;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
   }
@@ -526,6 +528,9 @@ public final class DockerSandbox
             .withCapDrop(Capability.ALL)
             .withCapAdd(CAPABILITIES)
             .withPrivileged(false);
+    if (noNetwork) {
+      hostConfig.withNetworkMode("none");
+    }
     List<String> envList = new ArrayList<>();
     env.forEach((k, v) -> envList.add(k + "=" + v));
     try {
@@ -667,6 +672,7 @@ public final class DockerSandbox
     private final Map<String, String> labels = new LinkedHashMap<>();
     private String workingDirectory;
     private String user;
+    private boolean noNetwork;
     private Consumer<String> progress = line -> {};
     private Runnable beforeCreate = () -> {};
 
@@ -771,6 +777,17 @@ public final class DockerSandbox
         throw new IllegalArgumentException("user: must not be blank");
       }
       this.user = user;
+      return this;
+    }
+
+    /**
+     * New sandboxes get no network at all: loopback only, no way out. Without it they are on
+     * Docker's default bridge, which reaches the internet and also the host, the other containers
+     * on that bridge and the networks the host reaches: Docker's isolation, not the engine's egress
+     * policy.
+     */
+    public Builder noNetwork() {
+      this.noNetwork = true;
       return this;
     }
 

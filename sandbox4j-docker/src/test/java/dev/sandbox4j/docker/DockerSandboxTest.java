@@ -215,6 +215,22 @@ class DockerSandboxTest {
   }
 
   @Test
+  void withoutNetworkASandboxHasLoopbackOnlyAndReachesNothing() {
+    DockerSandbox closed = DockerSandbox.builder().label("sandbox4j.test", TAG).noNetwork().build();
+    Workspace ws = Workspace.of(closed.newBackend());
+    made.add(ws.open());
+    assertThat(sh(ws, "ls /sys/class/net")).isEqualTo("lo");
+    String gateway =
+        sh(
+            create(),
+            "ip route | awk '/default/ {print $3}'"); // the bridge's host side, from another
+    assertThat(
+            ws.run(Command.shell("curl -sS -m 3 http://" + gateway + "/ 2>&1; echo rc=$?"))
+                .stdoutText())
+        .contains("rc=7");
+  }
+
+  @Test
   void aCommandThatKillsItselfIsAResultNotAnUnavailableSandbox() {
     Workspace ws = create();
     assertThat(ws.run(Command.shell("kill -9 $$")).exitCode()).isEqualTo(137);
