@@ -50,7 +50,9 @@ public final class WorkspaceBench implements AutoCloseable {
           "local",
           scratch -> LocalTarget.create(),
           "remote",
-          RemoteTarget::create);
+          RemoteTarget::create,
+          "docker",
+          scratch -> DockerTarget.create());
 
   static final int DEFAULT_ITERATIONS = 200;
   static final int MIN_ITERATIONS = 100;

@@ -82,6 +82,11 @@ final class FailureHandler implements IParameterExceptionHandler, IExecutionExce
         report(oneLine(bad.getMessage()), e);
         yield ExitCodes.USAGE;
       }
+      // a provider without the capability (hibernate of a docker sandbox): the request, not a bug
+      case UnsupportedOperationException unsupported -> {
+        report(oneLine(unsupported.getMessage()), e);
+        yield ExitCodes.USAGE;
+      }
       default -> {
         report(
             "internal error: "

@@ -53,7 +53,7 @@ final class ForkCommand implements Callable<Integer> {
     WorkspaceRef parent = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
     ForkResult fork;
     try (var task = root.task("forking " + parent, true, json)) {
-      fork = root.machines().fork(parent, filesOnly);
+      fork = root.machinesOf(parent).fork(parent, filesOnly);
     }
     if (json) {
       Map<String, Object> fields = new LinkedHashMap<>();

@@ -320,15 +320,6 @@ final class Providers {
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
     }
-    if (settings.egress() != null) {
-      if (settings.egress().mode() == EgressPolicy.Mode.NONE) {
-        b.noNetwork();
-      } else if (settings.egress().mode() != EgressPolicy.Mode.ALL) {
-        throw new IllegalArgumentException(
-            "--egress: docker sandboxes take none, or all (Docker's bridge network), not an"
-                + " allowlist yet");
-      }
-    }
     settings.labels().forEach(b::label);
     Timers timers = settings.timers();
     if (timers != null) {
@@ -435,15 +426,6 @@ final class Providers {
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
-    }
-    if (settings.egress() != null) {
-      if (settings.egress().mode() == EgressPolicy.Mode.NONE) {
-        b.noNetwork();
-      } else if (settings.egress().mode() != EgressPolicy.Mode.ALL) {
-        throw new IllegalArgumentException(
-            "--egress: docker sandboxes take none, or all (Docker's bridge network), not an"
-                + " allowlist yet");
-      }
     }
     settings.labels().forEach(b::label);
     if (settings.egress() != null) {

@@ -164,6 +164,16 @@ final class SandboxCommand implements Runnable {
     return providers().machines();
   }
 
+  /**
+   * Where the machine commands act on {@code ref}: a docker sandbox's own provider, else {@link
+   * #machines()} (the local engine, or the server).
+   */
+  Machines machinesOf(WorkspaceRef ref) {
+    return ref.provider().equals(dev.sandbox4j.docker.DockerSandbox.NAME)
+        ? new Machines(providers(), ref.provider())
+        : machines();
+  }
+
   /** {@code --provider}'s value, or the default: {@code remote} with a server, else local. */
   String providerOrDefault(String provider) {
     return provider != null ? provider : providers().defaultName();

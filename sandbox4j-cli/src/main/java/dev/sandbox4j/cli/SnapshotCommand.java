@@ -54,7 +54,7 @@ final class SnapshotCommand implements Callable<Integer> {
     WorkspaceRef source = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
     SnapshotInfo saved;
     try (var task = root.task("saving snapshot " + name + " of " + source, true, json)) {
-      saved = root.machines().snapshot(source, name);
+      saved = root.machinesOf(source).snapshot(source, name);
     } catch (IllegalArgumentException e) {
       throw new ParameterException(spec.commandLine(), e.getMessage(), e);
     }

@@ -57,10 +57,9 @@ final class StateCommands {
     @Override
     public Integer call() {
       List<WorkspaceRef> parsed = machineRefs(root, spec, refs);
-      Machines sandboxes = root.machines();
       for (WorkspaceRef ref : parsed) {
         try (var task = root.task(doing() + " " + ref, known(), json)) {
-          change().accept(sandboxes, ref);
+          change().accept(root.machinesOf(ref), ref);
         }
         if (!json) {
           root.context().out().println(ref);
@@ -68,8 +67,10 @@ final class StateCommands {
       }
       if (json) {
         Map<String, Map<String, Object>> listed = new HashMap<>();
-        for (Map<String, Object> row : ListCommand.rowsOf(root.provider(spec, sandboxes.name()))) {
-          listed.put(row.get("provider") + ":" + row.get("id"), row);
+        for (String provider : parsed.stream().map(WorkspaceRef::provider).distinct().toList()) {
+          for (Map<String, Object> row : ListCommand.rowsOf(root.provider(spec, provider))) {
+            listed.put(row.get("provider") + ":" + row.get("id"), row);
+          }
         }
         List<Map<String, Object>> rows = new ArrayList<>();
         for (WorkspaceRef ref : parsed) {
@@ -88,8 +89,8 @@ final class StateCommands {
    */
   static List<WorkspaceRef> machineRefs(SandboxCommand root, CommandSpec spec, List<String> refs) {
     List<WorkspaceRef> parsed = refs.stream().map(text -> root.parseRef(spec, text)).toList();
-    Machines machines = root.machines();
     for (WorkspaceRef ref : parsed) {
+      Machines machines = root.machinesOf(ref);
       if (!ref.provider().equals(machines.name())) {
         throw new ParameterException(
             spec.commandLine(),

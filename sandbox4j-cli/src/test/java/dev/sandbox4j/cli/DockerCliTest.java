@@ -70,6 +70,18 @@ class DockerCliTest {
       assertThat(exec.out()).isEqualTo("sandbox\nsh\n");
       Run failing = run("exec", ref, "--", "sh", "-c", "exit 7");
       assertThat(failing.exitCode()).as("the command's own exit code").isEqualTo(7);
+      Run suspend = run("suspend", ref);
+      assertThat(suspend.exitCode()).as(suspend.err()).isZero();
+      Run ls = run("ls", "--provider", "docker", "--json");
+      assertThat(ls.out()).contains("\"id\":\"" + ref.substring(7) + "\",\"state\":\"suspended\"");
+      Run fork = run("--quiet", "fork", ref);
+      assertThat(fork.exitCode()).as(fork.err()).isZero();
+      String child = fork.out().strip();
+      assertThat(run("exec", child, "--", "cat", "/tmp/x").out()).isEqualTo("sh\n");
+      assertThat(run("rm", child).exitCode()).isZero();
+      Run hibernate = run("hibernate", ref);
+      assertThat(hibernate.exitCode()).isEqualTo(ExitCodes.USAGE);
+      assertThat(hibernate.err()).contains("provider 'docker' cannot hibernate its sandboxes");
     } finally {
       Run rm = run("rm", ref);
       assertThat(rm.exitCode()).as(rm.err()).isZero();
