@@ -6,6 +6,22 @@ import dev.sandbox4j.workspace.conformance.Prerequisites;
 final class DockerPrerequisites {
   private DockerPrerequisites() {}
 
+  /**
+   * The containers of {@code daemonOf}'s daemon labelled {@code sandbox4j.test=tag}: a leak check.
+   */
+  static java.util.List<String> containersLabelled(DockerSandbox daemonOf, String tag) {
+    return daemonOf
+        .daemon()
+        .client()
+        .listContainersCmd()
+        .withShowAll(true)
+        .withLabelFilter(java.util.Map.of("sandbox4j.test", tag))
+        .exec()
+        .stream()
+        .map(c -> java.util.Arrays.toString(c.getNames()))
+        .toList();
+  }
+
   static void requireDaemon() {
     String why;
     try {

@@ -2,7 +2,6 @@ package dev.sandbox4j.docker;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.github.dockerjava.api.model.Container;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.conformance.SlowCreation;
@@ -32,14 +31,7 @@ class DockerSandboxConformanceTest extends WorkspaceConformanceSuite {
   /** Nothing leaks: every container the suite made is gone once it has run. */
   @AfterAll
   static void noContainerIsLeft() {
-    List<Container> left =
-        sandboxes
-            .daemon()
-            .client()
-            .listContainersCmd()
-            .withShowAll(true)
-            .withLabelFilter(Map.of("sandbox4j.test", TAG))
-            .exec();
+    List<String> left = DockerPrerequisites.containersLabelled(sandboxes, TAG);
     assertThat(left).as("containers the suite left behind").isEmpty();
   }
 

@@ -6,7 +6,6 @@ import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.conformance.MachineConformanceSuite;
 import java.util.List;
-import java.util.Map;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -34,14 +33,7 @@ class DockerSandboxMachineConformanceTest extends MachineConformanceSuite {
   /** Nothing leaks: no container of the suite's, and no fork or snapshot image more than before. */
   @AfterAll
   static void nothingIsLeft() {
-    assertThat(
-            sandboxes
-                .daemon()
-                .client()
-                .listContainersCmd()
-                .withShowAll(true)
-                .withLabelFilter(Map.of("sandbox4j.test", TAG))
-                .exec())
+    assertThat(DockerPrerequisites.containersLabelled(sandboxes, TAG))
         .as("containers the suite left behind")
         .isEmpty();
     assertThat(ourImages()).as("fork and snapshot images").isEqualTo(imagesBefore);

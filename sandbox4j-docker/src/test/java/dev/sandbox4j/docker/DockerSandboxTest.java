@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.github.dockerjava.api.command.InspectContainerResponse;
-import com.github.dockerjava.api.model.Container;
 import com.github.dockerjava.api.model.HostConfig;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -40,14 +39,7 @@ class DockerSandboxTest {
 
   @AfterAll
   static void noContainerIsLeft() {
-    List<Container> left =
-        sandboxes
-            .daemon()
-            .client()
-            .listContainersCmd()
-            .withShowAll(true)
-            .withLabelFilter(Map.of("sandbox4j.test", TAG))
-            .exec();
+    List<String> left = DockerPrerequisites.containersLabelled(sandboxes, TAG);
     assertThat(left).as("containers the tests left behind").isEmpty();
   }
 
