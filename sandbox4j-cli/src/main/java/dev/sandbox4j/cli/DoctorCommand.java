@@ -27,15 +27,28 @@ final class DoctorCommand implements Callable<Integer> {
       description = "Print a JSON array of {\"name\",\"ok\",\"detail\",\"fix\"} objects instead.")
   boolean json;
 
+  @Option(
+      names = "--docker",
+      description =
+          "Check what docker sandboxes need instead: a Docker daemon found (DOCKER_HOST, the"
+              + " docker context, the usual sockets), that it answers, and the default image.")
+  boolean docker;
+
   @Override
   public Integer call() {
-    List<HostCheck> checks = HostSetup.check(root.context().home());
+    List<HostCheck> checks =
+        docker
+            ? dev.sandbox4j.docker.DockerSandbox.checks()
+            : HostSetup.check(root.context().home());
     if (json) {
       root.context().out().println(Json.write(checks));
     } else {
       print(root.context().out(), checks);
     }
-    return verdict(root, checks, "run 'sandbox4j setup' (as root) to fix what it can");
+    return verdict(
+        root,
+        checks,
+        docker ? "see each fix above" : "run 'sandbox4j setup' (as root) to fix what it can");
   }
 
   /** {@code ok name: detail}, or {@code MISSING name: detail} and a fix line. */

@@ -92,6 +92,19 @@ class DockerCliTest {
   }
 
   @Test
+  void doctorChecksTheDaemonAndGcCleansDockerOrphansToo() {
+    Run doctor = run("doctor", "--docker");
+    assertThat(doctor.exitCode()).as(doctor.out() + doctor.err()).isZero();
+    assertThat(doctor.out())
+        .contains("ok       docker daemon: unix:///var/run/docker.sock")
+        .contains("ok       docker answers: Docker ")
+        .contains("ok       docker default image: sandbox4j/default:");
+    Run gc = run("gc", "--json");
+    assertThat(gc.exitCode()).as(gc.err()).isZero();
+    assertThat(gc.err()).doesNotContain("cannot clean docker");
+  }
+
+  @Test
   void optionsADockerSandboxCannotTakeAreRefusedByName() {
     Run r = run("create", "--provider", "docker", "--disk", "1G");
     assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);

@@ -95,6 +95,33 @@ final class DefaultDockerImage {
     return name;
   }
 
+  /** Whether the default image is in the daemon, or can be imported from this machine's store. */
+  static dev.sandbox4j.runtime.HostCheck check(Daemon daemon) {
+    String name = "docker default image";
+    Path home = localHome();
+    java.util.Optional<Image> image;
+    try {
+      image = new ImageStore(home.resolve("images")).find(ImageStore.DEFAULT);
+    } catch (RuntimeException e) {
+      image = java.util.Optional.empty();
+    }
+    if (image.isEmpty() || image.get().layers().size() != 1) {
+      return dev.sandbox4j.runtime.HostCheck.missing(
+          name,
+          "no default image in " + home + " to import",
+          "run 'sandbox4j setup' (Linux, root) to build it, or give docker sandboxes an image"
+              + " the daemon has (--image, DockerSandbox.builder().image)");
+    }
+    String tag = REPOSITORY + ":" + image.get().layerIds().get(0).substring(0, 12);
+    try {
+      daemon.client().inspectImageCmd(tag).exec();
+      return dev.sandbox4j.runtime.HostCheck.ok(name, tag + " is in the daemon");
+    } catch (NotFoundException e) {
+      return dev.sandbox4j.runtime.HostCheck.ok(
+          name, tag + " is imported from " + home + " by the first docker sandbox");
+    }
+  }
+
   private static Path localHome() {
     String env = System.getenv("SANDBOX4J_HOME");
     return env == null || env.isBlank() ? LocalSandbox.DEFAULT_HOME : Path.of(env);

@@ -318,6 +318,41 @@ public final class DockerSandbox
     }
   }
 
+  /**
+   * What docker sandboxes need here, for {@code sandbox4j doctor --docker}: a daemon found, that it
+   * answers (and its version), and where the default image comes from. Changes nothing.
+   */
+  public static List<dev.sandbox4j.runtime.HostCheck> checks() {
+    List<dev.sandbox4j.runtime.HostCheck> checks = new ArrayList<>();
+    DockerHosts.Found found;
+    try {
+      found = DockerHosts.discover();
+    } catch (WorkspaceUnavailableException e) {
+      checks.add(
+          dev.sandbox4j.runtime.HostCheck.missing(
+              "docker daemon", e.getMessage(), "start Docker, or set DOCKER_HOST to its socket"));
+      return checks;
+    }
+    checks.add(
+        dev.sandbox4j.runtime.HostCheck.ok(
+            "docker daemon", found.host() + " (" + found.how() + ")"));
+    try (Daemon daemon = new Daemon(found)) {
+      var version = daemon.client().versionCmd().exec();
+      checks.add(
+          dev.sandbox4j.runtime.HostCheck.ok(
+              "docker answers",
+              "Docker " + version.getVersion() + ", API " + version.getApiVersion()));
+      checks.add(DefaultDockerImage.check(daemon));
+    } catch (RuntimeException e) {
+      checks.add(
+          dev.sandbox4j.runtime.HostCheck.missing(
+              "docker answers",
+              found.host() + ": " + e.getMessage(),
+              "start the daemon, or give this user access to its socket (the docker group)"));
+    }
+    return checks;
+  }
+
   /** Every docker sandbox of the daemon (any JVM's), sorted by id. */
   @Override
   public List<SandboxInfo> list() {
