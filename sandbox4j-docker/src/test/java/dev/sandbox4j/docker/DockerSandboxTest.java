@@ -116,7 +116,7 @@ class DockerSandboxTest {
     assertThat(sh(ws, "echo awake")).isEqualTo("awake");
     assertThat(sandboxes.info(ref).orElseThrow().state()).isEqualTo("running");
     assertThat(inspect(ws).getState().getPaused()).isFalse();
-    assertThat(sh(ws, "pgrep -c -f 'sleep 601[7]'"))
+    assertThat(sh(ws, "pgrep -c -f '^sleep 601[7]'"))
         .as("a suspended sandbox keeps its processes")
         .isEqualTo("1");
 
@@ -128,7 +128,7 @@ class DockerSandboxTest {
     assertThat(sh(ws, "cat note"))
         .as("stop keeps the files; a command starts it")
         .isEqualTo("kept");
-    assertThat(sh(ws, "pgrep -c -f 'sleep 601[7]' || true"))
+    assertThat(sh(ws, "pgrep -c -f '^sleep 601[7]' || true"))
         .as("a fresh init after stop")
         .isEqualTo("0");
 
@@ -220,6 +220,49 @@ class DockerSandboxTest {
             ws.run(Command.shell("curl -sS -m 3 http://" + gateway + "/ 2>&1; echo rc=$?"))
                 .stdoutText())
         .contains("rc=7");
+  }
+
+  /**
+   * A JVM killed with SIGKILL mid-command loses nothing: the sandbox stays, another JVM attaches by
+   * ref and finds its files; the command it left running goes on inside (nothing could kill it),
+   * and destroy ends it with the rest.
+   */
+  @Test
+  void aSandboxOutlivesTheJvmKilledWhileItsCommandRan() throws Exception {
+    Process child =
+        new ProcessBuilder(
+                java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-cp",
+                System.getProperty("java.class.path"),
+                KilledJvmChild.class.getName(),
+                TAG)
+            .redirectError(ProcessBuilder.Redirect.DISCARD)
+            .start();
+    WorkspaceRef ref;
+    try (var out =
+        new java.io.BufferedReader(new java.io.InputStreamReader(child.getInputStream()))) {
+      String line = out.readLine();
+      assertThat(line).as("the child printed its sandbox's ref").isNotNull().startsWith("docker:");
+      ref = WorkspaceRef.parse(line.strip());
+      made.add(ref);
+      Workspace ws = Workspace.of(sandboxes.backend(ref).orElseThrow());
+      long end = System.nanoTime() + 20_000_000_000L;
+      while (!ws.exists("/tmp/long")) {
+        assertThat(System.nanoTime()).as("the child's command started").isLessThan(end);
+        Thread.sleep(20);
+      }
+      child.destroyForcibly().waitFor();
+
+      assertThat(ws.readText("/home/sandbox/before-the-kill")).isEqualTo("written");
+      assertThat(sh(ws, "echo alive")).isEqualTo("alive");
+      assertThat(sh(ws, "pgrep -c -f '^sleep 601[7]'"))
+          .as("the orphaned command goes on")
+          .isEqualTo("1");
+      assertThat(sandboxes.gc()).as("gc never takes a running sandbox").doesNotContain(ref.id());
+      assertThat(sandboxes.info(ref).orElseThrow().state()).isEqualTo("running");
+    } finally {
+      child.destroyForcibly();
+    }
   }
 
   @Test
