@@ -100,6 +100,7 @@ public final class DockerSandbox
   private final Consumer<String> progress;
   private final Runnable beforeCreate;
   private volatile Daemon daemon;
+  private final SandboxImages images = new SandboxImages(this);
   private final Set<String> destroyed = ConcurrentHashMap.newKeySet();
 
   /** Sandboxes with every default, on the daemon found as the docker CLI finds it. */
@@ -166,25 +167,7 @@ public final class DockerSandbox
     }
   }
 
-  // ---- snapshots and forks -----------------------------------------------------------------
-
-  /** The repository of snapshots: {@code sandbox4j/snapshot:NAME}, labelled, owned by us. */
-  static final String SNAPSHOTS = "sandbox4j/snapshot";
-
-  /** The repository of a fork's passing image, untagged once the fork's container has it. */
-  static final String FORKS = "sandbox4j/fork";
-
-  /** The label of a snapshot image: its name. */
-  static final String LABEL_SNAPSHOT = "dev.sandbox4j.snapshot";
-
-  /** The label of a snapshot image: the sandbox it was saved from. */
-  static final String LABEL_SOURCE = "dev.sandbox4j.source";
-
-  private static final Pattern SNAPSHOT_NAME = Pattern.compile("[a-z0-9][a-z0-9_.-]{0,127}");
-
-  private static final String NO_CHECKPOINT =
-      "Docker sandboxes copy files only: carrying processes needs the daemon's experimental"
-          + " checkpoint/restore (CRIU), which this provider does not use";
+  // ---- snapshots and forks (SandboxImages) -----------------------------------------------
 
   /**
    * Saves sandbox {@code ref}'s files as snapshot {@code name} (a commit to {@code
@@ -193,68 +176,17 @@ public final class DockerSandbox
    */
   @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
-    String id = checkedId(ref);
-    if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
-      throw new IllegalArgumentException(
-          "snapshot name '" + name + "': use 1 to 128 of a-z, 0-9, '_', '.', '-', starting alnum");
-    }
-    commit(id, SNAPSHOTS, name, Map.of(LABEL_SNAPSHOT, name, LABEL_SOURCE, id));
-    return snapshots().stream()
-        .filter(i -> i.name().equals(name))
-        .findFirst()
-        .orElseThrow(
-            () -> new WorkspaceException("snapshot '" + name + "' vanished as it was saved"));
+    return images.snapshot(checkedId(ref), name);
   }
 
   @Override
   public List<SnapshotInfo> snapshots() {
-    List<com.github.dockerjava.api.model.Image> images;
-    try {
-      images = daemon().client().listImagesCmd().withLabelFilter(LABEL_SNAPSHOT).exec();
-    } catch (DockerException e) {
-      throw Daemon.translate("cannot list snapshots", e);
-    }
-    List<SnapshotInfo> infos = new ArrayList<>();
-    for (com.github.dockerjava.api.model.Image image : images) {
-      String name = image.getLabels() == null ? null : image.getLabels().get(LABEL_SNAPSHOT);
-      String tag = SNAPSHOTS + ":" + name;
-      if (name == null
-          || image.getRepoTags() == null
-          || !List.of(image.getRepoTags()).contains(tag)) {
-        continue; // replaced: no longer the snapshot of that name
-      }
-      String source = image.getLabels().get(LABEL_SOURCE);
-      infos.add(
-          new SnapshotInfo(
-              name,
-              java.time.Instant.ofEpochSecond(image.getCreated()),
-              source == null ? null : new WorkspaceRef(NAME, source),
-              tag,
-              cpus,
-              memoryBytes,
-              pids,
-              image.getSize() == null ? 0 : image.getSize(),
-              0,
-              0));
-    }
-    infos.sort(java.util.Comparator.comparing(SnapshotInfo::name));
-    return infos;
+    return images.snapshots();
   }
 
   @Override
   public boolean removeSnapshot(String name) {
-    if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
-      return false;
-    }
-    try {
-      // forced: untags it even while sandboxes made from it still use its files
-      daemon().client().removeImageCmd(SNAPSHOTS + ":" + name).withForce(true).exec();
-      return true;
-    } catch (NotFoundException e) {
-      return false;
-    } catch (DockerException e) {
-      throw Daemon.translate("cannot remove snapshot '" + name + "'", e);
-    }
+    return images.removeSnapshot(name);
   }
 
   /** {@link #forkFiles}: Docker carries no processes here, and the result says so. */
@@ -271,37 +203,8 @@ public final class DockerSandbox
   public ForkResult forkFiles(WorkspaceRef ref) {
     String parent = checkedId(ref);
     DockerWorkspace child = new DockerWorkspace(this, null);
-    String tag = java.util.UUID.randomUUID().toString().replace("-", "");
-    commit(parent, FORKS, tag, Map.of());
-    String image = FORKS + ":" + tag;
-    try {
-      child.createFrom(image);
-    } finally {
-      try {
-        daemon().client().removeImageCmd(image).withForce(true).exec(); // the child keeps its files
-      } catch (DockerException e) {
-        // already gone; a leftover tag is removed by gc
-      }
-    }
-    return new ForkResult(child.ref().orElseThrow(), false, NO_CHECKPOINT);
-  }
-
-  private void commit(String id, String repository, String tag, Map<String, String> labels) {
-    wake(id);
-    try {
-      daemon()
-          .client()
-          .commitCmd(containerName(id))
-          .withRepository(repository)
-          .withTag(tag)
-          .withPause(true)
-          .withLabels(labels)
-          .exec();
-    } catch (NotFoundException e) {
-      throw new WorkspaceUnavailableException("sandbox docker:" + id + " does not exist", e);
-    } catch (DockerException e) {
-      throw Daemon.translate("cannot save sandbox docker:" + id, e);
-    }
+    images.withForkImage(parent, child::createFrom);
+    return new ForkResult(child.ref().orElseThrow(), false, SandboxImages.NO_CHECKPOINT);
   }
 
   /**
@@ -531,6 +434,19 @@ public final class DockerSandbox
     return d;
   }
 
+  /** The size of this provider's new sandboxes, for the snapshots it lists. */
+  int cpus() {
+    return cpus;
+  }
+
+  long memoryBytes() {
+    return memoryBytes;
+  }
+
+  int pids() {
+    return pids;
+  }
+
   Runnable beforeCreate() {
     return beforeCreate;
   }
@@ -548,7 +464,7 @@ public final class DockerSandbox
         from != null
             ? from
             : snapshot != null
-                ? SNAPSHOTS + ":" + snapshot
+                ? SandboxImages.SNAPSHOTS + ":" + snapshot
                 : image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
     Map<String, String> allLabels = new LinkedHashMap<>(labels);
     allLabels.put(LABEL_ID, id);
@@ -684,7 +600,7 @@ public final class DockerSandbox
     }
   }
 
-  private static String checkedId(WorkspaceRef ref) {
+  static String checkedId(WorkspaceRef ref) {
     if (!ref.provider().equals(NAME)) {
       throw new IllegalArgumentException("not a docker sandbox: " + ref);
     }
@@ -734,7 +650,7 @@ public final class DockerSandbox
 
     /** The snapshot new sandboxes start from ({@link DockerSandbox#snapshot}); not with image. */
     public Builder snapshot(String name) {
-      if (name == null || !SNAPSHOT_NAME.matcher(name).matches()) {
+      if (name == null || !SandboxImages.SNAPSHOT_NAME.matcher(name).matches()) {
         throw new IllegalArgumentException("snapshot: no such snapshot name '" + name + "'");
       }
       this.snapshot = name;

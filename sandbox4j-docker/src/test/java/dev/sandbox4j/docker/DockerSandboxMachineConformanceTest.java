@@ -46,7 +46,7 @@ class DockerSandboxMachineConformanceTest extends MachineConformanceSuite {
                 i.getRepoTags() == null
                     ? java.util.stream.Stream.empty()
                     : java.util.Arrays.stream(i.getRepoTags()))
-        .filter(t -> t.startsWith(DockerSandbox.FORKS) || t.startsWith(DockerSandbox.SNAPSHOTS))
+        .filter(t -> t.startsWith(SandboxImages.FORKS) || t.startsWith(SandboxImages.SNAPSHOTS))
         .sorted()
         .toList();
   }
