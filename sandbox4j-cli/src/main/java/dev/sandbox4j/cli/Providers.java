@@ -236,7 +236,6 @@ final class Providers {
   /** The options a docker sandbox cannot take (yet), as the command line names them. */
   private static final List<String> NOT_FOR_DOCKER =
       List.of(
-          "--disk",
           "--disk-inodes",
           "--port-token",
           "--network",
@@ -270,6 +269,9 @@ final class Providers {
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
+    }
+    if (settings.diskBytes() != null) {
+      b.disk(settings.diskBytes());
     }
     if (settings.egress() != null) {
       if (settings.egress().mode() == EgressPolicy.Mode.NONE) {

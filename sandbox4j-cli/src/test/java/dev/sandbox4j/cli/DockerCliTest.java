@@ -106,8 +106,8 @@ class DockerCliTest {
 
   @Test
   void optionsADockerSandboxCannotTakeAreRefusedByName() {
-    Run r = run("create", "--provider", "docker", "--disk", "1G");
+    Run r = run("create", "--provider", "docker", "--disk-inodes", "100000");
     assertThat(r.exitCode()).isEqualTo(ExitCodes.USAGE);
-    assertThat(r.err()).contains("--disk is not supported by docker sandboxes yet");
+    assertThat(r.err()).contains("--disk-inodes is not supported by docker sandboxes yet");
   }
 }

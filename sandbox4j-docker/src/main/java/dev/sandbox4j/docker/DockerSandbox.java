@@ -97,6 +97,7 @@ public final class DockerSandbox
   private final String workingDirectory;
   private final String user;
   private final boolean noNetwork;
+  private final long diskBytes;
   private final Consumer<String> progress;
   private final Runnable beforeCreate;
   private volatile Daemon daemon;
@@ -120,6 +121,7 @@ public final class DockerSandbox
     this.workingDirectory = b.workingDirectory;
     this.user = b.user;
     this.noNetwork = b.noNetwork;
+    this.diskBytes = b.diskBytes;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
   }
@@ -482,6 +484,9 @@ public final class DockerSandbox
     if (noNetwork) {
       hostConfig.withNetworkMode("none");
     }
+    if (diskBytes > 0) {
+      hostConfig.withStorageOpt(Map.of("size", Long.toString(diskBytes)));
+    }
     List<String> envList = new ArrayList<>();
     env.forEach((k, v) -> envList.add(k + "=" + v));
     try {
@@ -518,6 +523,15 @@ public final class DockerSandbox
           e);
     } catch (DockerException e) {
       destroyQuietly(id);
+      if (diskBytes > 0 && String.valueOf(e.getMessage()).contains("storage-opt")) {
+        throw new WorkspaceException(
+            "cannot create a sandbox with a disk quota: the Docker daemon at "
+                + daemon().where()
+                + " cannot enforce one with its storage driver ("
+                + e.getMessage().strip()
+                + "); leave disk unset there",
+            e);
+      }
       throw new WorkspaceException(
           "cannot create a sandbox on the Docker daemon at "
               + daemon().where()
@@ -624,6 +638,7 @@ public final class DockerSandbox
     private String workingDirectory;
     private String user;
     private boolean noNetwork;
+    private long diskBytes;
     private Consumer<String> progress = line -> {};
     private Runnable beforeCreate = () -> {};
 
@@ -739,6 +754,21 @@ public final class DockerSandbox
      */
     public Builder noNetwork() {
       this.noNetwork = true;
+      return this;
+    }
+
+    /**
+     * The most a new sandbox may write (its writable layer), as the daemon's {@code storage-opt
+     * size}. Only some storage drivers can: overlay2 on xfs with {@code pquota}, btrfs, zfs; on
+     * others (overlay2 on ext4, Docker Desktop's default) creating the sandbox fails with the
+     * daemon's reason. Default: no quota.
+     */
+    public Builder disk(long bytes) {
+      if (bytes < 64L * 1024 * 1024) {
+        throw new IllegalArgumentException(
+            "disk: must be at least 64 MiB, not " + bytes + " bytes");
+      }
+      this.diskBytes = bytes;
       return this;
     }
 

@@ -265,6 +265,36 @@ class DockerSandboxTest {
     }
   }
 
+  /**
+   * A disk quota is the daemon's storage-opt size: enforced where its storage driver can, and a
+   * clear refusal where it cannot (overlay2 on ext4, as on this machine and CI's), never ignored.
+   */
+  @Test
+  void aDiskQuotaIsEnforcedOrRefusedNeverIgnored() {
+    DockerSandbox quota =
+        DockerSandbox.builder().label("sandbox4j.test", TAG).disk(256L << 20).build();
+    Workspace ws = Workspace.of(quota.newBackend());
+    String driverFs =
+        sandboxes.daemon().client().infoCmd().exec().getDriverStatuses().stream()
+            .filter(pair -> pair.get(0).equals("Backing Filesystem"))
+            .map(pair -> pair.get(1))
+            .findFirst()
+            .orElse("");
+    if (driverFs.equals("extfs")) {
+      assertThatThrownBy(ws::open)
+          .isInstanceOf(dev.sandbox4j.workspace.WorkspaceException.class)
+          .hasMessageContaining("cannot enforce one with its storage driver")
+          .hasMessageContaining("xfs");
+      assertThat(DockerPrerequisites.containersLabelled(sandboxes, TAG))
+          .as("the refused container is removed")
+          .isEmpty();
+    } else {
+      made.add(ws.open());
+      CommandResult r = ws.run(Command.shell("head -c 300M /dev/zero > /tmp/big"));
+      assertThat(r.exitCode()).as("a write past the quota fails").isNotZero();
+    }
+  }
+
   @Test
   void aCommandThatKillsItselfIsAResultNotAnUnavailableSandbox() {
     Workspace ws = create();
