@@ -45,7 +45,46 @@ final class Daemon implements AutoCloseable {
             .maxConnections(64)
             .connectionTimeout(Duration.ofSeconds(10))
             .build();
-    this.client = DockerClientImpl.getInstance(config, http);
+    this.client = DockerClientImpl.getInstance(config, new Reached(http, host));
+  }
+
+  /**
+   * The daemon could not be reached at all (no socket, connection refused, cut mid-call): a {@link
+   * DockerException} with status 0, so that every place that handles the daemon's refusals handles
+   * this too, as an unavailable workspace.
+   */
+  static final class Unreachable extends DockerException {
+    Unreachable(URI host, RuntimeException cause) {
+      super("cannot reach the Docker daemon at " + host + ": " + rootMessage(cause), 0, cause);
+    }
+
+    private static String rootMessage(Throwable e) {
+      Throwable root = e;
+      while (root.getCause() != null && root.getCause() != root) {
+        root = root.getCause();
+      }
+      return root.getMessage() != null ? root.getMessage() : root.toString();
+    }
+  }
+
+  /** The transport, with its failures to reach the daemon as {@link Unreachable}. */
+  private record Reached(com.github.dockerjava.transport.DockerHttpClient http, URI host)
+      implements com.github.dockerjava.transport.DockerHttpClient {
+    @Override
+    public Response execute(Request request) {
+      try {
+        return http.execute(request);
+      } catch (DockerException e) {
+        throw e;
+      } catch (RuntimeException e) {
+        throw new Unreachable(host, e);
+      }
+    }
+
+    @Override
+    public void close() throws IOException {
+      http.close();
+    }
   }
 
   DockerClient client() {
@@ -127,8 +166,8 @@ final class Daemon implements AutoCloseable {
     InspectExecResponse r;
     try {
       r = client.inspectExecCmd(execId).exec();
-    } catch (NotFoundException e) {
-      throw new ExecProcess.Gone(e.getMessage());
+    } catch (NotFoundException | Unreachable e) {
+      throw new ExecProcess.Gone(e.getMessage()); // either way, no exit code will come
     }
     if (Boolean.TRUE.equals(r.isRunning()) || r.getExitCodeLong() == null) {
       return -1;
@@ -181,7 +220,7 @@ final class Daemon implements AutoCloseable {
 
   /** A daemon error as the workspace exception that says what it means for the caller. */
   static RuntimeException translate(String what, DockerException e) {
-    if (e instanceof NotFoundException) {
+    if (e instanceof NotFoundException || e instanceof Unreachable) {
       return new WorkspaceUnavailableException(what + ": " + e.getMessage(), e);
     }
     return new WorkspaceException(what + ": " + e.getMessage(), e);

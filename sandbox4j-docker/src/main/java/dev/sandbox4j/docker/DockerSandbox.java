@@ -359,14 +359,19 @@ public final class DockerSandbox
    */
   public List<String> gc() {
     List<String> removed = new ArrayList<>();
-    List<Container> containers =
-        daemon()
-            .client()
-            .listContainersCmd()
-            .withShowAll(true)
-            .withLabelFilter(List.of(LABEL_ID))
-            .withStatusFilter(List.of("created", "dead"))
-            .exec();
+    List<Container> containers;
+    try {
+      containers =
+          daemon()
+              .client()
+              .listContainersCmd()
+              .withShowAll(true)
+              .withLabelFilter(List.of(LABEL_ID))
+              .withStatusFilter(List.of("created", "dead"))
+              .exec();
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot look for docker sandboxes to clean", e);
+    }
     for (Container c : containers) {
       if ("created".equals(c.getState()) && creatorMayStillStart(c)) {
         continue;
@@ -462,12 +467,17 @@ public final class DockerSandbox
    * image) or else this provider's image.
    */
   void createContainer(String id, String from) {
-    String imageName =
-        from != null
-            ? from
-            : snapshot != null
-                ? SandboxImages.SNAPSHOTS + ":" + snapshot
-                : image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
+    String imageName;
+    try {
+      imageName =
+          from != null
+              ? from
+              : snapshot != null
+                  ? SandboxImages.SNAPSHOTS + ":" + snapshot
+                  : image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot create a sandbox", e);
+    }
     Map<String, String> allLabels = new LinkedHashMap<>(labels);
     allLabels.put(LABEL_ID, id);
     allLabels.put(LABEL_CREATOR, creator());
@@ -574,8 +584,8 @@ public final class DockerSandbox
       try {
         status =
             daemon().client().inspectContainerCmd(containerName(id)).exec().getState().getStatus();
-      } catch (NotFoundException e) {
-        return true;
+      } catch (NotFoundException | Daemon.Unreachable e) {
+        return true; // gone, or its daemon is: either way the command cannot be told apart
       }
       boolean alive =
           "running".equals(status) || "paused".equals(status) || "restarting".equals(status);

@@ -233,7 +233,10 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
 
   private WorkspaceUnavailableException gone(Exception cause) {
     return new WorkspaceUnavailableException(
-        "sandbox docker:" + id + " does not exist (destroyed, or its container was removed)",
+        "sandbox docker:"
+            + id
+            + " is gone (destroyed, its container removed, or its Docker daemon unreachable)"
+            + (cause == null ? "" : ": " + cause.getMessage()),
         cause);
   }
 }

@@ -295,6 +295,29 @@ class DockerSandboxTest {
     }
   }
 
+  /** A daemon that does not answer (a stale socket, Docker stopped) is unavailable, by name. */
+  @Test
+  void aDaemonThatDoesNotAnswerIsUnavailableNamingWhere() {
+    DockerSandbox nowhere =
+        DockerSandbox.builder().host("unix:///tmp/sandbox4j-no-daemon.sock").build();
+    assertThatThrownBy(() -> Workspace.of(nowhere.newBackend()).run(Command.shell("true")))
+        .isInstanceOf(WorkspaceUnavailableException.class)
+        .hasMessageContaining(
+            "cannot reach the Docker daemon at unix:///tmp/sandbox4j-no-daemon.sock");
+    assertThatThrownBy(nowhere::list)
+        .isInstanceOf(WorkspaceUnavailableException.class)
+        .hasMessageContaining("cannot reach the Docker daemon");
+    assertThatThrownBy(nowhere::gc).isInstanceOf(WorkspaceUnavailableException.class);
+    WorkspaceRef someRef = new WorkspaceRef("docker", "0123456789ab");
+    assertThatThrownBy(
+            () -> Workspace.of(nowhere.backend(someRef).orElseThrow()).run(Command.shell("true")))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    assertThatThrownBy(() -> nowhere.suspend(someRef))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+    assertThatThrownBy(() -> nowhere.destroy(someRef))
+        .isInstanceOf(WorkspaceUnavailableException.class);
+  }
+
   @Test
   void aCommandThatKillsItselfIsAResultNotAnUnavailableSandbox() {
     Workspace ws = create();
