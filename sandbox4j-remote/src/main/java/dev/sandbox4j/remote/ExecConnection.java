@@ -10,7 +10,10 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.Lock;
 
 /**
  * One kept-open exec WebSocket to one sandbox ({@code GET /v1/sandboxes/{id}/exec?keepOpen=true}),
@@ -30,6 +33,8 @@ final class ExecConnection implements WebSocket.Listener {
   private volatile ExecCall call;
   private volatile boolean usable = true;
   private long idleSince; // guarded by the pool
+  private volatile long lastHeard = System.nanoTime();
+  private volatile long pingSent; // 0: no ping outstanding
 
   ExecConnection(String sandbox) {
     this.sandbox = sandbox;
@@ -75,6 +80,61 @@ final class ExecConnection implements WebSocket.Listener {
     }
   }
 
+  /**
+   * Null while the connection is alive as far as can be told; else why it is lost (it is then
+   * aborted). Sends a ping once nothing was heard for {@code pingAfterNanos}, under {@code sending}
+   * (the JDK's WebSocket allows one outstanding send; if a send is under way now, the ping waits
+   * for the next look). A ping that cannot be sent, or goes unanswered for {@code pongWaitNanos},
+   * means the connection is lost.
+   */
+  IOException checkAlive(long pingAfterNanos, long pongWaitNanos, Lock sending) {
+    WebSocket s = socket;
+    if (s == null) {
+      return null;
+    }
+    long now = System.nanoTime();
+    long sent = pingSent;
+    if (sent != 0) {
+      if (now - sent > pongWaitNanos) {
+        abort();
+        return new IOException(
+            "the server did not answer a ping for "
+                + pongWaitNanos / 1_000_000_000L
+                + " s: the connection is lost");
+      }
+      return null;
+    }
+    if (now - lastHeard < pingAfterNanos || !sending.tryLock()) {
+      return null;
+    }
+    try {
+      pingSent = now;
+      s.sendPing(ByteBuffer.allocate(0)).get(pongWaitNanos, TimeUnit.NANOSECONDS);
+      return null;
+    } catch (ExecutionException | TimeoutException | IllegalStateException e) {
+      abort();
+      Throwable cause = e instanceof ExecutionException ee ? ee.getCause() : e;
+      return new IOException("the exec connection is broken: a ping failed: " + cause, cause);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    } finally {
+      sending.unlock();
+    }
+  }
+
+  private void heard() {
+    lastHeard = System.nanoTime();
+    pingSent = 0;
+  }
+
+  @Override
+  public CompletionStage<?> onPong(WebSocket webSocket, ByteBuffer message) {
+    heard();
+    webSocket.request(1);
+    return null;
+  }
+
   @Override
   public void onOpen(WebSocket webSocket) {
     socket = webSocket;
@@ -83,6 +143,7 @@ final class ExecConnection implements WebSocket.Listener {
 
   @Override
   public CompletionStage<?> onText(WebSocket webSocket, CharSequence data, boolean last) {
+    heard();
     frame.append(data);
     if (last) {
       String text = frame.toString();
@@ -106,6 +167,7 @@ final class ExecConnection implements WebSocket.Listener {
 
   @Override
   public CompletionStage<?> onBinary(WebSocket webSocket, ByteBuffer data, boolean last) {
+    heard();
     webSocket.request(1);
     return null;
   }

@@ -232,6 +232,28 @@ class RemoteSandboxTest {
     }
   }
 
+  /**
+   * A command silent for longer than the client's ping interval plus its pong wait (5 s + 10 s)
+   * still completes on a live server: the server answers the pings, so a quiet command is never
+   * mistaken for a lost connection.
+   */
+  @Test
+  void aSilentCommandOutlivesThePingsOfItsConnection() {
+    LoopbackServer own = new LoopbackServer();
+    try {
+      RemoteSandbox remote = own.client().build();
+      Workspace ws = Workspace.of(remote.newBackend());
+      WorkspaceRef ref = ws.open();
+      try {
+        assertThat(ws.run(Command.shell("sleep 17; echo done")).stdoutText()).isEqualTo("done\n");
+      } finally {
+        remote.destroy(ref);
+      }
+    } finally {
+      own.close();
+    }
+  }
+
   @Test
   void commandsReuseOneExecSocket() {
     LoopbackServer own = new LoopbackServer();
