@@ -103,6 +103,7 @@ public final class DockerSandbox
   private volatile Daemon daemon;
   private final SandboxImages images = new SandboxImages(this);
   private final Set<String> destroyed = ConcurrentHashMap.newKeySet();
+  private volatile String defaultImage;
 
   /** Sandboxes with every default, on the daemon found as the docker CLI finds it. */
   public DockerSandbox() {
@@ -474,7 +475,7 @@ public final class DockerSandbox
               ? from
               : snapshot != null
                   ? SandboxImages.SNAPSHOTS + ":" + snapshot
-                  : image != null ? image : DefaultDockerImage.ensure(daemon(), progress);
+                  : image != null ? image : defaultImage();
     } catch (DockerException e) {
       throw Daemon.translate("cannot create a sandbox", e);
     }
@@ -522,6 +523,9 @@ public final class DockerSandbox
       daemon().client().startContainerCmd(containerName(id)).exec();
     } catch (NotFoundException e) {
       destroyQuietly(id);
+      if (imageName.equals(defaultImage)) {
+        defaultImage = null; // removed from the daemon: the next create imports it again
+      }
       throw new WorkspaceException(
           "cannot create a sandbox: the Docker daemon at "
               + daemon().where()
@@ -549,6 +553,20 @@ public final class DockerSandbox
               + e.getMessage(),
           e);
     }
+  }
+
+  /**
+   * The default image's name in the daemon, found (or imported) by the first create and kept: a
+   * create then costs no store read and no image inspection. Forgotten when a create from it finds
+   * it gone (removed from the daemon meanwhile), so the next create imports it again.
+   */
+  private String defaultImage() {
+    String name = defaultImage;
+    if (name == null) {
+      name = DefaultDockerImage.ensure(daemon(), progress);
+      defaultImage = name;
+    }
+    return name;
   }
 
   private void destroyQuietly(String id) {
@@ -693,12 +711,16 @@ public final class DockerSandbox
 
     /** Memory of a new sandbox in bytes (at least 64 MiB; default 4 GiB per CPU); no swap. */
     public Builder memory(long bytes) {
+      this.memoryBytes = atLeast64Mib("memory", bytes);
+      return this;
+    }
+
+    private static long atLeast64Mib(String what, long bytes) {
       if (bytes < 64L * 1024 * 1024) {
         throw new IllegalArgumentException(
-            "memory: must be at least 64 MiB, not " + bytes + " bytes");
+            what + ": must be at least 64 MiB, not " + bytes + " bytes");
       }
-      this.memoryBytes = bytes;
-      return this;
+      return bytes;
     }
 
     /** The most processes a new sandbox may have at once (16 to 65536; default 1024). */
@@ -774,11 +796,7 @@ public final class DockerSandbox
      * daemon's reason. Default: no quota.
      */
     public Builder disk(long bytes) {
-      if (bytes < 64L * 1024 * 1024) {
-        throw new IllegalArgumentException(
-            "disk: must be at least 64 MiB, not " + bytes + " bytes");
-      }
-      this.diskBytes = bytes;
+      this.diskBytes = atLeast64Mib("disk", bytes);
       return this;
     }
 

@@ -83,10 +83,60 @@ class DockerSandboxTest {
     assertThat(host.getBinds()).as("no host mounts").isNullOrEmpty();
     assertThat(inspect(ws).getMounts()).as("no host mounts").isNullOrEmpty();
     assertThat(host.getSecurityOpts()).as("Docker's default seccomp profile").isNullOrEmpty();
-    // seen from inside, as root (sudo): a seccomp filter, and the engine's capabilities, no more
+    assertConfinedFromInside("after create", ws);
+  }
+
+  /**
+   * The confinement holds in every state a sandbox reaches, not only a fresh one: after
+   * suspend+resume and stop+start, in a fork, and in a sandbox made from a snapshot (whose image
+   * carries the parent's committed config).
+   */
+  @Test
+  void theConfinementHoldsInEveryStateASandboxReaches() {
+    Workspace ws = create();
+    WorkspaceRef ref = ws.open();
+    sandboxes.suspend(ref);
+    sandboxes.resume(ref);
+    assertConfinedFromInside("after suspend and resume", ws);
+    sandboxes.stop(ref);
+    sandboxes.start(ref);
+    assertConfinedFromInside("after stop and start", ws);
+
+    WorkspaceRef child = sandboxes.forkFiles(ref).ref();
+    made.add(child);
+    assertConfinedFromInside("in a fork", Workspace.of(sandboxes.backend(child).orElseThrow()));
+
+    String snapshot = "confined-" + TAG;
+    sandboxes.snapshot(ref, snapshot);
+    try {
+      DockerSandbox fromSnapshot =
+          DockerSandbox.builder()
+              .label("sandbox4j.test", TAG)
+              .memory(512L << 20)
+              .pids(256)
+              .snapshot(snapshot)
+              .build();
+      Workspace restored = Workspace.of(fromSnapshot.newBackend());
+      made.add(restored.open());
+      assertConfinedFromInside("from a snapshot", restored);
+    } finally {
+      sandboxes.removeSnapshot(snapshot);
+    }
+  }
+
+  /** Seen from inside, as root (sudo): a seccomp filter, the engine's capabilities, no mounts. */
+  private void assertConfinedFromInside(String where, Workspace ws) {
+    HostConfig host = inspect(ws).getHostConfig();
+    assertThat(host.getPrivileged()).as(where).isFalse();
+    assertThat(host.getPidsLimit()).as(where).isEqualTo(256L);
+    assertThat(host.getMemory()).as(where).isEqualTo(512L << 20);
+    assertThat(host.getBinds()).as(where + ": no host mounts").isNullOrEmpty();
     assertThat(sh(ws, "sudo -n grep -E '^(Seccomp|CapBnd|CapEff):' /proc/self/status"))
+        .as(where)
         .isEqualTo("CapEff:\t00000000a80425fb\nCapBnd:\t00000000a80425fb\nSeccomp:\t2");
-    assertThat(sh(ws, "sudo -n mount -t tmpfs none /mnt 2>&1 || echo refused")).endsWith("refused");
+    assertThat(sh(ws, "sudo -n mount -t tmpfs none /mnt 2>&1 || echo refused"))
+        .as(where + ": a mount is refused")
+        .endsWith("refused");
   }
 
   @Test
