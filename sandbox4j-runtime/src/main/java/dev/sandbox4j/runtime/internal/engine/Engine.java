@@ -592,14 +592,8 @@ public final class Engine {
 
   /**
    * Installs the home's egress-proxy CA into sandbox {@code id}'s trust store, for a policy that
-   * intercepts TLS; nothing otherwise. The CA certificate is public; its key stays in the home.
-   *
-   * <p>Where the image has Debian's layout and {@code openssl}, it does by hand the two things
-   * {@code update-ca-certificates} would do for one certificate: the certificate appended to the
-   * bundle (once), and its subject-hash link in {@code /etc/ssl/certs}. The script itself rebuilds
-   * everything from ~150 certificates with a few processes each: up to 44 s on a loaded 2-core
-   * machine, for a create or an egress change. A later {@code update-ca-certificates} in the
-   * sandbox keeps the CA, which stays in {@link Networks#CA_FILE}. Other layouts fall back to it.
+   * intercepts TLS ({@link Networks#installCaArgv}); nothing otherwise. The CA certificate is
+   * public; its key stays in the home.
    */
   public void installCaIfIntercepting(String id) {
     if (!Networks.policy(dir(id)).interceptTls()) {
@@ -611,29 +605,6 @@ public final class Engine {
     } catch (IOException e) {
       throw new WorkspaceException("cannot read the egress proxy's CA: " + e.getMessage(), e);
     }
-    String lastLine =
-        pem.lines().filter(l -> !l.isBlank() && !l.startsWith("-----")).reduce((a, b) -> b).get();
-    Exec.checkAsRoot(
-        this,
-        id,
-        List.of(
-            "/bin/sh",
-            "-c",
-            """
-            set -e
-            mkdir -p "$(dirname "$1")"
-            printf '%s' "$2" > "$1"
-            bundle=/etc/ssl/certs/ca-certificates.crt
-            if [ -f "$bundle" ] && command -v openssl >/dev/null 2>&1; then
-              grep -qxF "$3" "$bundle" || cat "$1" >> "$bundle"
-              ln -sf "$1" "/etc/ssl/certs/$(openssl x509 -hash -noout -in "$1").0"
-            else
-              update-ca-certificates >/dev/null 2>&1
-            fi
-            """,
-            "sh",
-            Networks.CA_FILE,
-            pem,
-            lastLine));
+    Exec.checkAsRoot(this, id, Networks.installCaArgv(pem));
   }
 }

@@ -78,14 +78,15 @@ public final class PortForwards {
       throw new WorkspaceException(
           "the supervisor did not bind a forward of port "
               + port
-              + " of local:"
-              + id
+              + " of "
+              + targets.ref(id)
               + " within 20 s: see "
               + targets.home().resolve(SandboxHome.SUPERVISOR_LOG));
     } catch (NoSuchFileException e) {
       throw targets.unavailable(id, "it was destroyed");
     } catch (IOException e) {
-      throw new WorkspaceException("cannot forward port " + port + " of local:" + id + ": " + e, e);
+      throw new WorkspaceException(
+          "cannot forward port " + port + " of " + targets.ref(id) + ": " + e, e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new CancellationException("interrupted");
@@ -168,7 +169,8 @@ public final class PortForwards {
         Forward gone = forwards.remove(key);
         if (gone != null) {
           gone.close();
-          log.say("closed the forward of port " + gone.sandboxPort() + " of local:" + gone.id());
+          log.say(
+              "closed the forward of port " + gone.sandboxPort() + " of " + targets.ref(gone.id()));
         }
       }
     }
@@ -219,15 +221,15 @@ public final class PortForwards {
               + listener.getLocalPort()
               + " to port "
               + sandboxPort
-              + " of local:"
-              + id
+              + " of "
+              + targets.ref(id)
               + " ("
               + Instant.now()
               + ")");
     } catch (NoSuchFileException e) {
       // destroyed meanwhile
     } catch (IOException e) {
-      log.say("cannot forward port " + sandboxPort + " of local:" + id + ": " + e);
+      log.say("cannot forward port " + sandboxPort + " of " + targets.ref(id) + ": " + e);
     }
   }
 

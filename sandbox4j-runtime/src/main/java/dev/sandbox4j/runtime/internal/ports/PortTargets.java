@@ -56,6 +56,16 @@ public interface PortTargets {
    */
   SocketChannel connect(String id, int port) throws IOException;
 
+  /** The sandbox's ref as messages name it ({@code local:<id>} for the crun engine's). */
+  default String ref(String id) {
+    return "local:" + id;
+  }
+
+  /** Where a server in a sandbox must listen for the proxy to reach it, for messages. */
+  default String listenHint() {
+    return "127.0.0.1 or 0.0.0.0";
+  }
+
   /** The error for a sandbox that is gone: {@code sandbox local:<id> is unavailable: <why>}. */
   WorkspaceUnavailableException unavailable(String id, String why);
 

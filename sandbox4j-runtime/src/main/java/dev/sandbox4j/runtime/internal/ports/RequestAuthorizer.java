@@ -63,7 +63,7 @@ final class RequestAuthorizer {
       return target;
     }
     if (!targets.isAlive(id)) {
-      throw new BadRequest(404, "no sandbox local:" + id + " here");
+      throw new BadRequest(404, "no sandbox " + targets.ref(id) + " here");
     }
     Optional<String> expected;
     try {
@@ -85,8 +85,8 @@ final class RequestAuthorizer {
         throw new BadRequest(
             401,
             (given.isEmpty() ? "missing" : "wrong")
-                + " token for local:"
-                + id
+                + " token for "
+                + targets.ref(id)
                 + ": send header "
                 + PortTokens.TOKEN_HEADER
                 + " or query parameter "

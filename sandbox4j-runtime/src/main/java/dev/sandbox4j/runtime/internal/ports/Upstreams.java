@@ -29,19 +29,22 @@ final class Upstreams {
     try {
       return wakeAndConnect(id, sandboxPort).socket();
     } catch (WorkspaceUnavailableException e) {
-      Responses.respond(out, 404, "no sandbox local:" + id + " here: " + e.getMessage());
+      Responses.respond(out, 404, "no sandbox " + targets.ref(id) + " here: " + e.getMessage());
       return null;
     } catch (ConnectException e) {
       failure =
           "nothing listens on port "
               + sandboxPort
-              + " in sandbox local:"
-              + id
-              + " (a server must listen on 127.0.0.1 or 0.0.0.0 inside it)";
+              + " in sandbox "
+              + targets.ref(id)
+              + " (a server must listen on "
+              + targets.listenHint()
+              + " inside it)";
     } catch (PortTargets.NotRunning e) {
       failure = e.getMessage();
     } catch (IOException | WorkspaceException e) {
-      failure = "cannot reach port " + sandboxPort + " of local:" + id + ": " + e.getMessage();
+      failure =
+          "cannot reach port " + sandboxPort + " of " + targets.ref(id) + ": " + e.getMessage();
     }
     Responses.respond(out, 502, failure);
     return null;

@@ -451,7 +451,18 @@ public final class Supervisor {
 
   /** Where this runtime and its dependencies were loaded from (one jar when shaded). */
   static String classPath() {
+    return classPath(List.of());
+  }
+
+  /**
+   * {@link #classPath()} with the jars (or class directories) of {@code more} too: what another
+   * backend's supervisor process runs from (its own module, besides this runtime).
+   */
+  public static String classPath(List<Class<?>> more) {
     Set<String> entries = new LinkedHashSet<>();
+    for (Class<?> c : more) {
+      addSource(entries, c);
+    }
     for (Class<?> c :
         List.of(
             Supervisor.class,
