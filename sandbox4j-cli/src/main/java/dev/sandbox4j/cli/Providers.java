@@ -237,7 +237,6 @@ final class Providers {
   private static final List<String> NOT_FOR_DOCKER =
       List.of(
           "--disk-inodes",
-          "--port-token",
           "--network",
           "--auto-suspend",
           "--lifetime",
@@ -274,14 +273,9 @@ final class Providers {
       b.disk(settings.diskBytes());
     }
     if (settings.egress() != null) {
-      if (settings.egress().mode() == EgressPolicy.Mode.NONE) {
-        b.noNetwork();
-      } else if (settings.egress().mode() != EgressPolicy.Mode.ALL) {
-        throw new IllegalArgumentException(
-            "--egress: docker sandboxes take none, or all (Docker's bridge network), not an"
-                + " allowlist yet");
-      }
+      b.egress(settings.egress());
     }
+    b.portToken(settings.portToken());
     settings.labels().forEach(b::label);
     try {
       return b.build();

@@ -92,6 +92,36 @@ class DockerCliTest {
   }
 
   @Test
+  void aDockerSandboxsEgressAndPortUrlGoThroughTheMachineCommands() {
+    Run create =
+        run(
+            "--quiet",
+            "create",
+            "--provider",
+            "docker",
+            "--egress",
+            "api.example.com",
+            "--port-token",
+            "--label",
+            "sandbox4j.test=cli");
+    assertThat(create.exitCode()).as(create.err()).isZero();
+    String ref = create.out().strip();
+    try {
+      Run shown = run("egress", ref, "--json");
+      assertThat(shown.exitCode()).as(shown.err()).isZero();
+      assertThat(shown.out()).contains("api.example.com");
+      Run changed = run("egress", ref, "none");
+      assertThat(changed.exitCode()).as(changed.err()).isZero();
+      assertThat(run("egress", ref, "--json").out()).contains("\"mode\":\"none\"");
+      Run url = run("url", ref, "8000");
+      assertThat(url.exitCode()).as(url.err()).isZero();
+      assertThat(url.out()).contains("http://8000-" + ref.substring(7) + ".localhost:");
+    } finally {
+      assertThat(run("rm", ref).exitCode()).isZero();
+    }
+  }
+
+  @Test
   void doctorChecksTheDaemonAndGcCleansDockerOrphansToo() {
     Run doctor = run("doctor", "--docker");
     assertThat(doctor.exitCode()).as(doctor.out() + doctor.err()).isZero();

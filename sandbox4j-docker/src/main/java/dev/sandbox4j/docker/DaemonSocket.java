@@ -18,10 +18,11 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * One HTTP/1.1 connection to the daemon for the two calls docker-java cannot make as we need them:
- * an exec's attach, whose stdin must be half-closed at its end (docker-java's transport never shuts
- * its output down, so the command would never see EOF), and an image import with {@code changes}. A
- * unix socket ({@code unix://}) or plain TCP ({@code tcp://}); the JDK's own channels, so no native
+ * One HTTP/1.1 connection to the daemon for the calls docker-java cannot make as we need them: an
+ * exec's attach, whose stdin must be half-closed at its end (docker-java's transport never shuts
+ * its output down, so the command would never see EOF), an image import with {@code changes}, and
+ * the few plain calls of the supervisor, which runs without docker-java ({@link #call}). A unix
+ * socket ({@code unix://}) or plain TCP ({@code tcp://}); the JDK's own channels, so no native
  * code. Not thread-safe, except that one thread may read while another writes.
  */
 final class DaemonSocket implements AutoCloseable {
@@ -155,6 +156,21 @@ final class DaemonSocket implements AutoCloseable {
       all.write(buffer, 0, Math.min(n, max - all.size()));
     }
     return all.toString(StandardCharsets.UTF_8);
+  }
+
+  /** A plain call's status and body (at most 1 MiB of it). */
+  record Reply(int status, String body) {}
+
+  /**
+   * One request without a body on a connection of its own, for a process that has no docker-java
+   * (the {@link DockerSupervisor}): {@code GET /containers/NAME/json}, {@code POST .../start}.
+   */
+  static Reply call(URI host, String method, String path) throws IOException {
+    try (DaemonSocket socket = connect(host)) {
+      socket.send(method, path, Map.of("Connection", "close"), null, null);
+      Head head = socket.readHead();
+      return new Reply(head.status(), text(socket.body(head), 1 << 20));
+    }
   }
 
   /** The raw output, for a hijacked stream's stdin. */

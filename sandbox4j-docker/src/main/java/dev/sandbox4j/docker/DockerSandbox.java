@@ -8,16 +8,20 @@ import com.github.dockerjava.api.exception.NotModifiedException;
 import com.github.dockerjava.api.model.Capability;
 import com.github.dockerjava.api.model.Container;
 import com.github.dockerjava.api.model.HostConfig;
+import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
 import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
@@ -30,7 +34,6 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Consumer;
-import java.util.regex.Pattern;
 
 /**
  * Sandboxes in containers of a Docker daemon (provider {@code docker}): where Docker runs (Docker
@@ -55,7 +58,9 @@ public final class DockerSandbox
         SupportsSuspend,
         SupportsStop,
         SupportsFork,
-        SupportsSnapshots {
+        SupportsSnapshots,
+        SupportsEgress,
+        SupportsPorts {
 
   /** The provider name in refs. */
   public static final String NAME = "docker";
@@ -65,8 +70,6 @@ public final class DockerSandbox
 
   /** The image used unless the builder names one. */
   public static final String DEFAULT_IMAGE = DefaultDockerImage.REPOSITORY;
-
-  private static final Pattern ID = Pattern.compile("[0-9a-f]{12}");
 
   /** The engine's capabilities (Docker's default set, listed so that no daemon widens it). */
   private static final Capability[] CAPABILITIES = {
@@ -96,7 +99,7 @@ public final class DockerSandbox
   private final Map<String, String> labels;
   private final String workingDirectory;
   private final String user;
-  private final boolean noNetwork;
+  private final DockerNetworking networking;
   private final long diskBytes;
   private final Consumer<String> progress;
   private final Runnable beforeCreate;
@@ -121,7 +124,7 @@ public final class DockerSandbox
     this.labels = Map.copyOf(b.labels);
     this.workingDirectory = b.workingDirectory;
     this.user = b.user;
-    this.noNetwork = b.noNetwork;
+    this.networking = new DockerNetworking(this, b.network, b.egress, b.portToken);
     this.diskBytes = b.diskBytes;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
@@ -168,6 +171,7 @@ public final class DockerSandbox
         throw Daemon.translate("cannot destroy sandbox docker:" + id, e);
       }
     }
+    networking.forget(id); // after the container: its policy holds while it may still run
   }
 
   // ---- snapshots and forks (SandboxImages) -----------------------------------------------
@@ -206,8 +210,85 @@ public final class DockerSandbox
   public ForkResult forkFiles(WorkspaceRef ref) {
     String parent = checkedId(ref);
     DockerWorkspace child = new DockerWorkspace(this, null);
-    images.withForkImage(parent, child::createFrom);
+    images.withForkImage(parent, image -> child.createFrom(image, parent));
     return new ForkResult(child.ref().orElseThrow(), false, SandboxImages.NO_CHECKPOINT);
+  }
+
+  // ---- egress and ports (DockerNetworking) ----------------------------------------------------
+
+  /**
+   * Replaces the egress policy of {@code ref}'s sandbox: the proxy applies it to the next request
+   * (connections already open stay open). A policy that intercepts TLS installs the proxy's CA into
+   * the sandbox's trust store (waking it). A sandbox made without the egress network ({@link
+   * Builder#noNetwork}, {@link Builder#bridgeNetwork}) has no policy to change: {@link
+   * WorkspaceException}.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   */
+  public void setEgress(WorkspaceRef ref, EgressPolicy policy) {
+    Objects.requireNonNull(policy, "policy");
+    networking.setEgress(checkedId(ref), policy);
+  }
+
+  /**
+   * The egress policy of {@code ref}'s sandbox ({@link EgressPolicy#none()} for one made with
+   * {@link Builder#noNetwork}).
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws WorkspaceException for one on Docker's bridge, which has no policy
+   */
+  public EgressPolicy egress(WorkspaceRef ref) {
+    return networking.egress(checkedId(ref));
+  }
+
+  /** {@link #egress} as the machine capability's value. */
+  @Override
+  public EgressRules egressRules(WorkspaceRef ref) {
+    return egress(ref).toRules();
+  }
+
+  /** {@link #setEgress} with the policy {@code rules} state ({@link EgressPolicy#of}). */
+  @Override
+  public void setEgressRules(WorkspaceRef ref, EgressRules rules) {
+    String id = checkedId(ref);
+    networking.setEgress(id, EgressPolicy.of(rules));
+  }
+
+  /**
+   * The URL on this host that serves port {@code port} of {@code ref}'s sandbox: {@code
+   * http://{port}-{id}.localhost:{proxyPort}/}, answered by the daemon's supervisor (started if
+   * needed), which connects to the container's address on the egress network: a server in the
+   * sandbox must listen on that address (or on all), not only on its loopback. A request wakes a
+   * paused or stopped sandbox. With a token ({@link Builder#portToken}), each connection's first
+   * request must carry it in header {@code X-Sandbox4j-Token} or query parameter {@code s4j_token}.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws WorkspaceException if it is not on the egress network
+   * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
+   */
+  @Override
+  public java.net.URI url(WorkspaceRef ref, int port) {
+    return networking.url(checkedId(ref), port);
+  }
+
+  /** The access token of {@code ref}'s port URLs, if it was made with one; never in the sandbox. */
+  @Override
+  public Optional<String> portToken(WorkspaceRef ref) {
+    return networking.portToken(checkedId(ref));
+  }
+
+  /**
+   * Forwards a port on 127.0.0.1 of this host to port {@code port} of {@code ref}'s sandbox (its
+   * address on the egress network), raw TCP, served by the daemon's supervisor until the sandbox is
+   * destroyed; asking again returns the same host port. No token.
+   *
+   * @throws WorkspaceUnavailableException if the sandbox does not exist
+   * @throws WorkspaceException if it is not on the egress network
+   * @throws IllegalArgumentException if {@code port} is not from 1 to 65535
+   */
+  @Override
+  public int forwardTcp(WorkspaceRef ref, int port) {
+    return networking.forwardTcp(checkedId(ref), port);
   }
 
   /**
@@ -277,9 +358,7 @@ public final class DockerSandbox
     }
     return containers.stream()
         .filter(
-            c ->
-                c.getLabels() != null
-                    && ID.matcher(c.getLabels().getOrDefault(LABEL_ID, "")).matches())
+            c -> c.getLabels() != null && DockerHome.isId(c.getLabels().getOrDefault(LABEL_ID, "")))
         .map(DockerSandbox::info)
         .sorted(java.util.Comparator.comparing(i -> i.ref().id()))
         .toList();
@@ -465,9 +544,10 @@ public final class DockerSandbox
 
   /**
    * Creates and starts the container of a new sandbox {@code id}, from {@code from} (a fork's
-   * image) or else this provider's image.
+   * image, {@code parent} the sandbox it forks, whose egress policy and token it takes) or else
+   * this provider's image.
    */
-  void createContainer(String id, String from) {
+  void createContainer(String id, String from, String parent) {
     String imageName;
     try {
       imageName =
@@ -492,14 +572,12 @@ public final class DockerSandbox
             .withCapDrop(Capability.ALL)
             .withCapAdd(CAPABILITIES)
             .withPrivileged(false);
-    if (noNetwork) {
-      hostConfig.withNetworkMode("none");
-    }
     if (diskBytes > 0) {
       hostConfig.withStorageOpt(Map.of("size", Long.toString(diskBytes)));
     }
     List<String> envList = new ArrayList<>();
-    env.forEach((k, v) -> envList.add(k + "=" + v));
+    networking.prepare(id, parent, hostConfig).forEach((k, v) -> envList.add(k + "=" + v));
+    env.forEach((k, v) -> envList.add(k + "=" + v)); // the builder's win over the proxy's
     try {
       CreateContainerCmd create =
           daemon()
@@ -521,6 +599,12 @@ public final class DockerSandbox
       }
       create.exec();
       daemon().client().startContainerCmd(containerName(id)).exec();
+      try {
+        networking.started(id);
+      } catch (RuntimeException e) {
+        destroyQuietly(id);
+        throw e;
+      }
     } catch (NotFoundException e) {
       destroyQuietly(id);
       if (imageName.equals(defaultImage)) {
@@ -574,6 +658,56 @@ public final class DockerSandbox
       daemon().client().removeContainerCmd(containerName(id)).withForce(true).exec();
     } catch (DockerException e) {
       // never created
+    }
+    networking.forget(id);
+  }
+
+  /** Sandbox {@code id} was attached to by ref: what serves its network runs again if it died. */
+  void attached(String id) {
+    networking.attached(id);
+  }
+
+  /**
+   * Runs {@code argv} as root in sandbox {@code id} and fails naming {@code what} unless it exits
+   * 0; the sandbox destroyed if this was its creation.
+   */
+  void runAsRoot(String id, List<String> argv, String what) {
+    try {
+      ExecProcess p =
+          daemon()
+              .exec(
+                  containerName(id),
+                  argv,
+                  List.of("PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
+                  "/",
+                  "0",
+                  "root-" + id);
+      try {
+        p.getOutputStream().close();
+        String err =
+            new String(p.getErrorStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        int code = p.waitFor();
+        if (code != 0) {
+          throw new WorkspaceException(
+              "cannot "
+                  + what
+                  + " in sandbox docker:"
+                  + id
+                  + " (exit "
+                  + code
+                  + "): "
+                  + err.strip());
+        }
+      } finally {
+        p.release();
+      }
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot " + what + " in sandbox docker:" + id, e);
+    } catch (java.io.IOException e) {
+      throw new WorkspaceException("cannot " + what + " in sandbox docker:" + id + ": " + e, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new WorkspaceException("interrupted while trying to " + what, e);
     }
   }
 
@@ -646,11 +780,7 @@ public final class DockerSandbox
     if (!ref.provider().equals(NAME)) {
       throw new IllegalArgumentException("not a docker sandbox: " + ref);
     }
-    if (!ID.matcher(ref.id()).matches()) {
-      throw new IllegalArgumentException(
-          "malformed docker sandbox id '" + ref.id() + "': expected 12 lowercase hex digits");
-    }
-    return ref.id();
+    return DockerHome.checkId(ref.id());
   }
 
   /** Builds a {@link DockerSandbox}; every setter validates its argument and names it on error. */
@@ -665,7 +795,9 @@ public final class DockerSandbox
     private final Map<String, String> labels = new LinkedHashMap<>();
     private String workingDirectory;
     private String user;
-    private boolean noNetwork;
+    private DockerNetworking.Mode network = DockerNetworking.Mode.EGRESS;
+    private EgressPolicy egress = EgressPolicy.all();
+    private boolean portToken;
     private long diskBytes;
     private Consumer<String> progress = line -> {};
     private Runnable beforeCreate = () -> {};
@@ -779,13 +911,56 @@ public final class DockerSandbox
     }
 
     /**
-     * New sandboxes get no network at all: loopback only, no way out. Without it they are on
-     * Docker's default bridge, which reaches the internet and also the host, the other containers
-     * on that bridge and the networks the host reaches: Docker's isolation, not the engine's egress
-     * policy.
+     * Where a new sandbox may connect to (default {@link EgressPolicy#all()}: the public internet,
+     * nothing private, not the host), as for the local engine, and changeable while it runs ({@link
+     * DockerSandbox#setEgress}). The sandbox is on the daemon's network {@code sandbox4j-egress},
+     * which Docker keeps from forwarding anywhere and whose containers cannot reach each other; the
+     * host lets it reach only the egress proxy (the same proxy as the local engine's, run by this
+     * daemon's supervisor process on the network's gateway) and a DNS stub that knows no name. So a
+     * sandbox reaches the network over HTTP(S) through the proxy (its commands get {@code
+     * HTTP_PROXY} and {@code HTTPS_PROXY}), never with raw TCP or UDP, under the policy's rules and
+     * header injection.
+     *
+     * <p>That needs the daemon's networks on this host and this process to be root (the proxy binds
+     * the gateway, and the firewall is this host's): creating a sandbox elsewhere (Docker Desktop,
+     * rootless Docker, a remote daemon) fails saying so, and names the two choices there: {@link
+     * EgressPolicy#none()} or {@link #bridgeNetwork()}. {@link EgressPolicy#none()} gives the
+     * sandbox no network at all ({@code NetworkMode=none}), for good.
      */
+    public Builder egress(EgressPolicy policy) {
+      Objects.requireNonNull(policy, "egress");
+      this.network =
+          policy.mode() == EgressPolicy.Mode.NONE
+              ? DockerNetworking.Mode.NONE
+              : DockerNetworking.Mode.EGRESS;
+      this.egress = policy;
+      return this;
+    }
+
+    /** New sandboxes get no network at all, for good: {@code egress(EgressPolicy.none())}. */
     public Builder noNetwork() {
-      this.noNetwork = true;
+      return egress(EgressPolicy.none());
+    }
+
+    /**
+     * New sandboxes go on Docker's default bridge, as {@code docker run} puts a container: they
+     * reach the internet, and also the host, the other containers on that bridge and every network
+     * the host reaches. Docker's isolation, not an egress policy (none can be set): for a daemon
+     * where the egress network is impossible (Docker Desktop, rootless Docker) and a sandbox needs
+     * a network anyway.
+     */
+    public Builder bridgeNetwork() {
+      this.network = DockerNetworking.Mode.BRIDGE;
+      this.egress = null;
+      return this;
+    }
+
+    /**
+     * Whether a new sandbox's port URLs need an access token (default false), as for the local
+     * engine; a fork gets a token of its own if its parent had one.
+     */
+    public Builder portToken(boolean required) {
+      this.portToken = required;
       return this;
     }
 

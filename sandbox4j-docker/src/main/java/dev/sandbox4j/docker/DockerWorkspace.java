@@ -111,19 +111,22 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     if (attachId == null && id == null) {
       sandboxes.beforeCreate().run();
       String fresh = HexFormat.of().formatHex(randomBytes()).substring(0, 12);
-      sandboxes.createContainer(fresh, null);
+      sandboxes.createContainer(fresh, null, null);
       id = fresh;
     }
     InspectContainerResponse container = sandboxes.inspect(id);
+    if (attachId != null) {
+      sandboxes.attached(id);
+    }
     String dir = container.getConfig().getWorkingDir();
     workingDirectory = dir == null || dir.isEmpty() ? "/" : dir;
     return workingDirectory;
   }
 
-  /** Creates this new sandbox's container from {@code image} (a fork's); before any use. */
-  synchronized void createFrom(String image) {
+  /** Creates this new sandbox's container from {@code image}, a fork of {@code parent}'s. */
+  synchronized void createFrom(String image, String parent) {
     String fresh = HexFormat.of().formatHex(randomBytes()).substring(0, 12);
-    sandboxes.createContainer(fresh, image);
+    sandboxes.createContainer(fresh, image, parent);
     id = fresh;
   }
 

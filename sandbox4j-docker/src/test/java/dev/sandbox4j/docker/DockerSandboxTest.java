@@ -279,6 +279,7 @@ class DockerSandboxTest {
    */
   @Test
   void aSandboxOutlivesTheJvmKilledWhileItsCommandRan() throws Exception {
+    java.nio.file.Path childErr = java.nio.file.Files.createTempFile("killed-jvm-child", ".err");
     Process child =
         new ProcessBuilder(
                 java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
@@ -286,13 +287,18 @@ class DockerSandboxTest {
                 System.getProperty("java.class.path"),
                 KilledJvmChild.class.getName(),
                 TAG)
-            .redirectError(ProcessBuilder.Redirect.DISCARD)
+            .redirectError(childErr.toFile())
             .start();
     WorkspaceRef ref;
     try (var out =
         new java.io.BufferedReader(new java.io.InputStreamReader(child.getInputStream()))) {
       String line = out.readLine();
-      assertThat(line).as("the child printed its sandbox's ref").isNotNull().startsWith("docker:");
+      assertThat(line)
+          .as(
+              "the child printed its sandbox's ref; its stderr: %s",
+              java.nio.file.Files.readString(childErr))
+          .isNotNull()
+          .startsWith("docker:");
       ref = WorkspaceRef.parse(line.strip());
       made.add(ref);
       Workspace ws = Workspace.of(sandboxes.backend(ref).orElseThrow());
@@ -312,6 +318,7 @@ class DockerSandboxTest {
       assertThat(sandboxes.info(ref).orElseThrow().state()).isEqualTo("running");
     } finally {
       child.destroyForcibly();
+      java.nio.file.Files.deleteIfExists(childErr);
     }
   }
 

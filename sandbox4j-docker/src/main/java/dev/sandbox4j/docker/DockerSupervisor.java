@@ -1,0 +1,316 @@
+package dev.sandbox4j.docker;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.EgressPolicy;
+import dev.sandbox4j.runtime.internal.addr.Cidr;
+import dev.sandbox4j.runtime.internal.egress.EgressProxy;
+import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
+import dev.sandbox4j.runtime.internal.util.CodeWatch;
+import dev.sandbox4j.runtime.internal.util.FileLock;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
+import java.io.File;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.FileTime;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The process that serves one daemon's docker sandboxes from the host, also when no JVM of the user
+ * runs: their egress proxy and DNS stub on the {@link DockerNetwork}'s gateway, their port URLs and
+ * forwards, and the {@link BridgeFirewall}. One per {@link DockerHome}, as the local engine's
+ * supervisor is per state directory, started the same way ({@code setsid java ...}, its lock {@code
+ * supervisor.lock}, its log {@code supervisor.log} in the home).
+ *
+ * <p>It runs without docker-java (a lighter JVM, and nothing of the client's to load): the daemon
+ * is asked with plain calls ({@link DaemonSocket#call}).
+ *
+ * <p><b>Who asks the proxy.</b> A connection's source address is a container's address on the
+ * network, which the daemon is asked for on each request (one call, a few milliseconds): an address
+ * Docker gave to another container since is never mistaken for the old one's, whose policy (and
+ * header secrets) it must not get. The container's name gives the sandbox, and its directory the
+ * policy; a source that is no sandbox of ours, or one without a policy, is refused.
+ *
+ * <p><b>Exit.</b> When the home has had no sandbox directory for {@link #LINGER}. Every {@link
+ * #GC_EVERY} it removes the directories of sandboxes whose container is gone (removed with the
+ * docker CLI, say), once older than {@link #GC_AGE} (a create makes the directory just before its
+ * container).
+ */
+final class DockerSupervisor {
+  static final String LOCK = "supervisor.lock";
+  static final String LOG_FILE = "supervisor.log";
+  private static final Duration SCAN = Duration.ofSeconds(1);
+  private static final Duration LINGER = Duration.ofSeconds(10);
+  private static final Duration GC_EVERY = Duration.ofSeconds(30);
+  private static final Duration GC_AGE = Duration.ofMinutes(1);
+  private static final long LOG_MAX_BYTES = 1 << 20;
+  private static final Map<Path, Process> SPAWNED = new ConcurrentHashMap<>();
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+
+  private final URI host;
+  private final DockerHome home;
+
+  private DockerSupervisor(URI host, DockerHome home) {
+    this.host = host;
+    this.home = home;
+  }
+
+  /** {@code DockerSupervisor HOME DOCKER_HOST}. */
+  public static void main(String[] args) throws Exception {
+    DockerHome home = DockerHome.at(Path.of(args[0]));
+    URI host = URI.create(args[1]);
+    Optional<FileLock> lock;
+    try {
+      lock = FileLock.tryAcquireExisting(home.dir().resolve(LOCK));
+    } catch (NoSuchFileException gone) {
+      return; // the home is gone
+    }
+    if (lock.isEmpty()) {
+      return; // another one serves this daemon
+    }
+    String pid = Long.toString(ProcessHandle.current().pid());
+    say("docker supervisor " + pid + " started for " + host + " in " + home.dir());
+    String exit;
+    try (FileLock held = lock.get()) {
+      exit = new DockerSupervisor(host, home).run();
+    }
+    say("docker supervisor " + pid + " exits: " + exit);
+  }
+
+  private String run() throws InterruptedException {
+    CodeWatch code = new CodeWatch(classPath());
+    EgressProxy proxy = null;
+    NoNames names = null;
+    long emptySince = -1;
+    long lastGc = 0;
+    try (PortProxy ports = new PortProxy(new DockerPorts(host, home), DockerSupervisor::say)) {
+      while (true) {
+        if (code.replacedAndSettled()) {
+          spawnQuietly(home, host); // it waits for this one's lock
+          return "its jars were rebuilt or replaced; a supervisor from the new ones takes over";
+        }
+        ports.start();
+        if (proxy == null) {
+          try {
+            Network net = network();
+            BridgeFirewall.install(
+                BridgeFirewall.interfaceWith(net.gateway())
+                    .orElseThrow(
+                        () -> new IOException("no interface of this host has the gateway")));
+            Cidr subnet = Cidr.parse(net.subnet());
+            proxy =
+                EgressProxy.builder(this::policyOf)
+                    .home(home.dir())
+                    .bind(net.gateway(), DockerNetwork.PROXY_PORT)
+                    .notPublic(subnet::contains)
+                    .start();
+            names = NoNames.bind(net.gateway(), DockerNetwork.DNS_PORT);
+            say("egress proxy on " + proxy.address() + ", DNS stub on port 53 there");
+          } catch (IOException | RuntimeException e) {
+            if (proxy != null) {
+              proxy.close();
+              proxy = null;
+            }
+            say("cannot serve the egress network yet: " + e);
+          }
+        }
+        if (System.nanoTime() - lastGc > GC_EVERY.toNanos()) {
+          lastGc = System.nanoTime();
+          removeOrphanDirectories();
+        }
+        if (home.anySandboxes()) {
+          emptySince = -1;
+        } else if (emptySince < 0) {
+          emptySince = System.nanoTime();
+        } else if (System.nanoTime() - emptySince >= LINGER.toNanos()) {
+          return "the daemon has no docker sandboxes with state here";
+        }
+        Thread.sleep(SCAN.toMillis());
+      }
+    } finally {
+      if (proxy != null) {
+        proxy.close();
+      }
+      if (names != null) {
+        names.close();
+      }
+    }
+  }
+
+  private record Network(InetAddress gateway, String subnet) {}
+
+  private Network network() throws IOException {
+    DaemonSocket.Reply r = DaemonSocket.call(host, "GET", "/networks/" + DockerNetwork.NAME);
+    if (r.status() != 200) {
+      throw new IOException("the daemon has no network " + DockerNetwork.NAME + " yet");
+    }
+    JsonNode config = JSON.readTree(r.body()).path("IPAM").path("Config").path(0);
+    return new Network(
+        InetAddress.ofLiteral(config.path("Gateway").asText()), config.path("Subnet").asText());
+  }
+
+  /** The policy of the sandbox whose container has address {@code source} now; else empty. */
+  private Optional<EgressPolicy> policyOf(InetAddress source) {
+    try {
+      DaemonSocket.Reply r = DaemonSocket.call(host, "GET", "/networks/" + DockerNetwork.NAME);
+      if (r.status() != 200) {
+        return Optional.empty();
+      }
+      Iterator<JsonNode> containers = JSON.readTree(r.body()).path("Containers").elements();
+      while (containers.hasNext()) {
+        JsonNode c = containers.next();
+        String address = c.path("IPv4Address").asText("");
+        int slash = address.indexOf('/');
+        if (slash > 0
+            && InetAddress.ofLiteral(address.substring(0, slash)).equals(source)
+            && c.path("Name").asText("").startsWith("sandbox4j-")) {
+          String id = c.path("Name").asText().substring("sandbox4j-".length());
+          return DockerHome.isId(id) ? home.policy(id) : Optional.empty();
+        }
+      }
+      return Optional.empty();
+    } catch (IOException | RuntimeException e) {
+      say("cannot look up the sandbox at " + source.getHostAddress() + ": " + e);
+      return Optional.empty();
+    }
+  }
+
+  /** Removes the directories of sandboxes whose container is gone, once they are old enough. */
+  private void removeOrphanDirectories() {
+    Set<String> alive = new HashSet<>();
+    try {
+      DaemonSocket.Reply r =
+          DaemonSocket.call(
+              host,
+              "GET",
+              "/containers/json?all=1&filters="
+                  + java.net.URLEncoder.encode(
+                      "{\"label\":[\"" + DockerSandbox.LABEL_ID + "\"]}", StandardCharsets.UTF_8));
+      if (r.status() != 200) {
+        return;
+      }
+      for (JsonNode c : JSON.readTree(r.body())) {
+        alive.add(c.path("Labels").path(DockerSandbox.LABEL_ID).asText(""));
+      }
+      Instant old = Instant.now().minus(GC_AGE);
+      try (var dirs = Files.list(home.sandboxes())) {
+        for (Path dir : dirs.toList()) {
+          String id = dir.getFileName().toString();
+          FileTime made = Files.getLastModifiedTime(dir);
+          if (DockerHome.isId(id) && !alive.contains(id) && made.toInstant().isBefore(old)) {
+            home.removeSandbox(id);
+            say("removed the state of docker:" + id + ": its container is gone");
+          }
+        }
+      }
+    } catch (NoSuchFileException e) {
+      // no sandboxes directory
+    } catch (IOException | RuntimeException e) {
+      say("cannot look for gone sandboxes: " + e);
+    }
+  }
+
+  private static void say(String line) {
+    OUT.println(Instant.now() + " " + line);
+  }
+
+  // ---- starting one ---------------------------------------------------------------------------
+
+  /**
+   * Starts the supervisor of {@code home} for the daemon at {@code host} unless one runs. Never
+   * fails: one that cannot start is logged, and the next create or use tries again.
+   */
+  static void ensureRunning(DockerHome home, URI host) {
+    try {
+      PrivateFiles.createPrivateDirectories(home.dir());
+      Path lockFile = home.dir().resolve(LOCK);
+      Optional<FileLock> free = FileLock.tryAcquire(lockFile);
+      if (free.isEmpty()) {
+        return; // one runs
+      }
+      free.get().close();
+      Process last = SPAWNED.get(home.dir());
+      if (last != null && last.isAlive()) {
+        return; // started by this JVM, and not holding the lock yet (or losing it to another)
+      }
+      SPAWNED.put(home.dir(), spawn(home, host));
+    } catch (IOException | RuntimeException e) {
+      System.getLogger(DockerSupervisor.class.getName())
+          .log(System.Logger.Level.WARNING, "cannot start the supervisor of " + home.dir(), e);
+    }
+  }
+
+  /** Whether the supervisor of {@code home} runs (holds its lock). */
+  static boolean isRunning(DockerHome home) {
+    try {
+      Optional<FileLock> free = FileLock.tryAcquire(home.dir().resolve(LOCK));
+      if (free.isEmpty()) {
+        return true;
+      }
+      free.get().close();
+      return false;
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  private static void spawnQuietly(DockerHome home, URI host) {
+    try {
+      spawn(home, host);
+    } catch (IOException e) {
+      say("cannot start a new supervisor: " + e);
+    }
+  }
+
+  private static Process spawn(DockerHome home, URI host) throws IOException {
+    Path log = home.dir().resolve(LOG_FILE);
+    if (Files.exists(log) && Files.size(log) > LOG_MAX_BYTES) {
+      Files.move(log, home.dir().resolve(LOG_FILE + ".1"), StandardCopyOption.REPLACE_EXISTING);
+    }
+    if (!Files.exists(log)) {
+      PrivateFiles.createPrivateFile(log);
+    }
+    List<String> argv =
+        List.of(
+            "setsid",
+            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-Xmx64m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dfile.encoding=UTF-8",
+            "-Dsun.jnu.encoding=UTF-8",
+            "--enable-native-access=ALL-UNNAMED",
+            "-cp",
+            classPath(),
+            DockerSupervisor.class.getName(),
+            home.dir().toString(),
+            host.toString());
+    return new ProcessBuilder(argv)
+        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+        .redirectErrorStream(true)
+        .start();
+  }
+
+  /** The runtime's class path and this module's jar. */
+  private static String classPath() {
+    return Supervisor.classPath(List.of(DockerSupervisor.class));
+  }
+}
