@@ -27,7 +27,8 @@ import picocli.CommandLine.Spec;
     name = "egress",
     mixinStandardHelpOptions = true,
     description = {
-      "Shows a local sandbox's egress policy, or replaces it (new connections follow it at once).",
+      "Shows a sandbox's egress policy (local, docker, or remote with a server), or replaces it"
+          + " (new connections follow it at once).",
       "POLICY is none, all (the public internet; the default of a new sandbox) or a"
           + " comma-separated allowlist of domains (api.example.com, *.example.com) and CIDRs"
           + " (198.51.100.0/24); domains are reached through the host's egress proxy. No policy"
@@ -78,7 +79,7 @@ final class EgressCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     WorkspaceRef parsed = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
-    Machines sandboxes = root.machines();
+    Machines sandboxes = root.machinesOf(parsed);
     if (policy == null) {
       if ((headers != null && !headers.isEmpty()) || interceptTls) {
         throw new ParameterException(

@@ -42,10 +42,10 @@ final class PortCommands {
             spec.commandLine(), "PORT must be from 1 to 65535, was " + port);
       }
       WorkspaceRef parsed = StateCommands.machineRefs(root, spec, List.of(ref)).get(0);
-      if (!root.machines().servePorts()) {
+      if (!root.machinesOf(parsed).servePorts()) {
         throw new picocli.CommandLine.ParameterException(
             spec.commandLine(),
-            parsed + " is a " + parsed.provider() + " workspace: only local sandboxes have this");
+            parsed + " is a " + parsed.provider() + " workspace: it has no port URLs");
       }
       return parsed;
     }
@@ -55,7 +55,7 @@ final class PortCommands {
       name = "url",
       mixinStandardHelpOptions = true,
       description = {
-        "Prints the URL on this host that serves PORT of a local sandbox:"
+        "Prints the URL on this host that serves PORT of a sandbox (local or docker):"
             + " http://PORT-ID.localhost:PROXYPORT/ (HTTP/1.1, WebSocket, h2c upgrade).",
         "The home's supervisor serves it (this starts it); a request wakes a sleeping sandbox."
             + " Browsers resolve *.localhost to 127.0.0.1; other clients can connect to"
@@ -83,7 +83,7 @@ final class PortCommands {
     @Override
     public Integer call() {
       WorkspaceRef r = parsed();
-      Machines machines = root.machines();
+      Machines machines = root.machinesOf(r);
       URI url = machines.url(r, port);
       Optional<String> secret =
           withToken || token ? machines.portToken(r) : Optional.<String>empty();
@@ -111,7 +111,7 @@ final class PortCommands {
       name = "forward",
       mixinStandardHelpOptions = true,
       description = {
-        "Forwards a port on 127.0.0.1 of this host to PORT of a local sandbox (raw TCP) and prints"
+        "Forwards a port on 127.0.0.1 of this host to PORT of a sandbox (raw TCP) and prints"
             + " 127.0.0.1:HOSTPORT.",
         "The home's supervisor listens on it until the sandbox is destroyed; asking again prints"
             + " the same port. Any local process can connect to it (there is no token)."
@@ -127,7 +127,7 @@ final class PortCommands {
     @Override
     public Integer call() {
       WorkspaceRef r = parsed();
-      int hostPort = root.machines().forwardTcp(r, port);
+      int hostPort = root.machinesOf(r).forwardTcp(r, port);
       if (json) {
         Map<String, Object> fields = Json.ref(r);
         fields.put("port", port);

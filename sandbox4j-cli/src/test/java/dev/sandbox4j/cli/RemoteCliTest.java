@@ -256,7 +256,7 @@ class RemoteCliTest {
 
     Run url = run("url", ref, "8080");
     assertThat(url.exitCode()).isEqualTo(ExitCodes.USAGE);
-    assertThat(url.err()).contains("only local sandboxes have this");
+    assertThat(url.err()).contains("is a remote workspace: it has no port URLs");
   }
 
   @Test
