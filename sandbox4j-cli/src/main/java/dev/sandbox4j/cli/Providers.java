@@ -161,7 +161,31 @@ final class Providers {
    * @param idle idle time before it is destroyed (zero: never)
    * @param deleteAfter when it is destroyed
    */
-  record Timers(Duration autoSuspend, Duration lifetime, Duration idle, Instant deleteAfter) {}
+  record Timers(Duration autoSuspend, Duration lifetime, Duration idle, Instant deleteAfter) {
+    /** Hands the timers that were given (any of {@code timers} may be null) to a builder. */
+    static void apply(
+        Timers timers,
+        java.util.function.Consumer<Duration> autoSuspend,
+        java.util.function.Consumer<Duration> lifetime,
+        java.util.function.Consumer<Duration> idle,
+        java.util.function.Consumer<Instant> deleteAfter) {
+      if (timers == null) {
+        return;
+      }
+      if (timers.autoSuspend() != null) {
+        autoSuspend.accept(timers.autoSuspend());
+      }
+      if (timers.lifetime() != null) {
+        lifetime.accept(timers.lifetime());
+      }
+      if (timers.idle() != null) {
+        idle.accept(timers.idle());
+      }
+      if (timers.deleteAfter() != null) {
+        deleteAfter.accept(timers.deleteAfter());
+      }
+    }
+  }
 
   /** One provider the CLI offers. */
   private record Entry(
@@ -234,14 +258,7 @@ final class Providers {
   }
 
   /** The options a docker sandbox cannot take (yet), as the command line names them. */
-  private static final List<String> NOT_FOR_DOCKER =
-      List.of(
-          "--disk-inodes",
-          "--network",
-          "--auto-suspend",
-          "--lifetime",
-          "--idle-timeout",
-          "--delete-after");
+  private static final List<String> NOT_FOR_DOCKER = List.of("--disk-inodes", "--network");
 
   private static DockerSandbox docker(Providers providers, Settings settings) {
     List<String> unsupported =
@@ -276,6 +293,12 @@ final class Providers {
       b.egress(settings.egress());
     }
     b.portToken(settings.portToken());
+    Timers.apply(
+        settings.timers(),
+        b::autoSuspendTimeout,
+        b::sandboxTimeout,
+        b::idleTimeout,
+        b::deleteAfter);
     settings.labels().forEach(b::label);
     try {
       return b.build();
@@ -317,19 +340,12 @@ final class Providers {
       b.snapshot(settings.snapshot());
     }
     settings.labels().forEach(b::label);
-    Timers timers = settings.timers();
-    if (timers != null) {
-      if (timers.autoSuspend() != null) {
-        b.autoSuspendTimeout(timers.autoSuspend());
-      }
-      if (timers.lifetime() != null) {
-        b.sandboxTimeout(timers.lifetime());
-      }
-      if (timers.idle() != null) {
-        b.idleTimeout(timers.idle());
-      }
-      b.deleteAfter(timers.deleteAfter());
-    }
+    Timers.apply(
+        settings.timers(),
+        b::autoSuspendTimeout,
+        b::sandboxTimeout,
+        b::idleTimeout,
+        b::deleteAfter);
     try {
       return b.build();
     } catch (IllegalStateException e) {
@@ -429,19 +445,12 @@ final class Providers {
     }
     settings.networks().forEach(b::network);
     b.portToken(settings.portToken());
-    Timers timers = settings.timers();
-    if (timers != null) {
-      if (timers.autoSuspend() != null) {
-        b.autoSuspendTimeout(timers.autoSuspend());
-      }
-      if (timers.lifetime() != null) {
-        b.sandboxTimeout(timers.lifetime());
-      }
-      if (timers.idle() != null) {
-        b.idleTimeout(timers.idle());
-      }
-      b.deleteAfter(timers.deleteAfter());
-    }
+    Timers.apply(
+        settings.timers(),
+        b::autoSuspendTimeout,
+        b::sandboxTimeout,
+        b::idleTimeout,
+        b::deleteAfter);
     return b.build();
   }
 

@@ -24,13 +24,16 @@ import java.util.Optional;
  *
  * <ul>
  *   <li>{@code sandboxes/<id>/egress.json} (0600): the sandbox's egress policy, header values
- *       included (they never enter the container); {@code port-token}; {@code forwards/};
+ *       included (they never enter the container); {@code port-token}; {@code forwards/}; {@code
+ *       timers.json} and its {@code activity} stamp (the engine's {@code Timers} files);
+ *   <li>{@code ended/<id>.json}: why a timer ended a sandbox, for whoever uses it next;
  *   <li>{@code network/}: the egress proxy's CA and hosts file, the port proxy's port;
  *   <li>{@code supervisor.lock}, {@code supervisor.log}.
  * </ul>
  *
- * <p>A sandbox's directory is made when its container is, and removed when it is destroyed; one
- * whose container is gone otherwise (removed with the docker CLI) is removed by the supervisor.
+ * <p>A sandbox has a directory if it is on the egress network or has timers; it is made just before
+ * its container, and removed when it is destroyed; one whose container is gone otherwise (removed
+ * with the docker CLI) is removed by the supervisor.
  */
 final class DockerHome {
   static final String POLICY_FILE = "egress.json";
@@ -88,16 +91,22 @@ final class DockerHome {
     return sandboxes().resolve(checkId(id));
   }
 
-  /** Makes the home (0700) and sandbox {@code id}'s directory with its first policy. */
-  void createSandbox(String id, EgressPolicy policy) {
+  /**
+   * Makes the home (0700) and sandbox {@code id}'s directory, with its first egress policy if it is
+   * on the egress network ({@code policy} not null).
+   */
+  Path createSandbox(String id, EgressPolicy policy) {
     try {
       PrivateFiles.createPrivateDirectories(sandboxes());
       Path sandbox = sandbox(id);
-      PrivateFiles.createPrivateDirectory(sandbox);
-      writePolicy(id, policy);
+      PrivateFiles.createPrivateDirectories(sandbox); // the network's part may have made it
+      if (policy != null) {
+        writePolicy(id, policy);
+      }
+      return sandbox;
     } catch (IOException e) {
       throw new WorkspaceException(
-          "cannot record docker sandbox " + id + "'s egress policy under " + dir + ": " + e, e);
+          "cannot record the state of docker sandbox " + id + " under " + dir + ": " + e, e);
     }
   }
 

@@ -45,6 +45,10 @@ final class DockerNetworking {
     this.portToken = portToken;
   }
 
+  boolean onEgressNetwork() {
+    return mode == Mode.EGRESS;
+  }
+
   private DockerHome home() {
     return DockerHome.of(sandboxes.daemon().host());
   }
@@ -93,8 +97,7 @@ final class DockerNetworking {
     }
     DockerNetwork.Ready net = ready();
     DockerHome home = home();
-    EgressPolicy first =
-        fromParent == null ? policy : home.policy(fromParent).orElse(EgressPolicy.none());
+    EgressPolicy first = fromParent == null ? policy : home.policy(fromParent).orElse(policy);
     home.createSandbox(id, first);
     try {
       boolean token =

@@ -2,6 +2,7 @@ package dev.sandbox4j.docker;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.ports.PortTargets;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
@@ -55,7 +56,7 @@ final class DockerPorts implements PortTargets {
 
   @Override
   public void touch(String id) {
-    // no timers for docker sandboxes yet: nothing to keep awake
+    Timers.touch(dir(id));
   }
 
   @Override

@@ -9,6 +9,7 @@ import com.github.dockerjava.api.model.Capability;
 import com.github.dockerjava.api.model.Container;
 import com.github.dockerjava.api.model.HostConfig;
 import dev.sandbox4j.runtime.EgressPolicy;
+import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -17,6 +18,7 @@ import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
@@ -25,6 +27,9 @@ import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -60,7 +65,8 @@ public final class DockerSandbox
         SupportsFork,
         SupportsSnapshots,
         SupportsEgress,
-        SupportsPorts {
+        SupportsPorts,
+        SupportsTimers {
 
   /** The provider name in refs. */
   public static final String NAME = "docker";
@@ -100,6 +106,7 @@ public final class DockerSandbox
   private final String workingDirectory;
   private final String user;
   private final DockerNetworking networking;
+  private final DockerTimers timers;
   private final long diskBytes;
   private final Consumer<String> progress;
   private final Runnable beforeCreate;
@@ -125,6 +132,11 @@ public final class DockerSandbox
     this.workingDirectory = b.workingDirectory;
     this.user = b.user;
     this.networking = new DockerNetworking(this, b.network, b.egress, b.portToken);
+    this.timers =
+        new DockerTimers(
+            this,
+            new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter),
+            b.timersSet);
     this.diskBytes = b.diskBytes;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
@@ -212,6 +224,32 @@ public final class DockerSandbox
     DockerWorkspace child = new DockerWorkspace(this, null);
     images.withForkImage(parent, image -> child.createFrom(image, parent));
     return new ForkResult(child.ref().orElseThrow(), false, SandboxImages.NO_CHECKPOINT);
+  }
+
+  // ---- timers (DockerTimers) -------------------------------------------------------------------
+
+  /**
+   * The timers of {@code ref}'s sandbox, as it was created with them; empty for one that has none
+   * (made without the egress network and without a timer set).
+   *
+   * @throws WorkspaceUnavailableException if it does not exist (a timer may have ended it: the
+   *     message then says which)
+   */
+  @Override
+  public Optional<SandboxTimers> timers(WorkspaceRef ref) {
+    String id = checkedId(ref);
+    inspect(id);
+    return timers.timers(id);
+  }
+
+  /** Why a timer ended sandbox {@code id}, if one did: the error for using it. */
+  Optional<WorkspaceUnavailableException> endedByATimer(String id) {
+    return timers.ended(id);
+  }
+
+  /** A command of sandbox {@code id} starts or ends: activity for its idle timers. */
+  void touch(String id) {
+    timers.touch(id);
   }
 
   // ---- egress and ports (DockerNetworking) ----------------------------------------------------
@@ -359,7 +397,7 @@ public final class DockerSandbox
     return containers.stream()
         .filter(
             c -> c.getLabels() != null && DockerHome.isId(c.getLabels().getOrDefault(LABEL_ID, "")))
-        .map(DockerSandbox::info)
+        .map(this::info)
         .sorted(java.util.Comparator.comparing(i -> i.ref().id()))
         .toList();
   }
@@ -371,7 +409,7 @@ public final class DockerSandbox
   }
 
   /** A container as the machine listing shows it: Docker's states in the engine's words. */
-  private static SandboxInfo info(Container c) {
+  private SandboxInfo info(Container c) {
     Map<String, String> labels = new LinkedHashMap<>(c.getLabels());
     String id = labels.get(LABEL_ID);
     labels.keySet().removeIf(k -> k.startsWith("dev.sandbox4j.")); // ours, not the user's
@@ -388,6 +426,7 @@ public final class DockerSandbox
         .image(c.getImage())
         .created(java.time.Instant.ofEpochSecond(c.getCreated()))
         .labels(labels)
+        .timers(timers.timers(id).orElse(null))
         .build();
   }
 
@@ -577,6 +616,12 @@ public final class DockerSandbox
     }
     List<String> envList = new ArrayList<>();
     networking.prepare(id, parent, hostConfig).forEach((k, v) -> envList.add(k + "=" + v));
+    try {
+      timers.prepare(id, parent, networking.onEgressNetwork());
+    } catch (RuntimeException e) {
+      networking.forget(id);
+      throw e;
+    }
     env.forEach((k, v) -> envList.add(k + "=" + v)); // the builder's win over the proxy's
     try {
       CreateContainerCmd create =
@@ -715,7 +760,11 @@ public final class DockerSandbox
     try {
       return daemon().client().inspectContainerCmd(containerName(id)).exec();
     } catch (NotFoundException e) {
-      throw new WorkspaceUnavailableException("sandbox docker:" + id + " does not exist", e);
+      throw timers
+          .ended(id)
+          .orElseGet(
+              () ->
+                  new WorkspaceUnavailableException("sandbox docker:" + id + " does not exist", e));
     } catch (DockerException e) {
       throw Daemon.translate("cannot inspect sandbox docker:" + id, e);
     }
@@ -798,6 +847,11 @@ public final class DockerSandbox
     private DockerNetworking.Mode network = DockerNetworking.Mode.EGRESS;
     private EgressPolicy egress = EgressPolicy.all();
     private boolean portToken;
+    private Duration autoSuspendTimeout = Duration.ZERO;
+    private Duration sandboxTimeout = Timers.MAX_LIFETIME;
+    private Duration idleTimeout = Duration.ZERO;
+    private Instant deleteAfter;
+    private boolean timersSet;
     private long diskBytes;
     private Consumer<String> progress = line -> {};
     private Runnable beforeCreate = () -> {};
@@ -972,6 +1026,49 @@ public final class DockerSandbox
      */
     public Builder disk(long bytes) {
       this.diskBytes = atLeast64Mib("disk", bytes);
+      return this;
+    }
+
+    /**
+     * How long a new sandbox may be idle before it is paused (boxd's {@code auto_suspend_timeout});
+     * zero, the default, never. Idle means: no command running in it (an exec of the daemon's),
+     * none started or ended within that time, and its processes used less than 0.1 CPU. Any
+     * operation, and a request to its port URLs, wakes it. Timers are enforced by the daemon's
+     * supervisor process, as the local engine's are (see {@link #egress}).
+     */
+    public Builder autoSuspendTimeout(Duration idle) {
+      this.autoSuspendTimeout = Timers.checkIdle(idle, "autoSuspendTimeout");
+      this.timersSet = true;
+      return this;
+    }
+
+    /**
+     * The total lifetime of a new sandbox from its creation (Modal's {@code sandbox_timeout}): 10
+     * seconds to 24 hours, default 24 hours for a sandbox on the egress network (none for one
+     * without it unless a timer is set). Then it is destroyed, and using it raises {@link
+     * WorkspaceUnavailableException} saying so.
+     */
+    public Builder sandboxTimeout(Duration lifetime) {
+      this.sandboxTimeout = Timers.checkLifetime(lifetime);
+      this.timersSet = true;
+      return this;
+    }
+
+    /**
+     * How long a new sandbox may be idle (as for {@link #autoSuspendTimeout}) before it is
+     * destroyed (Modal's {@code idle_timeout}); zero, the default, never. A paused or stopped
+     * sandbox is idle.
+     */
+    public Builder idleTimeout(Duration idle) {
+      this.idleTimeout = Timers.checkIdle(idle, "idleTimeout");
+      this.timersSet = true;
+      return this;
+    }
+
+    /** A point in time at which a new sandbox is destroyed, or null (the default) for none. */
+    public Builder deleteAfter(Instant when) {
+      this.deleteAfter = when;
+      this.timersSet = this.timersSet || when != null;
       return this;
     }
 

@@ -5,6 +5,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.internal.addr.Cidr;
 import dev.sandbox4j.runtime.internal.egress.EgressProxy;
+import dev.sandbox4j.runtime.internal.engine.Timers;
+import dev.sandbox4j.runtime.internal.linux.Cgroups;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.CodeWatch;
@@ -28,6 +30,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -46,6 +49,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * Docker gave to another container since is never mistaken for the old one's, whose policy (and
  * header secrets) it must not get. The container's name gives the sandbox, and its directory the
  * policy; a source that is no sandbox of ours, or one without a policy, is refused.
+ *
+ * <p><b>Timers.</b> Every {@link #SCAN} it enforces the timers of the sandboxes that have them
+ * ({@link DockerTimers}), as the engine's supervisor does.
  *
  * <p><b>Exit.</b> When the home has had no sandbox directory for {@link #LINGER}. Every {@link
  * #GC_EVERY} it removes the directories of sandboxes whose container is gone (removed with the
@@ -131,9 +137,11 @@ final class DockerSupervisor {
             say("cannot serve the egress network yet: " + e);
           }
         }
+        enforceTimers();
         if (System.nanoTime() - lastGc > GC_EVERY.toNanos()) {
           lastGc = System.nanoTime();
           removeOrphanDirectories();
+          Timers.gcTombstones(home.dir());
         }
         if (home.anySandboxes()) {
           emptySince = -1;
@@ -152,6 +160,124 @@ final class DockerSupervisor {
         names.close();
       }
     }
+  }
+
+  // ---- timers ---------------------------------------------------------------------------------
+
+  private record CpuSample(long usageMicros, long atNanos) {}
+
+  private final Map<String, CpuSample> cpu = new java.util.HashMap<>();
+  private final Cgroups cgroups = Cgroups.detect("docker");
+
+  /**
+   * One pass over the sandboxes with timers, as the engine's supervisor does it ({@link
+   * Supervisor}): a passed deadline ends one (a tombstone saying why, then its container removed);
+   * a busy one (an exec running in it, or more than {@link #BUSY_CPU} CPUs used since the last
+   * pass) is stamped active; one idle for its idle timeout ends; one idle for its auto-suspend
+   * timeout is paused, and unpaused at once if an operation stamped it meanwhile.
+   */
+  private void enforceTimers() {
+    List<Path> dirs;
+    try (var list = Files.list(home.sandboxes())) {
+      dirs = list.toList();
+    } catch (IOException e) {
+      return; // no sandboxes
+    }
+    Set<String> seen = new HashSet<>();
+    for (Path dir : dirs) {
+      String id = dir.getFileName().toString();
+      Optional<Timers.Settings> settings =
+          DockerHome.isId(id) ? Timers.read(dir) : Optional.empty();
+      if (settings.isEmpty()) {
+        continue;
+      }
+      seen.add(id);
+      try {
+        enforce(id, dir, settings.get());
+      } catch (IOException | RuntimeException e) {
+        say("cannot enforce the timers of docker:" + id + ": " + e);
+      }
+    }
+    cpu.keySet().retainAll(seen);
+  }
+
+  private static final double BUSY_CPU = 0.10;
+
+  private void enforce(String id, Path dir, Timers.Settings s) throws IOException {
+    Instant now = Instant.now();
+    Optional<String> deadline = s.deadlinePassed(now);
+    if (deadline.isPresent()) {
+      end(id, deadline.get());
+      return;
+    }
+    DaemonSocket.Reply r = DaemonSocket.call(host, "GET", "/containers/sandbox4j-" + id + "/json");
+    if (r.status() != 200) {
+      return; // being created, or gone (removeOrphanDirectories)
+    }
+    JsonNode container = JSON.readTree(r.body());
+    JsonNode state = container.path("State");
+    boolean running = state.path("Running").asBoolean() && !state.path("Paused").asBoolean();
+    boolean execRunning = running && container.path("ExecIDs").size() > 0;
+    Boolean cpuBusy = running ? cpuBusy(id, state.path("Pid").asLong()) : Boolean.FALSE;
+    if (!running) {
+      cpu.remove(id);
+    }
+    if (execRunning || Boolean.TRUE.equals(cpuBusy)) {
+      Timers.touch(dir);
+      return;
+    }
+    if (cpuBusy == null) {
+      return; // first look at its CPU: judge from the next pass
+    }
+    Instant last = Timers.lastActivity(dir, Instant.parse(s.created()));
+    Duration idle = Duration.between(last, now);
+    if (s.idleTimeoutMillis() > 0 && idle.compareTo(s.idle()) >= 0) {
+      end(id, "it was idle for its idleTimeout of " + Timers.human(s.idle()));
+      return;
+    }
+    if (s.autoSuspendMillis() > 0 && running && idle.compareTo(s.autoSuspend()) >= 0) {
+      DaemonSocket.call(host, "POST", "/containers/sandbox4j-" + id + "/pause");
+      cpu.remove(id);
+      say("paused docker:" + id + ": idle for " + Timers.human(s.autoSuspend()));
+      if (Timers.lastActivity(dir, last).isAfter(last)) {
+        DaemonSocket.call(host, "POST", "/containers/sandbox4j-" + id + "/unpause");
+        say("unpaused docker:" + id + " again: it was used while being paused");
+      }
+    }
+  }
+
+  /** Ends sandbox {@code id}: a tombstone saying why, its container removed, its state too. */
+  private void end(String id, String why) throws IOException {
+    Timers.leaveTombstone(home.dir(), id, why);
+    DaemonSocket.Reply r =
+        DaemonSocket.call(host, "DELETE", "/containers/sandbox4j-" + id + "?force=1&v=1");
+    if (r.status() != 204 && r.status() != 404) {
+      throw new IOException(
+          "the daemon did not remove its container: " + r.status() + " " + r.body());
+    }
+    home.removeSandbox(id);
+    cpu.remove(id);
+    say("ended docker:" + id + ": " + why);
+  }
+
+  /**
+   * Whether the container whose init is host process {@code pid} used more than {@link #BUSY_CPU}
+   * since the last pass, from its cgroup's CPU counter ({@link Cgroups#cpuUsageMicrosOfProcess});
+   * null at the first pass, false when unreadable.
+   */
+  private Boolean cpuBusy(String id, long pid) {
+    OptionalLong usage = pid > 0 ? cgroups.cpuUsageMicrosOfProcess(pid) : OptionalLong.empty();
+    long at = System.nanoTime();
+    if (usage.isEmpty()) {
+      cpu.remove(id);
+      return Boolean.FALSE; // not running, or unreadable: only its execs tell
+    }
+    CpuSample previous = cpu.put(id, new CpuSample(usage.getAsLong(), at));
+    if (previous == null || at <= previous.atNanos()) {
+      return null;
+    }
+    double cpus = (usage.getAsLong() - previous.usageMicros()) * 1000.0 / (at - previous.atNanos());
+    return cpus > BUSY_CPU;
   }
 
   private record Network(InetAddress gateway, String subnet) {}

@@ -156,6 +156,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     for (Map.Entry<String, String> e : options.env().entrySet()) {
       env.add(e.getKey() + "=" + e.getValue());
     }
+    sandboxes.touch(id);
     ExecProcess process = start(argv, env, dir, commandId);
     try {
       CommandResult result =
@@ -178,6 +179,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
       throw e;
     } finally {
       process.release();
+      sandboxes.touch(id);
     }
   }
 
@@ -271,6 +273,10 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
   }
 
   private WorkspaceUnavailableException gone(Exception cause) {
+    Optional<WorkspaceUnavailableException> ended = sandboxes.endedByATimer(id);
+    if (ended.isPresent()) {
+      return ended.get();
+    }
     return new WorkspaceUnavailableException(
         "sandbox docker:"
             + id

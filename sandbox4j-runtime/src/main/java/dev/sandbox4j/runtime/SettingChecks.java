@@ -100,24 +100,12 @@ final class SettingChecks {
   }
 
   static Duration sandboxTimeout(Duration lifetime) {
-    if (lifetime == null
-        || lifetime.compareTo(Timers.MIN_LIFETIME) < 0
-        || lifetime.compareTo(Timers.MAX_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "sandboxTimeout must be from 10 seconds to 24 hours, was " + lifetime);
-    }
-    return lifetime;
+    return Timers.checkLifetime(lifetime);
   }
 
   /** An idle timer: zero (never), or at least a second. */
   static Duration nonNegative(Duration d, String what) {
-    if (d == null || d.isNegative()) {
-      throw new IllegalArgumentException(what + " must be zero (never) or positive, was " + d);
-    }
-    if (!d.isZero() && d.compareTo(Duration.ofSeconds(1)) < 0) {
-      throw new IllegalArgumentException(what + " must be at least 1 second, was " + d);
-    }
-    return d;
+    return Timers.checkIdle(d, what);
   }
 
   /** A sandbox from a snapshot keeps the snapshot's size and image: none may be set with it. */

@@ -52,13 +52,37 @@ public final class Timers {
 
   private Timers() {}
 
+  /** A {@code sandboxTimeout}: from {@link #MIN_LIFETIME} to {@link #MAX_LIFETIME}. */
+  public static Duration checkLifetime(Duration lifetime) {
+    if (lifetime == null
+        || lifetime.compareTo(MIN_LIFETIME) < 0
+        || lifetime.compareTo(MAX_LIFETIME) > 0) {
+      throw new IllegalArgumentException(
+          "sandboxTimeout must be from 10 seconds to 24 hours, was " + lifetime);
+    }
+    return lifetime;
+  }
+
+  /** An idle timer ({@code what} names it): zero (never), or at least a second. */
+  public static Duration checkIdle(Duration d, String what) {
+    if (d == null || d.isNegative()) {
+      throw new IllegalArgumentException(what + " must be zero (never) or positive, was " + d);
+    }
+    if (!d.isZero() && d.compareTo(Duration.ofSeconds(1)) < 0) {
+      throw new IllegalArgumentException(what + " must be at least 1 second, was " + d);
+    }
+    return d;
+  }
+
   /** What the builder asked for: durations (zero: off) and an optional point in time. */
   public record Config(
       Duration autoSuspendTimeout,
       Duration sandboxTimeout,
       Duration idleTimeout,
       Instant deleteAfter) {
-    static final Config DEFAULT = new Config(Duration.ZERO, MAX_LIFETIME, Duration.ZERO, null);
+    /** The engine's defaults: no idle timers, a 24-hour lifetime, no delete time. */
+    public static final Config DEFAULT =
+        new Config(Duration.ZERO, MAX_LIFETIME, Duration.ZERO, null);
 
     /** The settings of a sandbox created at {@code created}. */
     Settings at(Instant created) {
@@ -144,11 +168,18 @@ public final class Timers {
    */
   public static Engine.UpperLayer creatingWith(Config config, Engine.UpperLayer upper) {
     return (dir, id) -> {
-      Instant now = Instant.now();
-      AtomicFiles.write(settingsFile(dir), JSON.writeValueAsBytes(config.at(now)));
-      Files.write(activityFile(dir), new byte[0]);
+      write(dir, config);
       upper.prepare(dir, id);
     };
+  }
+
+  /**
+   * Writes the timers of a sandbox created now into its directory, and a first activity stamp: what
+   * any backend whose supervisor enforces them writes at create.
+   */
+  public static void write(Path sandboxDir, Config config) throws IOException {
+    AtomicFiles.write(settingsFile(sandboxDir), JSON.writeValueAsBytes(config.at(Instant.now())));
+    Files.write(activityFile(sandboxDir), new byte[0]);
   }
 
   /**
@@ -156,7 +187,7 @@ public final class Timers {
    * its lifetime counted from now, and a first activity stamp. Called while the fork is created,
    * under its lock.
    */
-  static void inherit(Path parentDir, Path forkDir) throws IOException {
+  public static void inherit(Path parentDir, Path forkDir) throws IOException {
     Optional<Settings> parent = read(parentDir);
     if (parent.isEmpty()) {
       return;
@@ -229,14 +260,7 @@ public final class Timers {
 
   /** Leaves a tombstone saying why, then destroys the sandbox. */
   public static void end(Engine engine, String id, String why) {
-    Path tomb = tombstone(engine.home(), id);
-    try {
-      PrivateFiles.createPrivateDirectories(tomb.getParent());
-      AtomicFiles.write(
-          tomb, JSON.writeValueAsBytes(new Tombstone(id, why, Instant.now().toString())));
-    } catch (IOException e) {
-      LOG.log(System.Logger.Level.WARNING, "cannot write " + tomb + ": " + e);
-    }
+    leaveTombstone(engine.home(), id, why);
     engine.destroy(id);
     LOG.log(System.Logger.Level.INFO, "Ended local sandbox {0}: {1}", id, why);
   }
@@ -250,13 +274,42 @@ public final class Timers {
     return home.resolve("ended").resolve(id + ".json");
   }
 
+  /**
+   * Records in {@code home} that sandbox {@code id} ended and why, before it is destroyed: what
+   * {@link #ended} then tells whoever uses it. Any backend's.
+   */
+  public static void leaveTombstone(Path home, String id, String why) {
+    Path tomb = tombstone(home, id);
+    try {
+      PrivateFiles.createPrivateDirectories(tomb.getParent());
+      AtomicFiles.write(
+          tomb, JSON.writeValueAsBytes(new Tombstone(id, why, Instant.now().toString())));
+    } catch (IOException e) {
+      LOG.log(System.Logger.Level.WARNING, "cannot write " + tomb + ": " + e);
+    }
+  }
+
   /** The error for using sandbox {@code id} if a timer ended it. */
   public static Optional<WorkspaceUnavailableException> ended(Path home, String id) {
+    return ended(home, "local", id);
+  }
+
+  /** {@link #ended(Path, String)} for a sandbox of provider {@code provider}. */
+  public static Optional<WorkspaceUnavailableException> ended(
+      Path home, String provider, String id) {
     try {
       Tombstone t = JSON.readValue(Files.readAllBytes(tombstone(home, id)), Tombstone.class);
       return Optional.of(
           new WorkspaceUnavailableException(
-              "sandbox local:" + id + " ended: " + t.reason() + " (at " + t.ended() + ")"));
+              "sandbox "
+                  + provider
+                  + ":"
+                  + id
+                  + " ended: "
+                  + t.reason()
+                  + " (at "
+                  + t.ended()
+                  + ")"));
     } catch (IOException e) {
       return Optional.empty();
     }

@@ -521,6 +521,52 @@ public final class Cgroups {
     return java.util.OptionalLong.empty();
   }
 
+  /**
+   * The CPU time used by the cgroup of host process {@code pid} (a container's init: a Docker
+   * container's cgroup, wherever its daemon's cgroup driver put it), in microseconds: its v1 {@code
+   * cpuacct.usage} under whichever hierarchy has that controller, else its v2 {@code cpu.stat};
+   * empty if the process is gone or neither can be read.
+   */
+  public java.util.OptionalLong cpuUsageMicrosOfProcess(long pid) {
+    List<String> lines;
+    try {
+      lines = Files.readAllLines(Path.of("/proc/" + pid + "/cgroup"));
+    } catch (IOException e) {
+      return java.util.OptionalLong.empty();
+    }
+    for (String line : lines) {
+      String[] f = line.split(":", 3);
+      if (f.length == 3 && List.of(f[1].split(",")).contains("cpuacct")) {
+        for (Path h : v1Hierarchies) {
+          Path usage = h.resolve(f[2].substring(1)).resolve("cpuacct.usage");
+          if (Files.exists(usage)) {
+            try {
+              return java.util.OptionalLong.of(
+                  Long.parseLong(Files.readString(usage).strip()) / 1000);
+            } catch (IOException | NumberFormatException e) {
+              return java.util.OptionalLong.empty();
+            }
+          }
+        }
+      }
+    }
+    for (String line : lines) {
+      if (line.startsWith("0::") && unified != null) {
+        try {
+          for (String stat :
+              Files.readAllLines(unified.resolve(line.substring(4)).resolve("cpu.stat"))) {
+            if (stat.startsWith("usage_usec ")) {
+              return java.util.OptionalLong.of(Long.parseLong(stat.substring(11).strip()));
+            }
+          }
+        } catch (IOException | NumberFormatException e) {
+          // gone meanwhile
+        }
+      }
+    }
+    return java.util.OptionalLong.empty();
+  }
+
   /** Whether command cgroup {@code group} of the sandbox exists and has a process in it. */
   public boolean isCommandRunning(String id, String group) {
     if (unified == null) {
