@@ -258,7 +258,7 @@ final class Providers {
   }
 
   /** The options a docker sandbox cannot take (yet), as the command line names them. */
-  private static final List<String> NOT_FOR_DOCKER = List.of("--disk-inodes", "--network");
+  private static final List<String> NOT_FOR_DOCKER = List.of("--disk-inodes");
 
   private static DockerSandbox docker(Providers providers, Settings settings) {
     List<String> unsupported =
@@ -292,6 +292,7 @@ final class Providers {
     if (settings.egress() != null) {
       b.egress(settings.egress());
     }
+    settings.networks().forEach(b::network);
     b.portToken(settings.portToken());
     Timers.apply(
         settings.timers(),
@@ -374,7 +375,7 @@ final class Providers {
   }
 
   /** The settings each local provider this object made was built from. */
-  private final Map<LocalSandbox, Settings> built =
+  private final Map<WorkspaceProvider, Settings> built =
       java.util.Collections.synchronizedMap(new java.util.IdentityHashMap<>());
 
   /**
@@ -384,6 +385,21 @@ final class Providers {
    * (no root, say), the provider as it is, and its error comes with the first use.
    */
   WorkspaceProvider forRef(WorkspaceProvider provider, WorkspaceRef ref) {
+    if (provider instanceof DockerSandbox docker && ref.provider().equals(DockerSandbox.NAME)) {
+      try {
+        List<String> networks =
+            docker.info(ref).map(SandboxInfo::networks).orElse(List.<String>of());
+        if (networks.isEmpty()) {
+          return provider;
+        }
+        DockerSandbox withThem =
+            docker(this, built.getOrDefault(provider, Settings.DEFAULTS).withNetworks(networks));
+        built.put(withThem, built.getOrDefault(provider, Settings.DEFAULTS));
+        return withThem;
+      } catch (RuntimeException e) {
+        return provider; // its error comes with the first use
+      }
+    }
     return provider instanceof LocalSandbox local ? forRef(local, ref) : provider;
   }
 

@@ -1,6 +1,5 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -285,13 +284,8 @@ final class SandboxCommand implements Runnable {
           provider
               .backend(ref)
               .orElseThrow(() -> new IllegalStateException(ref + " is not a " + provider.name()));
-      if (provider instanceof LocalSandbox local) {
-        LocalSandbox onItsNetworks = providers.forRef(local, ref);
-        if (onItsNetworks != local) {
-          return onItsNetworks.backend(ref).orElseThrow();
-        }
-      }
-      return checked;
+      WorkspaceProvider onItsNetworks = providers.forRef(provider, ref);
+      return onItsNetworks != provider ? onItsNetworks.backend(ref).orElseThrow() : checked;
     } catch (IllegalArgumentException e) {
       throw new ParameterException(command.commandLine(), e.getMessage(), e);
     }

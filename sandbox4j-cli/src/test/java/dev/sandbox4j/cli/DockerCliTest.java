@@ -92,7 +92,7 @@ class DockerCliTest {
   }
 
   @Test
-  void aDockerSandboxsEgressAndPortUrlGoThroughTheMachineCommands() {
+  void aDockerSandboxsEgressNetworkAndPortUrlGoThroughTheCommands() {
     Run create =
         run(
             "--quiet",
@@ -102,11 +102,18 @@ class DockerCliTest {
             "--egress",
             "api.example.com",
             "--port-token",
+            "--network",
+            "cli-team",
             "--label",
             "sandbox4j.test=cli");
     assertThat(create.exitCode()).as(create.err()).isZero();
     String ref = create.out().strip();
     try {
+      Run exec = run("exec", ref, "--", "hostname");
+      assertThat(exec.exitCode())
+          .as("the CLI reaches into the sandbox's named network: %s", exec.err())
+          .isZero();
+      assertThat(run("ls", "--provider", "docker", "--json").out()).contains("cli-team");
       Run shown = run("egress", ref, "--json");
       assertThat(shown.exitCode()).as(shown.err()).isZero();
       assertThat(shown.out()).contains("api.example.com");

@@ -36,13 +36,115 @@ final class DockerNetworking {
   private final Mode mode;
   private final EgressPolicy policy;
   private final boolean portToken;
+  private final List<String> named;
   private volatile DockerNetwork.Ready ready;
 
-  DockerNetworking(DockerSandbox sandboxes, Mode mode, EgressPolicy policy, boolean portToken) {
+  /** The label listing a container's named networks, comma-separated. */
+  static final String LABEL_NETWORKS = "dev.sandbox4j.networks";
+
+  DockerNetworking(
+      DockerSandbox sandboxes,
+      Mode mode,
+      EgressPolicy policy,
+      boolean portToken,
+      List<String> named) {
     this.sandboxes = sandboxes;
     this.mode = mode;
     this.policy = policy;
     this.portToken = portToken;
+    this.named = named;
+  }
+
+  // ---- named networks -----------------------------------------------------------------------
+
+  /** The named networks of a new sandbox: its parent's for a fork, else this provider's. */
+  List<String> namedNetworksFor(String parent) {
+    return parent == null ? named : namedNetworksOf(sandboxes.inspect(parent));
+  }
+
+  private static List<String> namedNetworksOf(
+      com.github.dockerjava.api.command.InspectContainerResponse c) {
+    Map<String, String> labels = c.getConfig().getLabels();
+    String list = labels == null ? "" : labels.getOrDefault(LABEL_NETWORKS, "");
+    return list.isEmpty() ? List.of() : List.of(list.split(","));
+  }
+
+  /**
+   * Puts created (not yet started) container {@code id} on its named networks, each made if
+   * missing, with its id as its name there.
+   */
+  void join(String id, List<String> networks) {
+    if (networks.isEmpty()) {
+      return;
+    }
+    ready(); // this host can have our networks (the firewall covers each bridge)
+    for (String name : networks) {
+      connect(id, DockerNetwork.ensureNamed(sandboxes.daemon(), name), id);
+    }
+  }
+
+  private void connect(String id, String network, String alias) {
+    var endpoint = new com.github.dockerjava.api.model.ContainerNetwork();
+    if (alias != null) {
+      endpoint.withAliases(alias);
+    }
+    try {
+      sandboxes
+          .daemon()
+          .client()
+          .connectToNetworkCmd()
+          .withNetworkId(network)
+          .withContainerId(sandboxes.containerName(id))
+          .withContainerNetwork(endpoint)
+          .exec();
+    } catch (com.github.dockerjava.api.exception.DockerException e) {
+      throw Daemon.translate("cannot put sandbox docker:" + id + " on network " + network, e);
+    }
+  }
+
+  /** Removes the daemon networks of named networks that no container is on (gc). */
+  void removeUnusedNamedNetworks() {
+    var client = sandboxes.daemon().client();
+    try {
+      for (var network :
+          client
+              .listNetworksCmd()
+              .withFilter("label", List.of(DockerNetwork.LABEL + "=" + DockerNetwork.NAMED_KIND))
+              .exec()) {
+        var containers = client.inspectNetworkCmd().withNetworkId(network.getId()).exec();
+        if (containers.getContainers() == null || containers.getContainers().isEmpty()) {
+          try {
+            client.removeNetworkCmd(network.getId()).exec();
+          } catch (com.github.dockerjava.api.exception.DockerException inUseOrGone) {
+            // a container joined it meanwhile, or another gc removed it
+          }
+        }
+      }
+    } catch (com.github.dockerjava.api.exception.DockerException e) {
+      throw Daemon.translate("cannot look for unused named networks", e);
+    }
+  }
+
+  /**
+   * Refuses to {@code what} sandbox {@code id} if it is on a named network this provider was not
+   * built with, as the local engine does: a provider without it cannot reach into that network.
+   */
+  void checkAccess(
+      String id, com.github.dockerjava.api.command.InspectContainerResponse c, String what) {
+    List<String> foreign = namedNetworksOf(c).stream().filter(n -> !named.contains(n)).toList();
+    if (!foreign.isEmpty()) {
+      throw new WorkspaceException(
+          "refusing to "
+              + what
+              + " docker:"
+              + id
+              + ": it is on named network "
+              + String.join(", ", foreign)
+              + ", and this DockerSandbox was built without it (use"
+              + " DockerSandbox.builder().network(\""
+              + foreign.getFirst()
+              + "\"))");
+    }
   }
 
   boolean onEgressNetwork() {

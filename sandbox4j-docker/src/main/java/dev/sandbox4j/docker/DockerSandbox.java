@@ -131,7 +131,8 @@ public final class DockerSandbox
     this.labels = Map.copyOf(b.labels);
     this.workingDirectory = b.workingDirectory;
     this.user = b.user;
-    this.networking = new DockerNetworking(this, b.network, b.egress, b.portToken);
+    this.networking =
+        new DockerNetworking(this, b.network, b.egress, b.portToken, List.copyOf(b.networks));
     this.timers =
         new DockerTimers(
             this,
@@ -221,6 +222,7 @@ public final class DockerSandbox
   @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
     String parent = checkedId(ref);
+    networking.checkAccess(parent, inspect(parent), "fork");
     DockerWorkspace child = new DockerWorkspace(this, null);
     images.withForkImage(parent, image -> child.createFrom(image, parent));
     return new ForkResult(child.ref().orElseThrow(), false, SandboxImages.NO_CHECKPOINT);
@@ -412,6 +414,7 @@ public final class DockerSandbox
   private SandboxInfo info(Container c) {
     Map<String, String> labels = new LinkedHashMap<>(c.getLabels());
     String id = labels.get(LABEL_ID);
+    String networks = labels.getOrDefault(DockerNetworking.LABEL_NETWORKS, "");
     labels.keySet().removeIf(k -> k.startsWith("dev.sandbox4j.")); // ours, not the user's
     String state =
         switch (String.valueOf(c.getState())) {
@@ -427,6 +430,7 @@ public final class DockerSandbox
         .created(java.time.Instant.ofEpochSecond(c.getCreated()))
         .labels(labels)
         .timers(timers.timers(id).orElse(null))
+        .networks(networks.isEmpty() ? List.of() : List.of(networks.split(",")))
         .build();
   }
 
@@ -472,11 +476,18 @@ public final class DockerSandbox
    * Removes what crashed creations left: sandbox containers that the daemon marks dead, and those
    * created but never started whose creator is gone (the JVM died in between). The creator is the
    * process named by the container's {@value #LABEL_CREATOR} label, when it ran on this machine;
-   * one made elsewhere is removed once it is ten minutes old.
+   * one made elsewhere is removed once it is ten minutes old. Also removes the daemon networks of
+   * named networks no container is on.
    *
    * @return the ids removed
    */
   public List<String> gc() {
+    List<String> removed = gcContainers();
+    networking.removeUnusedNamedNetworks();
+    return removed;
+  }
+
+  private List<String> gcContainers() {
     List<String> removed = new ArrayList<>();
     List<Container> containers;
     try {
@@ -601,6 +612,10 @@ public final class DockerSandbox
     Map<String, String> allLabels = new LinkedHashMap<>(labels);
     allLabels.put(LABEL_ID, id);
     allLabels.put(LABEL_CREATOR, creator());
+    List<String> joined = networking.namedNetworksFor(parent);
+    if (!joined.isEmpty()) {
+      allLabels.put(DockerNetworking.LABEL_NETWORKS, String.join(",", joined));
+    }
     HostConfig hostConfig =
         HostConfig.newHostConfig()
             .withInit(true)
@@ -643,8 +658,9 @@ public final class DockerSandbox
         create.withUser(user);
       }
       create.exec();
-      daemon().client().startContainerCmd(containerName(id)).exec();
       try {
+        networking.join(id, joined);
+        daemon().client().startContainerCmd(containerName(id)).exec();
         networking.started(id);
       } catch (RuntimeException e) {
         destroyQuietly(id);
@@ -707,8 +723,12 @@ public final class DockerSandbox
     networking.forget(id);
   }
 
-  /** Sandbox {@code id} was attached to by ref: what serves its network runs again if it died. */
-  void attached(String id) {
+  /**
+   * Sandbox {@code id} ({@code container}) was attached to by ref: refused if it is on a named
+   * network this provider was not built with; what serves its network runs again if it died.
+   */
+  void attached(String id, InspectContainerResponse container) {
+    networking.checkAccess(id, container, "use");
     networking.attached(id);
   }
 
@@ -847,6 +867,7 @@ public final class DockerSandbox
     private DockerNetworking.Mode network = DockerNetworking.Mode.EGRESS;
     private EgressPolicy egress = EgressPolicy.all();
     private boolean portToken;
+    private final List<String> networks = new ArrayList<>();
     private Duration autoSuspendTimeout = Duration.ZERO;
     private Duration sandboxTimeout = Timers.MAX_LIFETIME;
     private Duration idleTimeout = Duration.ZERO;
@@ -1010,6 +1031,23 @@ public final class DockerSandbox
     }
 
     /**
+     * Puts a new sandbox on named network {@code name} (1 to 32 of a-z, 0-9, '-'), as for the local
+     * engine: the sandboxes on it reach each other, by id as host name, and nothing else does. It
+     * is the daemon's internal network {@code sandbox4j-a-NAME}, made on first use, whose bridge
+     * the host firewalls as the egress network's (no host port, nothing forwarded elsewhere); the
+     * sandbox keeps its egress policy. A provider built with a network may also attach to and fork
+     * sandboxes on it; one built without refuses them. May be called for several networks; not with
+     * {@link #noNetwork}.
+     */
+    public Builder network(String name) {
+      String checked = dev.sandbox4j.runtime.internal.net.Networks.checkNetworkName(name);
+      if (!networks.contains(checked)) {
+        networks.add(checked);
+      }
+      return this;
+    }
+
+    /**
      * Whether a new sandbox's port URLs need an access token (default false), as for the local
      * engine; a fork gets a token of its own if its parent had one.
      */
@@ -1086,6 +1124,13 @@ public final class DockerSandbox
 
     /** The provider. */
     public DockerSandbox build() {
+      if (network == DockerNetworking.Mode.NONE && !networks.isEmpty()) {
+        throw new IllegalStateException(
+            "noNetwork() (egress none) and network("
+                + networks.getFirst()
+                + ") cannot both be set:"
+                + " a sandbox without a network cannot join one");
+      }
       if (snapshot != null && image != null) {
         throw new IllegalStateException(
             "snapshot and image cannot both be set: a sandbox from a snapshot has the snapshot's files");

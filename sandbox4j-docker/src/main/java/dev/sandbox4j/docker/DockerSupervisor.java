@@ -116,10 +116,7 @@ final class DockerSupervisor {
         if (proxy == null) {
           try {
             Network net = network();
-            BridgeFirewall.install(
-                BridgeFirewall.interfaceWith(net.gateway())
-                    .orElseThrow(
-                        () -> new IOException("no interface of this host has the gateway")));
+            BridgeFirewall.refresh(host);
             Cidr subnet = Cidr.parse(net.subnet());
             proxy =
                 EgressProxy.builder(this::policyOf)

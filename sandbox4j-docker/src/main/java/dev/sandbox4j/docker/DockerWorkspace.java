@@ -116,7 +116,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     }
     InspectContainerResponse container = sandboxes.inspect(id);
     if (attachId != null) {
-      sandboxes.attached(id);
+      sandboxes.attached(id, container);
     }
     String dir = container.getConfig().getWorkingDir();
     workingDirectory = dir == null || dir.isEmpty() ? "/" : dir;

@@ -131,6 +131,16 @@ class DockerEgressTest {
       assertThat(DockerPrerequisites.containersLabelled(sandboxes, TAG))
           .as("containers the tests left behind")
           .isEmpty();
+      sandboxes.gc();
+      assertThat(
+              sandboxes
+                  .daemon()
+                  .client()
+                  .listNetworksCmd()
+                  .withNameFilter(DockerNetwork.namedNetwork("team-" + SUFFIX))
+                  .exec())
+          .as("gc removes a named network no sandbox is on")
+          .isEmpty();
     }
   }
 
@@ -276,6 +286,55 @@ class DockerEgressTest {
     } finally {
       sandboxes.removeSnapshot(snapshot);
     }
+  }
+
+  @Test
+  void namedNetworkMembersReachEachOtherByIdAndNothingElseDoes() {
+    String team = "team-" + SUFFIX;
+    DockerSandbox onTeam = builder().network(team).build();
+    Workspace a = create(onTeam);
+    Workspace b = create(onTeam);
+    Workspace outsider = create(sandboxes);
+    String bId = b.open().id();
+    run(b, "nohup python3 -m http.server 8000 >/dev/null 2>&1 &");
+    String reached = "";
+    for (int i = 0; i < 50 && !reached.equals("ok"); i++) { // until the server listens
+      reached = connect(a, bId, 8000);
+    }
+    assertThat(reached).as("a member reaches another by its id").isEqualTo("ok");
+    String bAddress = run(a, "getent hosts " + bId).split("\\s+")[0];
+    assertThat(connect(outsider, bAddress, 8000))
+        .as("a sandbox not on the network")
+        .isIn("unreachable", "refused", "timeout");
+    assertThat(connect(outsider, bId, 8000)).as("nor by name").isNotEqualTo("ok");
+    String gatewayAddress =
+        sandboxes
+            .daemon()
+            .client()
+            .inspectNetworkCmd()
+            .withNetworkId(DockerNetwork.namedNetwork(team))
+            .exec()
+            .getIpam()
+            .getConfig()
+            .getFirst()
+            .getGateway();
+    assertThat(connect(a, gatewayAddress, 18765))
+        .as("the host's service on the named network's gateway")
+        .isIn("unreachable", "refused");
+    assertThat(get(a, "http://allowed.test/")).as("egress as before").startsWith("site=" + SITE_A);
+
+    WorkspaceRef child = onTeam.fork(a.open()).ref();
+    made.add(child);
+    assertThat(connect(Workspace.of(onTeam.backend(child).orElseThrow()), bId, 8000))
+        .as("a fork is on its parent's networks")
+        .isEqualTo("ok");
+    assertThatThrownBy(
+            () ->
+                Workspace.of(sandboxes.backend(a.open()).orElseThrow()).run(Command.shell("true")))
+        .as("a provider built without the network cannot reach into it")
+        .isInstanceOf(WorkspaceException.class)
+        .hasMessageContaining("refusing to use docker:" + a.open().id())
+        .hasMessageContaining("network(\"" + team + "\")");
   }
 
   @Test
