@@ -141,6 +141,8 @@ final class ListCommand implements Callable<Integer> {
       more.put("portUrl", s.portUrl());
       more.put("diskBytes", s.diskBytes()); // 0: made before disks, no quota
       more.put("diskInodes", s.diskInodes());
+    } else if (!s.networks().isEmpty()) {
+      more.put("networks", s.networks()); // a docker sandbox's named networks
     }
     return fields(s.ref(), more);
   }
