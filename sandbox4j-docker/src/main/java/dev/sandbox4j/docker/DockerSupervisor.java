@@ -102,6 +102,7 @@ final class DockerSupervisor {
 
   private String run() throws InterruptedException {
     CodeWatch code = new CodeWatch(classPath());
+    Network served = null;
     EgressProxy proxy = null;
     NoNames names = null;
     long emptySince = -1;
@@ -113,9 +114,21 @@ final class DockerSupervisor {
           return "its jars were rebuilt or replaced; a supervisor from the new ones takes over";
         }
         ports.start();
-        if (proxy == null) {
+        Network net = null;
+        try {
+          net = network();
+        } catch (IOException | RuntimeException e) {
+          sayOnce("cannot serve the egress network yet: " + e);
+        }
+        if (proxy != null && (net == null || !net.equals(served))) {
+          // the network was removed, or made anew with another gateway: serve the new one
+          proxy.close();
+          names.close();
+          proxy = null;
+          names = null;
+        }
+        if (proxy == null && net != null) {
           try {
-            Network net = network();
             BridgeFirewall.refresh(host);
             Cidr subnet = Cidr.parse(net.subnet());
             proxy =
@@ -125,13 +138,14 @@ final class DockerSupervisor {
                     .notPublic(subnet::contains)
                     .start();
             names = NoNames.bind(net.gateway(), DockerNetwork.DNS_PORT);
+            served = net;
             say("egress proxy on " + proxy.address() + ", DNS stub on port 53 there");
           } catch (IOException | RuntimeException e) {
             if (proxy != null) {
               proxy.close();
               proxy = null;
             }
-            say("cannot serve the egress network yet: " + e);
+            sayOnce("cannot serve the egress network yet: " + e);
           }
         }
         enforceTimers();
@@ -352,6 +366,16 @@ final class DockerSupervisor {
 
   private static void say(String line) {
     OUT.println(Instant.now() + " " + line);
+  }
+
+  private String lastSaid;
+
+  /** {@link #say}, unless it is what was said last this way (a failure seen every scan). */
+  private void sayOnce(String line) {
+    if (!line.equals(lastSaid)) {
+      lastSaid = line;
+      say(line);
+    }
   }
 
   // ---- starting one ---------------------------------------------------------------------------
