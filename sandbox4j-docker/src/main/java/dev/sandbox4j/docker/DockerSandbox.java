@@ -86,6 +86,12 @@ public final class DockerSandbox
     Capability.AUDIT_WRITE
   };
 
+  /** Every capability that is not in {@link #CAPABILITIES}. */
+  private static final Capability[] NOT_DOCKERS =
+      java.util.Arrays.stream(Capability.values())
+          .filter(c -> c != Capability.ALL && !List.of(CAPABILITIES).contains(c))
+          .toArray(Capability[]::new);
+
   private final DockerHosts.Found host;
   private final String image;
   private final String snapshot;
@@ -306,7 +312,7 @@ public final class DockerSandbox
           default -> String.valueOf(c.getState());
         };
     return SandboxInfo.builder(new WorkspaceRef(NAME, id), state)
-        .image(c.getImage())
+        .image(SandboxImages.shortName(c.getImage()))
         .created(java.time.Instant.ofEpochSecond(c.getCreated()))
         .labels(labels)
         .build();
@@ -489,11 +495,23 @@ public final class DockerSandbox
             .withMemorySwap(memoryBytes)
             .withPidsLimit((long) pids)
             .withNanoCPUs(cpus * 1_000_000_000L)
-            .withCapDrop(Capability.ALL)
-            .withCapAdd(CAPABILITIES)
             .withPrivileged(false);
     if (noNetwork) {
       hostConfig.withNetworkMode("none");
+    }
+    boolean podman;
+    try {
+      podman = daemon().podman();
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot create a sandbox", e);
+    }
+    if (podman) {
+      // Podman gives a non-root user every capability named in CapAdd, effective in all its
+      // processes (Docker: only in the bounding set). So none is added: its default set, less
+      // every capability that is not Docker's, which only narrows it
+      hostConfig.withCapDrop(NOT_DOCKERS).withUlimits(podmanUlimits());
+    } else {
+      hostConfig.withCapDrop(Capability.ALL).withCapAdd(CAPABILITIES);
     }
     if (diskBytes > 0) {
       hostConfig.withStorageOpt(Map.of("size", Long.toString(diskBytes)));
@@ -553,6 +571,23 @@ public final class DockerSandbox
               + e.getMessage(),
           e);
     }
+  }
+
+  /**
+   * The open-file and process limits of a sandbox on Podman. Docker's containers inherit its
+   * daemon's limits; Podman as root asks for 1048576 of both instead, which its OCI runtime cannot
+   * set where root lacks CAP_SYS_RESOURCE above the host's hard limits (in a container or a
+   * restricted VM: the container never starts). So: Linux's usual 1024 open files, raisable to 4096
+   * (any host grants that); and processes as many as the pids limit allows, at least 4096 (a
+   * per-user limit, counted over every process of the sandbox's uid on the daemon's host, so it
+   * must not be tight: the pids limit is what bounds one sandbox).
+   */
+  private com.github.dockerjava.api.model.Ulimit[] podmanUlimits() {
+    long nproc = Math.max(4096, pids);
+    return new com.github.dockerjava.api.model.Ulimit[] {
+      new com.github.dockerjava.api.model.Ulimit("nofile", 1024L, 4096L),
+      new com.github.dockerjava.api.model.Ulimit("nproc", nproc, nproc)
+    };
   }
 
   /**

@@ -23,12 +23,13 @@ import java.util.Optional;
 /**
  * One sandbox: a container of the daemon, created on first use (or attached to by ref). Commands
  * are execs wrapped in the container's init ({@code /sbin/docker-init -s}, tini, which Docker
- * mounts into every container started with {@code Init}): as a subreaper it adopts whatever the
- * command's processes orphan, {@code setsid} daemons included, so the whole tree stays below the
- * init that carries the command's marker ({@link #MARKER}). An exec cannot be killed through the
- * API, so a kill is a second exec, as root, that stops and then kills that tree ({@link
- * #KILL_TREE}). Files go through commands ({@code CommandFileSystem}). State: {@code id} and {@code
- * workingDirectory} are set once, under {@code this}.
+ * mounts into every container started with {@code Init}; Podman's catatonit, {@code
+ * /run/podman-init}, see {@link Daemon#init}): as a subreaper it adopts whatever the command's
+ * processes orphan, {@code setsid} daemons included, so the whole tree stays below the init that
+ * carries the command's marker ({@link #MARKER}). An exec cannot be killed through the API, so a
+ * kill is a second exec, as root, that stops and then kills that tree ({@link #KILL_TREE}). Files
+ * go through commands ({@code CommandFileSystem}). State: {@code id} and {@code workingDirectory}
+ * are set once, under {@code this}.
  */
 final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
   private static final SecureRandom RANDOM = new SecureRandom();
@@ -36,9 +37,10 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
 
   /**
    * The argument that marks a command's init: {@code /sbin/docker-init -s -- /bin/sh -c 'exec "$@"'
-   * sandbox4j-command-ID argv...}. The shell execs the command at once, so only the init keeps it,
-   * and its {@code /proc/PID/cmdline} is readable by any user (an environment variable would not
-   * be: root in the container lacks CAP_SYS_PTRACE to read another user's environ).
+   * sandbox4j-command-ID argv...} (Podman: {@code /run/podman-init -- /bin/sh ...}). The shell
+   * execs the command at once, so only the init keeps it, and its {@code /proc/PID/cmdline} is
+   * readable by any user (an environment variable would not be: root in the container lacks
+   * CAP_SYS_PTRACE to read another user's environ).
    */
   static final String MARKER = "sandbox4j-command-";
 
@@ -139,15 +141,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     long clockStart = System.nanoTime();
     String commandId = HexFormat.of().formatHex(randomBytes());
     List<String> argv =
-        new ArrayList<>(
-            List.of(
-                "/sbin/docker-init",
-                "-s",
-                "--",
-                "/bin/sh",
-                "-c",
-                "exec \"$@\"",
-                MARKER + commandId));
+        new ArrayList<>(List.of("/bin/sh", "-c", "exec \"$@\"", MARKER + commandId));
     argv.addAll(command.toArgv());
     List<String> env = new ArrayList<>(); // added to the container's own (image, builder)
     for (Map.Entry<String, String> e : options.env().entrySet()) {
@@ -178,10 +172,15 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     }
   }
 
-  /** Starts the exec, waking a paused or stopped container first (any operation wakes it). */
-  private ExecProcess start(List<String> argv, List<String> env, String dir, String commandId) {
+  /**
+   * Starts the exec of {@code command} under the daemon's init, waking a paused or stopped
+   * container first (any operation wakes it).
+   */
+  private ExecProcess start(List<String> command, List<String> env, String dir, String commandId) {
     for (int attempt = 0; ; attempt++) {
       try {
+        List<String> argv = new ArrayList<>(sandboxes.daemon().init());
+        argv.addAll(command);
         return sandboxes
             .daemon()
             .exec(sandboxes.containerName(id), argv, env, dir, null, commandId);

@@ -40,15 +40,7 @@ class DockerSandboxMachineConformanceTest extends MachineConformanceSuite {
   }
 
   private static List<String> ourImages() {
-    return sandboxes.daemon().client().listImagesCmd().exec().stream()
-        .flatMap(
-            i ->
-                i.getRepoTags() == null
-                    ? java.util.stream.Stream.empty()
-                    : java.util.Arrays.stream(i.getRepoTags()))
-        .filter(t -> t.startsWith(SandboxImages.FORKS) || t.startsWith(SandboxImages.SNAPSHOTS))
-        .sorted()
-        .toList();
+    return DockerPrerequisites.imagesLabelled(sandboxes, TAG);
   }
 
   @Override
