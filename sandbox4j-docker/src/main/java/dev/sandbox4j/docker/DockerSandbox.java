@@ -160,7 +160,9 @@ public final class DockerSandbox
   public void destroy(WorkspaceRef ref) {
     String id = checkedId(ref);
     destroyed.add(id); // its running commands fail as unavailable, not with their kill signal
+    String imageId;
     try {
+      imageId = daemon().client().inspectContainerCmd(containerName(id)).exec().getImageId();
       daemon()
           .client()
           .removeContainerCmd(containerName(id))
@@ -168,12 +170,14 @@ public final class DockerSandbox
           .withRemoveVolumes(true)
           .exec();
     } catch (NotFoundException e) {
-      // gone already
+      return; // gone already
     } catch (DockerException e) {
       if (!String.valueOf(e.getMessage()).contains("already in progress")) {
         throw Daemon.translate("cannot destroy sandbox docker:" + id, e);
       }
+      return; // the other destroy cleans up
     }
+    images.removeIfLeft(imageId);
   }
 
   // ---- snapshots and forks (SandboxImages) -----------------------------------------------

@@ -45,7 +45,9 @@ final class SandboxImages {
       throw new IllegalArgumentException(
           "snapshot name '" + name + "': use 1 to 128 of a-z, 0-9, '_', '.', '-', starting alnum");
     }
+    String replaced = imageId(SNAPSHOTS + ":" + name);
     commit(id, SNAPSHOTS + ":" + name, Map.of(LABEL_SNAPSHOT, name, LABEL_SOURCE, id));
+    removeIfLeft(replaced); // the name moved: the old image goes unless a sandbox uses it
     return snapshots().stream()
         .filter(i -> i.name().equals(name))
         .findFirst()
@@ -133,6 +135,41 @@ final class SandboxImages {
       return false;
     } catch (DockerException e) {
       throw Daemon.translate("cannot remove snapshot '" + name + "'", e);
+    }
+  }
+
+  /** The id of the image named {@code reference}, or null if there is none. */
+  private String imageId(String reference) {
+    try {
+      return sandboxes.daemon().client().inspectImageCmd(reference).exec().getId();
+    } catch (NotFoundException e) {
+      return null;
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot look up image " + reference, e);
+    }
+  }
+
+  /**
+   * Removes image {@code imageId} if a sandbox was committed to it (it carries the {@value
+   * DockerSandbox#LABEL_ID} label its container had) and it has no name left: a fork's image, or a
+   * removed snapshot's, once the sandbox just removed was the last made from it. Without this,
+   * every fork left an unnamed image in the daemon for good. Quiet when another sandbox still uses
+   * it, an image was made from it, or it is gone.
+   */
+  void removeIfLeft(String imageId) {
+    if (imageId == null) {
+      return;
+    }
+    try {
+      var image = sandboxes.daemon().client().inspectImageCmd(imageId).exec();
+      Map<String, String> labels = image.getConfig() == null ? null : image.getConfig().getLabels();
+      boolean named = image.getRepoTags() != null && !image.getRepoTags().isEmpty();
+      if (named || labels == null || !labels.containsKey(DockerSandbox.LABEL_ID)) {
+        return;
+      }
+      sandboxes.daemon().client().removeImageCmd(imageId).exec();
+    } catch (DockerException e) {
+      // in use, a parent of another image, or removed meanwhile: left as it is
     }
   }
 

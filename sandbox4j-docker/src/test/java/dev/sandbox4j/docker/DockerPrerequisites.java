@@ -36,9 +36,10 @@ final class DockerPrerequisites {
   }
 
   /**
-   * The snapshot images (a fork's has no name) of {@code daemonOf}'s daemon that carry the label
-   * {@code sandbox4j.test=tag} (a commit keeps its container's labels), by name as Docker writes
-   * it: a leak check.
+   * The images of {@code daemonOf}'s daemon that carry the label {@code sandbox4j.test=tag}: those
+   * committed from the test's sandboxes (a commit keeps its container's labels), snapshots by name
+   * as Docker writes it and unnamed ones (a fork's, a removed snapshot's still in use) by id. A
+   * leak check.
    */
   static List<String> imagesLabelled(DockerSandbox daemonOf, String tag) {
     return daemonOf
@@ -48,9 +49,13 @@ final class DockerPrerequisites {
         .withLabelFilter(Map.of("sandbox4j.test", tag))
         .exec()
         .stream()
-        .flatMap(i -> i.getRepoTags() == null ? Stream.empty() : Arrays.stream(i.getRepoTags()))
-        .map(SandboxImages::shortName)
-        .filter(t -> t.startsWith(SandboxImages.SNAPSHOTS))
+        .flatMap(
+            i ->
+                i.getRepoTags() == null
+                        || i.getRepoTags().length == 0
+                        || List.of(i.getRepoTags()).equals(List.of("<none>:<none>"))
+                    ? Stream.of("unnamed " + i.getId())
+                    : Arrays.stream(i.getRepoTags()).map(SandboxImages::shortName))
         .sorted()
         .toList();
   }
