@@ -257,7 +257,10 @@ public final class DockerSandbox
       checks.add(
           dev.sandbox4j.runtime.HostCheck.ok(
               "docker answers",
-              "Docker " + version.getVersion() + ", API " + version.getApiVersion()));
+              (daemon.podman() ? "Podman " : "Docker ")
+                  + version.getVersion()
+                  + ", API "
+                  + version.getApiVersion()));
       checks.add(DefaultDockerImage.check(daemon));
     } catch (RuntimeException e) {
       checks.add(
@@ -378,12 +381,16 @@ public final class DockerSandbox
               .listContainersCmd()
               .withShowAll(true)
               .withLabelFilter(List.of(LABEL_ID))
-              .withStatusFilter(List.of("created", "dead"))
               .exec();
     } catch (DockerException e) {
       throw Daemon.translate("cannot look for docker sandboxes to clean", e);
     }
     for (Container c : containers) {
+      // the states are picked here, not in the query: Podman refuses a status filter 'dead'
+      // (it has no such state)
+      if (!"created".equals(c.getState()) && !"dead".equals(c.getState())) {
+        continue;
+      }
       if ("created".equals(c.getState()) && creatorMayStillStart(c)) {
         continue;
       }

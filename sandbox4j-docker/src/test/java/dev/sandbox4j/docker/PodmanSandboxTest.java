@@ -151,4 +151,41 @@ class PodmanSandboxTest {
     Workspace forked = Workspace.of(sandboxes.backend(child).orElseThrow());
     assertThat(sh(forked, "cat note")).as("the fork").isEqualTo("saved");
   }
+
+  /** gc reads Podman's states as Docker's: a never-started container of a dead JVM goes. */
+  @Test
+  void gcRemovesAContainerWhoseCreatorDiedBeforeStartingIt() throws Exception {
+    Process dead = new ProcessBuilder("true").start();
+    dead.waitFor();
+    long deadStart = dead.info().startInstant().map(java.time.Instant::toEpochMilli).orElse(1L);
+    String host = java.net.InetAddress.getLocalHost().getHostName();
+    String orphan = "0123456789ab";
+    sandboxes
+        .daemon()
+        .client()
+        .createContainerCmd(DefaultDockerImage.ensure(sandboxes.daemon(), line -> {}))
+        .withName(sandboxes.containerName(orphan))
+        .withCmd("true")
+        .withLabels(
+            java.util.Map.of(
+                DockerSandbox.LABEL_ID,
+                orphan,
+                DockerSandbox.LABEL_CREATOR,
+                host + "/" + dead.pid() + "/" + deadStart,
+                "sandbox4j.test",
+                TAG))
+        .exec();
+    try {
+      assertThat(sandboxes.gc()).contains(orphan);
+      assertThat(DockerPrerequisites.containersLabelled(sandboxes, TAG)).isEmpty();
+    } finally {
+      sandboxes.destroy(new WorkspaceRef("docker", orphan));
+    }
+  }
+
+  @Test
+  void withoutNetworkASandboxHasLoopbackOnly() {
+    Workspace ws = create(builder().noNetwork().build());
+    assertThat(sh(ws, "ls /sys/class/net")).isEqualTo("lo");
+  }
 }
