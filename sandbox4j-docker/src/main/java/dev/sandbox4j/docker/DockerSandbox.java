@@ -36,7 +36,10 @@ import java.util.regex.Pattern;
  * Sandboxes in containers of a Docker daemon (provider {@code docker}): where Docker runs (Docker
  * Desktop, rootless Docker, a CI runner) rather than on a host that {@code sandbox4j setup}
  * prepared. The daemon is found as the docker CLI finds it ({@code DOCKER_HOST}, the current
- * context, then the usual sockets); a Podman socket that speaks Docker's API works too.
+ * context, then the usual sockets). Podman's Docker-compatible service works too ({@code podman
+ * system service}); the provider tells it apart once per daemon and works around what Podman does
+ * differently, except that output a background child writes after its command exited is lost there
+ * (the user guide lists the differences).
  *
  * <p>Each sandbox is one container, named {@code sandbox4j-<id>} and labelled {@value #LABEL_ID},
  * started with Docker's default seccomp profile, the engine's capabilities and no more, a memory
