@@ -84,6 +84,35 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
       exit 1
       """;
 
+  /**
+   * The shell that runs a command on Podman, in place of {@code exec "$@"}. Podman's exec ends the
+   * command's output as soon as its process exits (conmon stops reading the pipes), so a background
+   * child lost whatever it wrote after that, and its next write killed it (SIGPIPE): a server
+   * started with {@code cmd &} died at its next log line. So the command writes into two FIFOs (in
+   * a fresh private directory, unlinked once open), each read by a relay that copies to the exec's
+   * stream and, once that is closed, goes on reading into /dev/null ({@code cat} with SIGPIPE
+   * ignored, then {@code exec cat >/dev/null}), so that a writer never loses its reader; and the
+   * shell waits for the relays to reach the end of their input, at most about 2 s (the drain
+   * grace), before it exits with the command's status. Without a writable temporary directory or
+   * {@code mkfifo} it falls back to {@code exec "$@"}. POSIX {@code sh}, {@code mktemp}, {@code
+   * mkfifo}, {@code cat} and {@code sleep} with a fraction only.
+   */
+  static final String RELAYED =
+      """
+      d=$(mktemp -d 2>/dev/null) && mkfifo "$d/o" "$d/e" 2>/dev/null \
+        || { [ -n "$d" ] && rm -rf "$d"; exec "$@"; }
+      (trap '' PIPE; cat; exec cat >/dev/null) <"$d/o" 2>/dev/null & o=$!
+      (trap '' PIPE; cat >&2; exec cat >/dev/null) <"$d/e" & e=$!
+      "$@" >"$d/o" 2>"$d/e"
+      c=$?
+      rm -rf "$d"
+      n=0
+      while { kill -0 $o || kill -0 $e; } 2>/dev/null && [ $n -lt 200 ]; do
+        sleep 0.01; n=$((n + 1))
+      done
+      exit $c
+      """;
+
   private final DockerSandbox sandboxes;
   private final String attachId;
   private String id;
@@ -140,9 +169,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     String dir = acquire();
     long clockStart = System.nanoTime();
     String commandId = HexFormat.of().formatHex(randomBytes());
-    List<String> argv =
-        new ArrayList<>(List.of("/bin/sh", "-c", "exec \"$@\"", MARKER + commandId));
-    argv.addAll(command.toArgv());
+    List<String> argv = command.toArgv();
     List<String> env = new ArrayList<>(); // added to the container's own (image, builder)
     for (Map.Entry<String, String> e : options.env().entrySet()) {
       env.add(e.getKey() + "=" + e.getValue());
@@ -179,7 +206,11 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
   private ExecProcess start(List<String> command, List<String> env, String dir, String commandId) {
     for (int attempt = 0; ; attempt++) {
       try {
-        List<String> argv = new ArrayList<>(sandboxes.daemon().init());
+        Daemon daemon = sandboxes.daemon();
+        List<String> argv = new ArrayList<>(daemon.init());
+        argv.addAll(
+            List.of(
+                "/bin/sh", "-c", daemon.podman() ? RELAYED : "exec \"$@\"", MARKER + commandId));
         argv.addAll(command);
         return sandboxes
             .daemon()

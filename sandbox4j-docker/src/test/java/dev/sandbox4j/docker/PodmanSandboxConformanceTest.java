@@ -40,12 +40,6 @@ class PodmanSandboxConformanceTest extends WorkspaceConformanceSuite {
     assertThat(left).as("containers the suite left behind").isEmpty();
   }
 
-  /** Podman's exec ends its output when the command exits (conmon stops reading the pipe). */
-  @Override
-  protected boolean keepsOutputAfterExit() {
-    return false;
-  }
-
   @Override
   protected WorkspaceProvider provider() {
     return sandboxes;

@@ -109,16 +109,6 @@ public abstract class WorkspaceConformanceSuite {
     return true;
   }
 
-  /**
-   * Whether output that a background child writes after the command exited still reaches the result
-   * within the drain grace, and the child keeps a reader after the run returned. Only a backend
-   * that cannot (Docker's provider on Podman, whose exec ends its output with the command's exit)
-   * returns false; that skips those two checks for it alone, after checking what still holds.
-   */
-  protected boolean keepsOutputAfterExit() {
-    return true;
-  }
-
   /** Takes a background command's stdout into {@code out} until it is {@code expected}. */
   private static void awaitStdout(BackgroundCommand command, StringBuilder out, String expected)
       throws InterruptedException {
@@ -702,17 +692,6 @@ public abstract class WorkspaceConformanceSuite {
           """;
       CommandResult r = ws.run(Command.shell(script), RunOptions.withTimeout(HANG_BOUND));
       assertThat(r.exitCode()).isZero();
-      if (!keepsOutputAfterExit()) {
-        assertThat(r.stdoutText())
-            .as("output written before the exit is kept")
-            .isEqualTo("early\n");
-        assertThat(aliveProcesses(ws, "bg.pid"))
-            .as("a normal exit leaves background processes running")
-            .startsWith("alive bg.pid");
-        org.junit.jupiter.api.Assumptions.abort(
-            "this backend ends a command's output at its exit: a background child's later output"
-                + " is lost");
-      }
       assertThat(r.stdoutText())
           .as("output arriving within the drain grace after exit is kept")
           .isEqualTo("early\nlate\n");
