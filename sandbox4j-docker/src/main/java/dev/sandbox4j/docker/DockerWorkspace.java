@@ -37,10 +37,11 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
 
   /**
    * The argument that marks a command's init: {@code /sbin/docker-init -s -- /bin/sh -c 'exec "$@"'
-   * sandbox4j-command-ID argv...} (Podman: {@code /run/podman-init -- /bin/sh ...}). The shell
-   * execs the command at once, so only the init keeps it, and its {@code /proc/PID/cmdline} is
-   * readable by any user (an environment variable would not be: root in the container lacks
-   * CAP_SYS_PTRACE to read another user's environ).
+   * sandbox4j-command-ID argv...}. The shell execs the command at once, so only the init keeps it
+   * (on Podman, {@code /run/podman-init -- /bin/sh -c RELAYED ...}, the shell stays as the parent
+   * of the command and its relays, and keeps it too), and its {@code /proc/PID/cmdline} is readable
+   * by any user (an environment variable would not be: root in the container lacks CAP_SYS_PTRACE
+   * to read another user's environ).
    */
   static final String MARKER = "sandbox4j-command-";
 

@@ -188,4 +188,31 @@ class PodmanSandboxTest {
     Workspace ws = create(builder().noNetwork().build());
     assertThat(sh(ws, "ls /sys/class/net")).isEqualTo("lo");
   }
+
+  /**
+   * On Podman a command writes through FIFO relays (DockerWorkspace.RELAYED): a background server
+   * that logs to its stdout outlives the command's return, and with no writable temporary directory
+   * for the FIFOs the command still runs, exec'd directly.
+   */
+  @Test
+  void aBackgroundServerLoggingToStdoutSurvivesAndNoTempDirectoryStillRuns() throws Exception {
+    Workspace ws = create(sandboxes);
+    CommandResult started =
+        ws.run(
+            Command.shell(
+                "(while :; do echo tick; sleep 0.1; done) & echo $! > server.pid; echo started"));
+    assertThat(started.exitCode()).isZero();
+    assertThat(started.stdoutText()).contains("started\n").contains("tick\n");
+    assertThat(sh(ws, "sleep 0.5; kill -0 $(cat server.pid) && echo alive"))
+        .as("it went on writing after the run returned")
+        .isEqualTo("alive");
+
+    CommandResult direct =
+        ws.run(
+            Command.shell("echo out; echo err >&2; exit 3"),
+            dev.sandbox4j.workspace.RunOptions.builder().env("TMPDIR", "/proc").build());
+    assertThat(direct.exitCode()).isEqualTo(3);
+    assertThat(direct.stdoutText()).isEqualTo("out\n");
+    assertThat(direct.stderrText()).isEqualTo("err\n");
+  }
 }
