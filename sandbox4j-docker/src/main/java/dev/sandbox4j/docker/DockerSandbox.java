@@ -38,8 +38,7 @@ import java.util.regex.Pattern;
  * prepared. The daemon is found as the docker CLI finds it ({@code DOCKER_HOST}, the current
  * context, then the usual sockets). Podman's Docker-compatible service works too ({@code podman
  * system service}); the provider tells it apart once per daemon and works around what Podman does
- * differently, except that output a background child writes after its command exited is lost there
- * (the user guide lists the differences).
+ * differently (the user guide lists the differences).
  *
  * <p>Each sandbox is one container, named {@code sandbox4j-<id>} and labelled {@value #LABEL_ID},
  * started with Docker's default seccomp profile, the engine's capabilities and no more, a memory
