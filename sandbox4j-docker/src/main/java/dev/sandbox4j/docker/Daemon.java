@@ -31,6 +31,9 @@ final class Daemon implements AutoCloseable {
   private final DockerHosts.Found found;
   private final DockerClient client;
 
+  /** Whether the daemon is Podman's: asked once, by the first call that needs to know. */
+  private volatile Boolean podman;
+
   Daemon(DockerHosts.Found found) {
     this.found = found;
     URI host = found.host();
@@ -95,6 +98,35 @@ final class Daemon implements AutoCloseable {
     return found.host();
   }
 
+  /**
+   * Whether the daemon is Podman's Docker-compatible service rather than Docker's: its {@code
+   * /version} lists a component named {@code Podman Engine}. Asked once per daemon; a failure to
+   * ask is thrown (as {@link Unreachable} if it does not answer) and asked again next time.
+   */
+  boolean podman() {
+    Boolean p = podman;
+    if (p == null) {
+      List<com.github.dockerjava.api.model.VersionComponent> components =
+          client.versionCmd().exec().getComponents();
+      p =
+          components != null
+              && components.stream().anyMatch(c -> "Podman Engine".equals(c.getName()));
+      podman = p;
+    }
+    return p;
+  }
+
+  /**
+   * The init that an exec's command runs under, as a subreaper, with the arguments before the
+   * command's. Both daemons mount one into a container started with {@code Init}: Docker's is tini
+   * at {@code /sbin/docker-init}, which needs {@code -s} to be a subreaper when not PID 1; Podman's
+   * is catatonit at {@code /run/podman-init}, which has no {@code -s} and makes itself a subreaper
+   * whenever it is not PID 1.
+   */
+  List<String> init() {
+    return podman() ? List.of("/run/podman-init", "--") : List.of("/sbin/docker-init", "-s", "--");
+  }
+
   /** Where the daemon was found, for messages. */
   String where() {
     return found.host() + " (" + found.how() + ")";
@@ -113,19 +145,28 @@ final class Daemon implements AutoCloseable {
       String workingDir,
       String user,
       String name) {
-    String execId =
-        client
-            .execCreateCmd(container)
-            .withCmd(argv.toArray(String[]::new))
-            .withEnv(env)
-            .withWorkingDir(workingDir)
-            .withUser(user)
-            .withAttachStdin(true)
-            .withAttachStdout(true)
-            .withAttachStderr(true)
-            .withTty(false)
-            .exec()
-            .getId();
+    String execId;
+    try {
+      execId =
+          client
+              .execCreateCmd(container)
+              .withCmd(argv.toArray(String[]::new))
+              .withEnv(env)
+              .withWorkingDir(workingDir)
+              .withUser(user)
+              .withAttachStdin(true)
+              .withAttachStdout(true)
+              .withAttachStderr(true)
+              .withTty(false)
+              .exec()
+              .getId();
+    } catch (com.github.dockerjava.api.exception.InternalServerErrorException e) {
+      if (String.valueOf(e.getMessage()).contains("container state improper")) {
+        // Podman's 500 for what Docker calls a 409: the container is stopped or paused
+        throw new ConflictException(e.getMessage());
+      }
+      throw e;
+    }
     DaemonSocket socket = null;
     try {
       socket = DaemonSocket.connect(found.host());
@@ -168,6 +209,12 @@ final class Daemon implements AutoCloseable {
       r = client.inspectExecCmd(execId).exec();
     } catch (NotFoundException | Unreachable e) {
       throw new ExecProcess.Gone(e.getMessage()); // either way, no exit code will come
+    } catch (com.github.dockerjava.api.exception.InternalServerErrorException e) {
+      if (String.valueOf(e.getMessage()).contains("no such container")) {
+        // Podman's 500 for an exec whose container is being removed
+        throw new ExecProcess.Gone(e.getMessage());
+      }
+      throw e;
     }
     if (Boolean.TRUE.equals(r.isRunning()) || r.getExitCodeLong() == null) {
       return -1;
@@ -178,12 +225,13 @@ final class Daemon implements AutoCloseable {
   /**
    * Imports a root filesystem tarball as {@code repository:tag}, with Dockerfile-style {@code
    * changes} ({@code USER}, {@code WORKDIR}, {@code ENV}, {@code LABEL}), which docker-java's
-   * import cannot send.
+   * import cannot send. The whole reference goes in {@code repo}, as the docker CLI sends it:
+   * Podman ignores a separate {@code tag} (the image would be {@code repository:latest}).
    */
   void importImage(String repository, String tag, List<String> changes, InputStream tarball)
       throws IOException {
     StringBuilder path = new StringBuilder("/images/create?fromSrc=-");
-    path.append("&repo=").append(encode(repository)).append("&tag=").append(encode(tag));
+    path.append("&repo=").append(encode(repository + ":" + tag));
     for (String change : changes) {
       path.append("&changes=").append(encode(change));
     }
@@ -203,6 +251,85 @@ final class Daemon implements AutoCloseable {
                   + JSON.readTree(line).path("error").asText(line));
         }
       }
+    }
+  }
+
+  /**
+   * Commits {@code container} as a new image, paused for its duration, and returns the image's id;
+   * named {@code reference} unless it is null. Labels go as Dockerfile {@code changes} ({@code
+   * LABEL k=v}), which both daemons apply: Podman ignores the labels of the config that
+   * docker-java's commit sends in the body.
+   */
+  String commit(String container, String reference, Map<String, String> labels) {
+    StringBuilder path =
+        new StringBuilder("/commit?pause=true&container=").append(encode(container));
+    if (reference != null) {
+      int colon = reference.lastIndexOf(':');
+      path.append("&repo=").append(encode(reference.substring(0, colon)));
+      path.append("&tag=").append(encode(reference.substring(colon + 1)));
+    }
+    for (Map.Entry<String, String> label : labels.entrySet()) {
+      path.append("&changes=").append(encode("LABEL " + label.getKey() + "=" + label.getValue()));
+    }
+    String body = call("POST", path.toString(), "{}");
+    try {
+      return JSON.readTree(body).path("Id").asText();
+    } catch (IOException e) {
+      throw new DockerException("the daemon's answer to a commit is not JSON: " + body, 500);
+    }
+  }
+
+  /**
+   * Removes the name {@code reference} from its image, keeping the image (and the containers made
+   * from it): Podman's own untag call, as it has no forced removal that only untags (its forced
+   * removal removes those containers too). Podman stores a name with its registry ({@code
+   * docker.io/}, {@code localhost/}), and untags only by that full name; its own calls answer only
+   * under a version (4.0.0, the oldest it serves).
+   *
+   * @throws NotFoundException if no image has that name
+   */
+  void podmanUntag(String reference) {
+    String[] stored =
+        client.inspectImageCmd(reference).exec().getRepoTags().stream()
+            .filter(t -> SandboxImages.shortName(t).equals(SandboxImages.shortName(reference)))
+            .findFirst()
+            .orElseThrow(() -> new NotFoundException("no image is named " + reference))
+            .split(":(?=[^:/]*$)");
+    call(
+        "POST",
+        "/v4.0.0/libpod/images/"
+            + stored[0]
+            + ":"
+            + stored[1]
+            + "/untag?repo="
+            + encode(stored[0])
+            + "&tag="
+            + encode(stored[1]),
+        null);
+  }
+
+  /**
+   * One call of the daemon's API with docker-java's exceptions for its refusals (404, 409, others)
+   * and {@link Unreachable} if it cannot be reached; returns the body of a success.
+   */
+  private String call(String method, String path, String json) {
+    try (DaemonSocket socket = DaemonSocket.connect(found.host())) {
+      socket.send(
+          method,
+          path,
+          Map.of("Content-Type", "application/json"),
+          json == null ? new byte[0] : json.getBytes(StandardCharsets.UTF_8),
+          null);
+      DaemonSocket.Head head = socket.readHead();
+      String body = DaemonSocket.text(socket.body(head), 1 << 20);
+      return switch (head.status()) {
+        case 200, 201, 204 -> body;
+        case 404 -> throw new NotFoundException(message(body));
+        case 409 -> throw new ConflictException(message(body));
+        default -> throw new DockerException(message(body), head.status());
+      };
+    } catch (IOException e) {
+      throw new Unreachable(found.host(), new java.io.UncheckedIOException(e));
     }
   }
 

@@ -76,6 +76,21 @@ final class DockerNetwork {
     if (whyNot.isPresent()) {
       throw new Unavailable(whyNot.get());
     }
+    boolean podman;
+    try {
+      podman = daemon.podman();
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot ask the daemon at " + daemon.where() + " what it is", e);
+    }
+    if (podman) {
+      // measured on Podman 4.3: an internal network gets no gateway on the host, so the proxy has
+      // no address its containers reach; and its bridge options differ (no enable_icc)
+      throw new Unavailable(
+          "the daemon at "
+              + daemon.where()
+              + " is Podman, whose internal networks have no gateway on the host for the egress"
+              + " proxy (egress policies, port URLs and named networks are Docker's only for now)");
+    }
     Network network = inspectOrCreate(daemon, NAME, false, BRIDGE, EGRESS_KIND);
     Ready ready = ready(network, daemon);
     Optional<String> bridge = BridgeFirewall.interfaceWith(ready.gateway());

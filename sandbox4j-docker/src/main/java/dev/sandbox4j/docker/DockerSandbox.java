@@ -44,7 +44,9 @@ import java.util.function.Consumer;
  * Sandboxes in containers of a Docker daemon (provider {@code docker}): where Docker runs (Docker
  * Desktop, rootless Docker, a CI runner) rather than on a host that {@code sandbox4j setup}
  * prepared. The daemon is found as the docker CLI finds it ({@code DOCKER_HOST}, the current
- * context, then the usual sockets); a Podman socket that speaks Docker's API works too.
+ * context, then the usual sockets). Podman's Docker-compatible service works too ({@code podman
+ * system service}); the provider tells it apart once per daemon and works around what Podman does
+ * differently (the user guide lists the differences).
  *
  * <p>Each sandbox is one container, named {@code sandbox4j-<id>} and labelled {@value #LABEL_ID},
  * started with Docker's default seccomp profile, the engine's capabilities and no more, a memory
@@ -94,6 +96,12 @@ public final class DockerSandbox
     Capability.KILL,
     Capability.AUDIT_WRITE
   };
+
+  /** Every capability that is not in {@link #CAPABILITIES}. */
+  private static final Capability[] NOT_DOCKERS =
+      java.util.Arrays.stream(Capability.values())
+          .filter(c -> c != Capability.ALL && !List.of(CAPABILITIES).contains(c))
+          .toArray(Capability[]::new);
 
   private final DockerHosts.Found host;
   private final String image;
@@ -170,7 +178,9 @@ public final class DockerSandbox
   public void destroy(WorkspaceRef ref) {
     String id = checkedId(ref);
     destroyed.add(id); // its running commands fail as unavailable, not with their kill signal
+    String imageId;
     try {
+      imageId = daemon().client().inspectContainerCmd(containerName(id)).exec().getImageId();
       daemon()
           .client()
           .removeContainerCmd(containerName(id))
@@ -178,13 +188,16 @@ public final class DockerSandbox
           .withRemoveVolumes(true)
           .exec();
     } catch (NotFoundException e) {
-      // gone already
+      networking.forget(id); // gone already; its state here may not be
+      return;
     } catch (DockerException e) {
       if (!String.valueOf(e.getMessage()).contains("already in progress")) {
         throw Daemon.translate("cannot destroy sandbox docker:" + id, e);
       }
+      return; // the other destroy cleans up
     }
     networking.forget(id); // after the container: its policy holds while it may still run
+    images.removeIfLeft(imageId);
   }
 
   // ---- snapshots and forks (SandboxImages) -----------------------------------------------
@@ -368,7 +381,10 @@ public final class DockerSandbox
       checks.add(
           dev.sandbox4j.runtime.HostCheck.ok(
               "docker answers",
-              "Docker " + version.getVersion() + ", API " + version.getApiVersion()));
+              (daemon.podman() ? "Podman " : "Docker ")
+                  + version.getVersion()
+                  + ", API "
+                  + version.getApiVersion()));
       checks.add(DefaultDockerImage.check(daemon));
     } catch (RuntimeException e) {
       checks.add(
@@ -426,7 +442,7 @@ public final class DockerSandbox
           default -> String.valueOf(c.getState());
         };
     return SandboxInfo.builder(new WorkspaceRef(NAME, id), state)
-        .image(c.getImage())
+        .image(SandboxImages.shortName(c.getImage()))
         .created(java.time.Instant.ofEpochSecond(c.getCreated()))
         .labels(labels)
         .timers(timers.timers(id).orElse(null))
@@ -497,12 +513,16 @@ public final class DockerSandbox
               .listContainersCmd()
               .withShowAll(true)
               .withLabelFilter(List.of(LABEL_ID))
-              .withStatusFilter(List.of("created", "dead"))
               .exec();
     } catch (DockerException e) {
       throw Daemon.translate("cannot look for docker sandboxes to clean", e);
     }
     for (Container c : containers) {
+      // the states are picked here, not in the query: Podman refuses a status filter 'dead'
+      // (it has no such state)
+      if (!"created".equals(c.getState()) && !"dead".equals(c.getState())) {
+        continue;
+      }
       if ("created".equals(c.getState()) && creatorMayStillStart(c)) {
         continue;
       }
@@ -623,9 +643,21 @@ public final class DockerSandbox
             .withMemorySwap(memoryBytes)
             .withPidsLimit((long) pids)
             .withNanoCPUs(cpus * 1_000_000_000L)
-            .withCapDrop(Capability.ALL)
-            .withCapAdd(CAPABILITIES)
             .withPrivileged(false);
+    boolean podman;
+    try {
+      podman = daemon().podman();
+    } catch (DockerException e) {
+      throw Daemon.translate("cannot create a sandbox", e);
+    }
+    if (podman) {
+      // Podman gives a non-root user every capability named in CapAdd, effective in all its
+      // processes (Docker: only in the bounding set). So none is added: its default set, less
+      // every capability that is not Docker's, which only narrows it
+      hostConfig.withCapDrop(NOT_DOCKERS).withUlimits(podmanUlimits());
+    } else {
+      hostConfig.withCapDrop(Capability.ALL).withCapAdd(CAPABILITIES);
+    }
     if (diskBytes > 0) {
       hostConfig.withStorageOpt(Map.of("size", Long.toString(diskBytes)));
     }
@@ -698,6 +730,23 @@ public final class DockerSandbox
               + e.getMessage(),
           e);
     }
+  }
+
+  /**
+   * The open-file and process limits of a sandbox on Podman. Docker's containers inherit its
+   * daemon's limits; Podman as root asks for 1048576 of both instead, which its OCI runtime cannot
+   * set where root lacks CAP_SYS_RESOURCE above the host's hard limits (in a container or a
+   * restricted VM: the container never starts). So: Linux's usual 1024 open files, raisable to 4096
+   * (any host grants that); and processes as many as the pids limit allows, at least 4096 (a
+   * per-user limit, counted over every process of the sandbox's uid on the daemon's host, so it
+   * must not be tight: the pids limit is what bounds one sandbox).
+   */
+  private com.github.dockerjava.api.model.Ulimit[] podmanUlimits() {
+    long nproc = Math.max(4096, pids);
+    return new com.github.dockerjava.api.model.Ulimit[] {
+      new com.github.dockerjava.api.model.Ulimit("nofile", 1024L, 4096L),
+      new com.github.dockerjava.api.model.Ulimit("nproc", nproc, nproc)
+    };
   }
 
   /**

@@ -23,12 +23,13 @@ import java.util.Optional;
 /**
  * One sandbox: a container of the daemon, created on first use (or attached to by ref). Commands
  * are execs wrapped in the container's init ({@code /sbin/docker-init -s}, tini, which Docker
- * mounts into every container started with {@code Init}): as a subreaper it adopts whatever the
- * command's processes orphan, {@code setsid} daemons included, so the whole tree stays below the
- * init that carries the command's marker ({@link #MARKER}). An exec cannot be killed through the
- * API, so a kill is a second exec, as root, that stops and then kills that tree ({@link
- * #KILL_TREE}). Files go through commands ({@code CommandFileSystem}). State: {@code id} and {@code
- * workingDirectory} are set once, under {@code this}.
+ * mounts into every container started with {@code Init}; Podman's catatonit, {@code
+ * /run/podman-init}, see {@link Daemon#init}): as a subreaper it adopts whatever the command's
+ * processes orphan, {@code setsid} daemons included, so the whole tree stays below the init that
+ * carries the command's marker ({@link #MARKER}). An exec cannot be killed through the API, so a
+ * kill is a second exec, as root, that stops and then kills that tree ({@link #KILL_TREE}). Files
+ * go through commands ({@code CommandFileSystem}). State: {@code id} and {@code workingDirectory}
+ * are set once, under {@code this}.
  */
 final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
   private static final SecureRandom RANDOM = new SecureRandom();
@@ -36,9 +37,11 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
 
   /**
    * The argument that marks a command's init: {@code /sbin/docker-init -s -- /bin/sh -c 'exec "$@"'
-   * sandbox4j-command-ID argv...}. The shell execs the command at once, so only the init keeps it,
-   * and its {@code /proc/PID/cmdline} is readable by any user (an environment variable would not
-   * be: root in the container lacks CAP_SYS_PTRACE to read another user's environ).
+   * sandbox4j-command-ID argv...}. The shell execs the command at once, so only the init keeps it
+   * (on Podman, {@code /run/podman-init -- /bin/sh -c RELAYED ...}, the shell stays as the parent
+   * of the command and its relays, and keeps it too), and its {@code /proc/PID/cmdline} is readable
+   * by any user (an environment variable would not be: root in the container lacks CAP_SYS_PTRACE
+   * to read another user's environ).
    */
   static final String MARKER = "sandbox4j-command-";
 
@@ -80,6 +83,35 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
         n=$((n + 1)); sleep 0.01
       done
       exit 1
+      """;
+
+  /**
+   * The shell that runs a command on Podman, in place of {@code exec "$@"}. Podman's exec ends the
+   * command's output as soon as its process exits (conmon stops reading the pipes), so a background
+   * child lost whatever it wrote after that, and its next write killed it (SIGPIPE): a server
+   * started with {@code cmd &} died at its next log line. So the command writes into two FIFOs (in
+   * a fresh private directory, unlinked once open), each read by a relay that copies to the exec's
+   * stream and, once that is closed, goes on reading into /dev/null ({@code cat} with SIGPIPE
+   * ignored, then {@code exec cat >/dev/null}), so that a writer never loses its reader; and the
+   * shell waits for the relays to reach the end of their input, at most about 2 s (the drain
+   * grace), before it exits with the command's status. Without a writable temporary directory or
+   * {@code mkfifo} it falls back to {@code exec "$@"}. POSIX {@code sh}, {@code mktemp}, {@code
+   * mkfifo}, {@code cat} and {@code sleep} with a fraction only.
+   */
+  static final String RELAYED =
+      """
+      d=$(mktemp -d 2>/dev/null) && mkfifo "$d/o" "$d/e" 2>/dev/null \
+        || { [ -n "$d" ] && rm -rf "$d"; exec "$@"; }
+      (trap '' PIPE; cat; exec cat >/dev/null) <"$d/o" 2>/dev/null & o=$!
+      (trap '' PIPE; cat >&2; exec cat >/dev/null) <"$d/e" & e=$!
+      "$@" >"$d/o" 2>"$d/e"
+      c=$?
+      rm -rf "$d"
+      n=0
+      while { kill -0 $o || kill -0 $e; } 2>/dev/null && [ $n -lt 200 ]; do
+        sleep 0.01; n=$((n + 1))
+      done
+      exit $c
       """;
 
   private final DockerSandbox sandboxes;
@@ -141,17 +173,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     String dir = acquire();
     long clockStart = System.nanoTime();
     String commandId = HexFormat.of().formatHex(randomBytes());
-    List<String> argv =
-        new ArrayList<>(
-            List.of(
-                "/sbin/docker-init",
-                "-s",
-                "--",
-                "/bin/sh",
-                "-c",
-                "exec \"$@\"",
-                MARKER + commandId));
-    argv.addAll(command.toArgv());
+    List<String> argv = command.toArgv();
     List<String> env = new ArrayList<>(); // added to the container's own (image, builder)
     for (Map.Entry<String, String> e : options.env().entrySet()) {
       env.add(e.getKey() + "=" + e.getValue());
@@ -183,10 +205,19 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
     }
   }
 
-  /** Starts the exec, waking a paused or stopped container first (any operation wakes it). */
-  private ExecProcess start(List<String> argv, List<String> env, String dir, String commandId) {
+  /**
+   * Starts the exec of {@code command} under the daemon's init, waking a paused or stopped
+   * container first (any operation wakes it).
+   */
+  private ExecProcess start(List<String> command, List<String> env, String dir, String commandId) {
     for (int attempt = 0; ; attempt++) {
       try {
+        Daemon daemon = sandboxes.daemon();
+        List<String> argv = new ArrayList<>(daemon.init());
+        argv.addAll(
+            List.of(
+                "/bin/sh", "-c", daemon.podman() ? RELAYED : "exec \"$@\"", MARKER + commandId));
+        argv.addAll(command);
         return sandboxes
             .daemon()
             .exec(sandboxes.containerName(id), argv, env, dir, null, commandId);

@@ -38,23 +38,7 @@ class DockerSandboxMachineConformanceTest extends MachineConformanceSuite {
   }
 
   private static List<String> ourImages() {
-    // Only the suite's own: a commit keeps the container's labels, so its images carry TAG too
-    // (another suite's images on the same daemon are not this one's leak).
-    return sandboxes
-        .daemon()
-        .client()
-        .listImagesCmd()
-        .withLabelFilter(java.util.Map.of("sandbox4j.test", TAG))
-        .exec()
-        .stream()
-        .flatMap(
-            i ->
-                i.getRepoTags() == null
-                    ? java.util.stream.Stream.empty()
-                    : java.util.Arrays.stream(i.getRepoTags()))
-        .filter(t -> t.startsWith(SandboxImages.FORKS) || t.startsWith(SandboxImages.SNAPSHOTS))
-        .sorted()
-        .toList();
+    return DockerPrerequisites.imagesLabelled(sandboxes, TAG);
   }
 
   @Override

@@ -79,10 +79,22 @@ public abstract class MachineConformanceSuite {
     return provider;
   }
 
+  /**
+   * Capabilities the provider declares but whose sections do not apply to the machines this test
+   * makes, each skipped saying so: a provider whose machines lack them in the configuration under
+   * test (the docker provider on Podman, whose machines have no egress network). Default: none.
+   */
+  protected java.util.Set<Class<?>> notApplicableHere() {
+    return java.util.Set.of();
+  }
+
   private <C> C require(Class<C> capability) {
     assumeTrue(
         capability.isInstance(theProvider()),
         theProvider().name() + " does not declare " + capability.getSimpleName());
+    assumeTrue(
+        !notApplicableHere().contains(capability),
+        capability.getSimpleName() + " does not apply to the machines this test makes");
     return capability.cast(theProvider());
   }
 
