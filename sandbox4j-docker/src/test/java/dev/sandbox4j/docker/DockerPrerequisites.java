@@ -2,14 +2,17 @@ package dev.sandbox4j.docker;
 
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 
-/** Whether a Docker daemon answers here (skips elsewhere, fails under {@code CI=true}). */
-final class DockerPrerequisites {
+/**
+ * Whether a Docker daemon answers here (skips elsewhere, fails under {@code CI=true}). Public in
+ * the test-jar: other modules' tests on docker (the server's) require a daemon the same way.
+ */
+public final class DockerPrerequisites {
   private DockerPrerequisites() {}
 
   /**
    * The containers of {@code daemonOf}'s daemon labelled {@code sandbox4j.test=tag}: a leak check.
    */
-  static java.util.List<String> containersLabelled(DockerSandbox daemonOf, String tag) {
+  public static java.util.List<String> containersLabelled(DockerSandbox daemonOf, String tag) {
     return daemonOf
         .daemon()
         .client()
@@ -22,7 +25,8 @@ final class DockerPrerequisites {
         .toList();
   }
 
-  static void requireDaemon() {
+  /** Skips the test without a Docker daemon that answers; fails it under {@code CI=true}. */
+  public static void requireDaemon() {
     String why;
     try {
       DockerHosts.Found found = DockerHosts.discover();

@@ -1,0 +1,320 @@
+package dev.sandbox4j.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.sandbox4j.docker.DockerPrerequisites;
+import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The API on a Docker daemon: a server whose {@link ServerEngine} makes docker sandboxes, as {@code
+ * sandbox4j serve --provider docker} runs it. Needs a daemon (skips without one, fails under {@code
+ * CI=true}). Every container it makes carries the label {@code sandbox4j.test=<random tag>}, and
+ * each test ends with none left: the daemon is shared, so nothing else on it is touched.
+ */
+class DockerServerTest {
+
+  @TempDir Path data;
+
+  private final String tag = HexFormat.of().toHexDigits(ThreadLocalRandom.current().nextLong());
+  private DockerSandbox docker;
+  private TestServer s;
+
+  /**
+   * Docker sandboxes as the CLI's engine makes them (no network, the request's shape), each also
+   * labelled with this test's tag: the CLI's own engine is exercised by its serve test.
+   */
+  private ServerEngine engine() {
+    return new ServerEngine() {
+      @Override
+      public DockerSandbox provider() {
+        return docker;
+      }
+
+      @Override
+      public DockerSandbox shaped(Shape shape) {
+        if (shape.diskInodes() != null) {
+          throw new UnsupportedOperationException("diskInodes: docker sandboxes have no inodes");
+        }
+        DockerSandbox.Builder b =
+            DockerSandbox.builder().noNetwork().label("sandbox4j.test", tag).env(shape.env());
+        if (shape.snapshot() != null) {
+          b.snapshot(shape.snapshot());
+        }
+        if (shape.cpus() != null) {
+          b.cpus(shape.cpus());
+        }
+        if (shape.memoryBytes() != null) {
+          b.memory(shape.memoryBytes());
+        }
+        if (shape.pids() != null) {
+          b.pids(shape.pids());
+        }
+        if (shape.workingDirectory() != null) {
+          b.workingDirectory(shape.workingDirectory());
+        }
+        shape.labels().forEach(b::label);
+        return b.build();
+      }
+    };
+  }
+
+  @BeforeEach
+  void serve() {
+    DockerPrerequisites.requireDaemon();
+    docker = DockerSandbox.builder().noNetwork().build();
+    s = new TestServer(data, engine(), b -> b);
+  }
+
+  @AfterEach
+  void nothingLeft() {
+    if (s == null) {
+      return; // skipped
+    }
+    s.close(); // destroys the sandboxes the test made through the API
+    // anything left is a failure, removed here all the same: only what carries this test's tag
+    List<String> containers = DockerPrerequisites.containersLabelled(docker, tag);
+    for (String names : containers) {
+      java.util.regex.Matcher id =
+          java.util.regex.Pattern.compile("sandbox4j-(" + ID + ")").matcher(names);
+      if (id.find()) {
+        docker.destroy(new WorkspaceRef(DockerSandbox.NAME, id.group(1)));
+      }
+    }
+    List<String> snapshots =
+        docker.snapshots().stream().map(SnapshotInfo::name).filter(n -> n.endsWith(tag)).toList();
+    snapshots.forEach(docker::removeSnapshot);
+    assertThat(containers).as("containers this test left").isEmpty();
+    assertThat(snapshots).as("snapshots this test left").isEmpty();
+  }
+
+  private static final String ID = "[0-9a-f]{12}";
+
+  @Test
+  void createExecFilesListForkSnapshotLifecycleAndDelete() throws Exception {
+    String a = s.key("org-a");
+    String id =
+        s.create(
+            a, "{\"labels\": {\"owner\": \"a\"}, \"env\": {\"GREETING\": \"hi\"}, \"cpus\": 1}");
+    assertThat(id).matches(ID);
+    JsonNode sandbox = s.call(a, "GET", "/v1/sandboxes/" + id, null).json();
+    assertThat(sandbox.get("state").asText()).isEqualTo("running");
+    assertThat(sandbox.get("labels").get("owner").asText()).isEqualTo("a");
+    assertThat(sandbox.get("timers").isNull()).isTrue();
+
+    // exec: the env of the create, and no network but loopback
+    List<JsonNode> events =
+        s.exec(a, id, "{\"argv\": [\"sh\", \"-c\", \"echo $GREETING; ls /sys/class/net\"]}");
+    assertThat(TestServer.stdout(events, "stdout")).isEqualTo("hi\nlo\n");
+    assertThat(events.getLast().get("type").asText()).isEqualTo("exit");
+    assertThat(events.getLast().get("exitCode").asInt()).isZero();
+
+    // files
+    String files = "/v1/sandboxes/" + id + "/files";
+    assertThat(
+            s.send(a, "PUT", files + "/content?path=/tmp/note.txt", "a's".getBytes(), null)
+                .statusCode())
+        .isEqualTo(204);
+    assertThat(
+            new String(
+                s.send(a, "GET", files + "/content?path=/tmp/note.txt", null, null).body(),
+                StandardCharsets.UTF_8))
+        .isEqualTo("a's");
+    assertThat(
+            s.call(a, "GET", files + "/stat?path=/tmp/note.txt", null).json().get("size").asInt())
+        .isEqualTo(3);
+    assertThat(s.call(a, "GET", files + "/list?path=/tmp", null).text()).contains("note.txt");
+
+    // list, filtered by label
+    assertThat(ids(s.call(a, "GET", "/v1/sandboxes?label=owner=a", null).json()))
+        .containsExactly(id);
+    assertThat(ids(s.call(a, "GET", "/v1/sandboxes?label=owner=b", null).json())).isEmpty();
+
+    // a fork has the files and the env (docker keeps env in the container), no processes
+    TestServer.Answer fork = s.call(a, "POST", "/v1/sandboxes/" + id + "/fork", "{}");
+    assertThat(fork.status()).as(fork.text()).isEqualTo(201);
+    String child = fork.json().get("sandbox").get("id").asText();
+    s.track(child);
+    assertThat(child).matches(ID).isNotEqualTo(id);
+    assertThat(fork.json().get("processesCopied").asBoolean()).isFalse();
+    assertThat(fork.json().get("reason").asText()).isNotEmpty();
+    assertThat(
+            TestServer.stdout(
+                s.exec(
+                    a,
+                    child,
+                    "{\"argv\": [\"sh\", \"-c\", \"echo $GREETING; cat /tmp/note.txt\"]}"),
+                "stdout"))
+        .isEqualTo("hi\na's");
+    assertThat(ids(s.call(a, "GET", "/v1/sandboxes", null).json()))
+        .containsExactlyInAnyOrder(child, id);
+
+    // a snapshot, and a sandbox from it
+    String snapshot = "base-" + tag;
+    TestServer.Answer saved =
+        s.call(a, "POST", "/v1/sandboxes/" + id + "/snapshots", "{\"name\": \"" + snapshot + "\"}");
+    assertThat(saved.status()).as(saved.text()).isEqualTo(201);
+    assertThat(saved.json().get("name").asText()).isEqualTo(snapshot);
+    assertThat(s.call(a, "GET", "/v1/snapshots", null).text()).contains(snapshot);
+    String fromSnapshot = s.create(a, "{\"snapshot\": \"" + snapshot + "\"}");
+    assertThat(
+            TestServer.stdout(
+                s.exec(a, fromSnapshot, "{\"argv\": [\"cat\", \"/tmp/note.txt\"]}"), "stdout"))
+        .isEqualTo("a's");
+
+    // lifecycle: suspend and resume, stop and start; a command wakes a stopped sandbox
+    assertThat(lifecycle(a, id, "suspend")).isEqualTo("suspended");
+    assertThat(lifecycle(a, id, "resume")).isEqualTo("running");
+    assertThat(lifecycle(a, id, "stop")).isEqualTo("stopped");
+    assertThat(
+            TestServer.stdout(s.exec(a, id, "{\"argv\": [\"cat\", \"/tmp/note.txt\"]}"), "stdout"))
+        .isEqualTo("a's");
+    assertThat(lifecycle(a, id, "stop")).isEqualTo("stopped");
+    assertThat(lifecycle(a, id, "start")).isEqualTo("running");
+
+    // delete: gone from the list and from the daemon
+    for (String gone : List.of(fromSnapshot, child, id)) {
+      assertThat(s.call(a, "DELETE", "/v1/sandboxes/" + gone, null).status()).isEqualTo(204);
+    }
+    assertThat(ids(s.call(a, "GET", "/v1/sandboxes", null).json())).isEmpty();
+    assertThat(docker.list())
+        .noneMatch(i -> Set.of(id, child, fromSnapshot).contains(i.ref().id()));
+    assertThat(s.call(a, "DELETE", "/v1/snapshots/" + snapshot, null).status()).isEqualTo(204);
+    assertThat(s.call(a, "GET", "/v1/snapshots", null).text()).doesNotContain(snapshot);
+  }
+
+  @Test
+  void anotherOrganizationCannotSeeUseOrDeleteADockerSandboxOrItsSnapshot() throws Exception {
+    String a = s.key("org-a");
+    String b = s.key("org-b");
+    String id = s.create(a, "{\"labels\": {\"owner\": \"a\"}}");
+    String snapshot = "mine-" + tag;
+    assertThat(
+            s.call(
+                    a,
+                    "POST",
+                    "/v1/sandboxes/" + id + "/snapshots",
+                    "{\"name\": \"" + snapshot + "\"}")
+                .status())
+        .isEqualTo(201);
+    String engineName =
+        docker.snapshots().stream()
+            .map(SnapshotInfo::name)
+            .filter(n -> n.endsWith("-" + snapshot))
+            .findFirst()
+            .orElseThrow();
+
+    assertThat(ids(s.call(b, "GET", "/v1/sandboxes", null).json())).isEmpty();
+    assertThat(s.call(b, "GET", "/v1/snapshots", null).json().get("items")).isEmpty();
+    String sandbox = "/v1/sandboxes/" + id;
+    List<TestServer.Answer> attacks =
+        List.of(
+            s.call(b, "GET", sandbox, null),
+            s.call(b, "POST", sandbox + "/exec", "{\"argv\": [\"touch\", \"/tmp/b-was-here\"]}"),
+            s.call(
+                b, "POST", sandbox + "/commands", "{\"argv\": [\"touch\", \"/tmp/b-was-here\"]}"),
+            s.call(b, "GET", sandbox + "/files/stat?path=/tmp", null),
+            s.call(b, "POST", sandbox + "/files/mkdir", "{\"path\": \"/tmp/b-was-here\"}"),
+            s.call(b, "POST", sandbox + "/fork", "{}"),
+            s.call(b, "POST", sandbox + "/snapshots", "{\"name\": \"stolen-" + tag + "\"}"),
+            s.call(b, "POST", sandbox + "/stop", null),
+            s.call(b, "POST", sandbox + "/hibernate", null),
+            s.call(b, "GET", sandbox + "/egress", null),
+            s.call(b, "DELETE", sandbox, null),
+            s.call(b, "POST", "/v1/sandboxes", "{\"snapshot\": \"" + snapshot + "\"}"),
+            s.call(b, "POST", "/v1/sandboxes", "{\"snapshot\": \"" + engineName + "\"}"),
+            s.call(b, "DELETE", "/v1/snapshots/" + snapshot, null));
+    for (TestServer.Answer attack : attacks) {
+      assertThat(attack.status()).as(attack.text()).isEqualTo(404);
+      assertThat(attack.error().get("code").asText()).isEqualTo("not_found");
+    }
+
+    // a's sandbox and snapshot are as they were, and b made nothing
+    assertThat(lifecycle(a, id, "start")).isEqualTo("running");
+    assertThat(
+            TestServer.stdout(
+                s.exec(
+                    a,
+                    id,
+                    "{\"argv\": [\"sh\", \"-c\", \"test ! -e /tmp/b-was-here && echo clean\"]}"),
+                "stdout"))
+        .isEqualTo("clean\n");
+    assertThat(docker.snapshots()).map(SnapshotInfo::name).contains(engineName);
+    assertThat(docker.snapshots()).map(SnapshotInfo::name).noneMatch(n -> n.contains("stolen"));
+    assertThat(DockerPrerequisites.containersLabelled(docker, tag)).hasSize(1);
+
+    assertThat(s.call(a, "DELETE", "/v1/snapshots/" + snapshot, null).status()).isEqualTo(204);
+    assertThat(s.call(a, "DELETE", sandbox, null).status()).isEqualTo(204);
+  }
+
+  @Test
+  void whatDockerCannotDoIsA501NamingTheCapabilityAndTheProvider() throws Exception {
+    String a = s.key("org-a");
+    String id = s.create(a, "{}");
+
+    TestServer.Answer hibernate = s.call(a, "POST", "/v1/sandboxes/" + id + "/hibernate", null);
+    assertThat(hibernate.status()).as(hibernate.text()).isEqualTo(501);
+    assertThat(hibernate.error().get("code").asText()).isEqualTo("not_supported");
+    assertThat(hibernate.error().get("message").asText())
+        .contains("'docker'")
+        .contains("hibernate")
+        .contains("SupportsHibernate");
+
+    TestServer.Answer egress = s.call(a, "GET", "/v1/sandboxes/" + id + "/egress", null);
+    if (SupportsEgress.class.isInstance(docker)) { // the docker provider may gain it
+      assertThat(egress.status()).as(egress.text()).isEqualTo(200);
+    } else {
+      assertThat(egress.status()).as(egress.text()).isEqualTo(501);
+      assertThat(egress.error().get("message").asText()).contains("SupportsEgress");
+    }
+
+    int before = DockerPrerequisites.containersLabelled(docker, tag).size();
+    for (String field : List.of("sandboxTimeoutMs", "idleTimeoutMs", "autoSuspendTimeoutMs")) {
+      TestServer.Answer timer = s.call(a, "POST", "/v1/sandboxes", "{\"" + field + "\": 60000}");
+      assertThat(timer.status()).as(timer.text()).isEqualTo(501);
+      assertThat(timer.error().get("field").asText()).isEqualTo(field);
+      assertThat(timer.error().get("message").asText()).contains("'docker'", "SupportsTimers");
+    }
+    TestServer.Answer inodes = s.call(a, "POST", "/v1/sandboxes", "{\"diskInodes\": 100000}");
+    assertThat(inodes.status()).as(inodes.text()).isEqualTo(501);
+    assertThat(inodes.error().get("field").asText()).isEqualTo("diskInodes");
+    assertThat(inodes.error().get("message").asText()).contains("'docker'");
+
+    TestServer.Answer cpus = s.call(a, "POST", "/v1/sandboxes", "{\"cpus\": 0}");
+    assertThat(cpus.status()).as(cpus.text()).isEqualTo(400);
+    assertThat(cpus.error().get("field").asText()).isEqualTo("cpus");
+    assertThat(DockerPrerequisites.containersLabelled(docker, tag)).hasSize(before);
+
+    // a refused route changed nothing: the sandbox still runs commands
+    assertThat(TestServer.stdout(s.exec(a, id, "{\"argv\": [\"echo\", \"ok\"]}"), "stdout"))
+        .isEqualTo("ok\n");
+    assertThat(s.call(a, "DELETE", "/v1/sandboxes/" + id, null).status()).isEqualTo(204);
+  }
+
+  private String lifecycle(String key, String id, String op) throws Exception {
+    TestServer.Answer r = s.call(key, "POST", "/v1/sandboxes/" + id + "/" + op, null);
+    assertThat(r.status()).as(op + ": " + r.text()).isEqualTo(200);
+    return r.json().get("state").asText();
+  }
+
+  private static List<String> ids(JsonNode page) {
+    return java.util.stream.StreamSupport.stream(page.get("items").spliterator(), false)
+        .map(i -> i.get("id").asText())
+        .sorted()
+        .collect(Collectors.toList());
+  }
+}
