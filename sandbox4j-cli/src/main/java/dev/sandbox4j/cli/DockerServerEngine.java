@@ -1,0 +1,100 @@
+package dev.sandbox4j.cli;
+
+import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.server.ServerEngine;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * {@code serve --provider docker}: the server's sandboxes as containers of a Docker daemon, each
+ * create shaped by a {@link DockerSandbox.Builder}.
+ *
+ * <p>Every sandbox has no network (loopback only): Docker's bridge would let one organization's
+ * sandboxes reach another's and the host, where the local engine keeps them apart. Docker has no
+ * inode quota and no timers: a create that asks for them is refused (the server answers 501).
+ */
+final class DockerServerEngine implements ServerEngine {
+
+  private final DockerSandbox provider;
+  private final Consumer<String> progress;
+
+  /**
+   * @param progress where progress of long work (importing the default image) goes
+   */
+  DockerServerEngine(Consumer<String> progress) {
+    this.progress = Objects.requireNonNull(progress, "progress");
+    this.provider = base().build();
+  }
+
+  private DockerSandbox.Builder base() {
+    return DockerSandbox.builder().noNetwork().progress(progress);
+  }
+
+  @Override
+  public DockerSandbox provider() {
+    return provider;
+  }
+
+  @Override
+  public DockerSandbox shaped(Shape s) {
+    DockerSandbox.Builder b = base();
+    if (s.diskInodes() != null) {
+      throw new UnsupportedOperationException(
+          "diskInodes: docker sandboxes have no inode quota (only diskBytes)");
+    }
+    if (s.hasTimers()) {
+      throw new UnsupportedOperationException("timers: docker sandboxes have no timers");
+    }
+    field(
+        "image",
+        () -> {
+          // the published image 'default' is the provider's default image
+          if (s.image() != null && !s.image().equals("default")) b.image(s.image());
+        });
+    field(
+        "snapshot",
+        () -> {
+          if (s.snapshot() != null) b.snapshot(s.snapshot());
+        });
+    field(
+        "cpus",
+        () -> {
+          if (s.cpus() != null) b.cpus(s.cpus());
+        });
+    field(
+        "memoryBytes",
+        () -> {
+          if (s.memoryBytes() != null) b.memory(s.memoryBytes());
+        });
+    field(
+        "pids",
+        () -> {
+          if (s.pids() != null) b.pids(s.pids());
+        });
+    field(
+        "diskBytes",
+        () -> {
+          if (s.diskBytes() != null) b.disk(s.diskBytes());
+        });
+    field("env", () -> b.env(s.env()));
+    field(
+        "workingDirectory",
+        () -> {
+          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
+        });
+    field("labels", () -> s.labels().forEach(b::label));
+    try {
+      return b.build();
+    } catch (IllegalStateException e) {
+      throw new IllegalArgumentException("snapshot: " + e.getMessage(), e);
+    }
+  }
+
+  private static void field(String name, Runnable setter) {
+    try {
+      setter.run();
+    } catch (IllegalArgumentException | NullPointerException e) {
+      throw new IllegalArgumentException(name + ": " + e.getMessage(), e);
+    }
+  }
+}
