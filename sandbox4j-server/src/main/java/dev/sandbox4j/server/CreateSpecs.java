@@ -54,47 +54,48 @@ final class CreateSpecs {
 
   /**
    * Admission control of a create's size: a size asked for over its ceiling is a 400 naming it; an
-   * omitted one gets the engine's default, capped at the ceiling. A create from {@code snapshot}
-   * (the engine's name; null for an image) keeps the snapshot's size unless it sets its own disk.
+   * omitted one gets the engine's default, capped at the ceiling. On the local engine a create from
+   * {@code snapshot} (the engine's name; null for an image) keeps the snapshot's size (admitted
+   * apart) unless it sets its own disk; elsewhere (docker) a snapshot carries no size, and such a
+   * create is sized as one from an image.
    *
-   * @param diskDefaults whether the engine gives an omitted disk its default quota (the local
-   *     engine); one that gives none (docker) is not given the ceiling instead
+   * @param local whether the engine is the local one: it copies sizes from snapshots, and gives an
+   *     omitted disk its default quota (docker gives none, so none is capped into one)
    * @return {@code requested} from {@code snapshot}, with the capped sizes
    */
   static ServerEngine.Shape admit(
-      SandboxCeilings ceilings,
-      ServerEngine.Shape requested,
-      String snapshot,
-      boolean diskDefaults) {
+      SandboxCeilings ceilings, ServerEngine.Shape requested, String snapshot, boolean local) {
+    boolean fromSource = snapshot != null && local; // its size is the snapshot's
     Long memory = requested.memoryBytes();
     Integer pids = requested.pids();
-    if (snapshot == null) {
-      int cpus = requested.cpus() != null ? requested.cpus() : 1;
+    // a size asked for is held to its ceiling even with a snapshot: the local engine refuses sizes
+    // with a snapshot, but a provider that takes them (docker) would make what the request says
+    int cpus = requested.cpus() != null ? requested.cpus() : 1;
+    if (!fromSource || requested.cpus() != null) {
       SandboxCeilings.check("cpus", cpus, ceilings.cpus(), "");
-      if (memory != null) {
-        SandboxCeilings.check("memoryBytes", memory, ceilings.memoryBytes(), " bytes");
-      } else if (SandboxCeilings.ENGINE_MEMORY_PER_CPU * cpus > ceilings.memoryBytes()) {
-        memory = ceilings.memoryBytes();
-      }
-      if (pids != null) {
-        SandboxCeilings.check("pids", pids, ceilings.pids(), "");
-      } else if (SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
-        pids = ceilings.pids();
-      }
+    }
+    if (memory != null) {
+      SandboxCeilings.check("memoryBytes", memory, ceilings.memoryBytes(), " bytes");
+    } else if (!fromSource
+        && SandboxCeilings.ENGINE_MEMORY_PER_CPU * cpus > ceilings.memoryBytes()) {
+      memory = ceilings.memoryBytes();
+    }
+    if (pids != null) {
+      SandboxCeilings.check("pids", pids, ceilings.pids(), "");
+    } else if (!fromSource && SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
+      pids = ceilings.pids();
     }
     Long disk = requested.diskBytes();
     if (disk != null) {
       SandboxCeilings.check("diskBytes", disk, ceilings.diskBytes(), " bytes");
-    } else if (snapshot == null
-        && diskDefaults
-        && SandboxCeilings.ENGINE_DISK > ceilings.diskBytes()) {
+    } else if (local && snapshot == null && SandboxCeilings.ENGINE_DISK > ceilings.diskBytes()) {
       disk = ceilings.diskBytes();
     }
     Long inodes = requested.diskInodes();
     if (inodes != null) {
       SandboxCeilings.check("diskInodes", inodes, ceilings.diskInodes(), "");
-    } else if (snapshot == null
-        && diskDefaults
+    } else if (local
+        && snapshot == null
         && SandboxCeilings.ENGINE_DISK_INODES > ceilings.diskInodes()) {
       inodes = ceilings.diskInodes();
     }

@@ -179,25 +179,28 @@ final class Sandboxes {
       capability(SupportsSnapshots.class, "start sandboxes from snapshots");
       source = ownedSnapshot(org, spec.snapshot());
       SnapshotInfo saved = source.snapshot();
-      limits
-          .ceilings()
-          .admitCopy(
-              "snapshot",
-              "snapshot '" + spec.snapshot() + "'",
-              saved.cpus(),
-              saved.memoryBytes(),
-              saved.pids());
-      limits
-          .ceilings()
-          .admitCopiedDisk( // unless the request sets its own, checked below
-              "snapshot",
-              "snapshot '" + spec.snapshot() + "'",
-              spec.diskBytes() == null ? saved.diskBytes() : -1,
-              spec.diskInodes() == null ? saved.diskInodes() : -1);
-      shape = CreateSpecs.admit(limits.ceilings(), requested, saved.name(), diskDefaults());
+      if (local()) { // a local snapshot carries its size; elsewhere (docker) none: sized as a
+        // create
+        limits
+            .ceilings()
+            .admitCopy(
+                "snapshot",
+                "snapshot '" + spec.snapshot() + "'",
+                saved.cpus(),
+                saved.memoryBytes(),
+                saved.pids());
+        limits
+            .ceilings()
+            .admitCopiedDisk( // unless the request sets its own, checked below
+                "snapshot",
+                "snapshot '" + spec.snapshot() + "'",
+                spec.diskBytes() == null ? saved.diskBytes() : -1,
+                spec.diskInodes() == null ? saved.diskInodes() : -1);
+      }
+      shape = CreateSpecs.admit(limits.ceilings(), requested, saved.name(), local());
     } else {
       source = usableImage(spec.image() != null ? spec.image() : DEFAULT_IMAGE);
-      shape = CreateSpecs.admit(limits.ceilings(), requested, null, diskDefaults());
+      shape = CreateSpecs.admit(limits.ceilings(), requested, null, local());
     }
     WorkspaceProvider creator = shaped(shape);
     admission.takeCreateToken(org); // after validation: a bad request does not spend a create
@@ -252,10 +255,12 @@ final class Sandboxes {
   }
 
   /**
-   * Whether the engine gives a sandbox that asks for no disk its default quota, which the disk
-   * ceiling then caps: the local engine's 10 GiB and 1,000,000 inodes. Docker gives none.
+   * Whether the engine is the local one, which alone (of the providers a server runs on) copies a
+   * snapshot's or a fork's parent's size, disk included, into the new sandbox, and gives a sandbox
+   * that asks for no disk its default quota (10 GiB, 1,000,000 inodes), which the ceilings then
+   * hold. Docker sizes a copy as a create and gives no default disk quota.
    */
-  private boolean diskDefaults() {
+  private boolean local() {
     return provider instanceof LocalSandbox;
   }
 
@@ -420,28 +425,33 @@ final class Sandboxes {
     capability(SupportsFork.class, "fork sandboxes");
     // the copy gets its parent's env, working directory and labels where the provider keeps them
     // in the sandbox (docker: in the container); the local engine applies them on attach
-    WorkspaceProvider forker =
-        shaped(
-            new ServerEngine.Shape(
-                null,
-                null,
-                null,
-                null,
-                null,
-                null,
-                null,
-                env(row),
-                row.workingDirectory(),
-                labels(row),
-                null,
-                null,
-                null,
-                null));
+    ServerEngine.Shape copy =
+        new ServerEngine.Shape(
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            env(row),
+            row.workingDirectory(),
+            labels(row),
+            null,
+            null,
+            null,
+            null);
+    if (!local()) {
+      // only the local engine copies a parent's size into its fork; another provider (docker)
+      // gives the copy its default size, capped here at the ceilings as a create's is
+      copy = CreateSpecs.admit(limits.ceilings(), copy, null, local());
+    }
+    WorkspaceProvider forker = shaped(copy);
     if (!(forker instanceof SupportsFork forks)) {
       throw new IllegalStateException(
           "the engine's shaped provider of '" + provider.name() + "' cannot fork");
     }
-    SandboxInfo parent = info(row.id()).orElse(null);
+    SandboxInfo parent = local() ? info(row.id()).orElse(null) : null;
     if (parent != null) { // a copy keeps its parent's size, admitted when the ceilings were higher
       limits
           .ceilings()

@@ -305,6 +305,68 @@ class DockerServerTest {
     assertThat(s.call(a, "DELETE", "/v1/sandboxes/" + id, null).status()).isEqualTo(204);
   }
 
+  /**
+   * The ceilings hold on docker too: an omitted size gets docker's default capped at the ceiling,
+   * in a create, a fork and a create from a snapshot (docker's snapshots carry no size), and a size
+   * asked for over a ceiling is a 400 naming it, with a snapshot too.
+   */
+  @Test
+  void theCeilingsHoldForCreatesForksAndSnapshots() throws Exception {
+    s.close();
+    s =
+        new TestServer(
+            data.resolve("small"),
+            engine(),
+            b -> b.maxMemoryPerSandbox(512L << 20).maxPidsPerSandbox(100));
+    String a = s.key("org-a");
+    String limits = // the container's own limits, read inside it (cgroup v2, or v1)
+        "{\"shell\": \"cat /sys/fs/cgroup/memory.max 2>/dev/null"
+            + " || cat /sys/fs/cgroup/memory/memory.limit_in_bytes;"
+            + " cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max\"}";
+    String capped = (512L << 20) + "\n100\n";
+
+    String id = s.create(a, "{}");
+    assertThat(TestServer.stdout(s.exec(a, id, limits), "stdout")).isEqualTo(capped);
+
+    TestServer.Answer fork = s.call(a, "POST", "/v1/sandboxes/" + id + "/fork", "{}");
+    assertThat(fork.status()).as(fork.text()).isEqualTo(201);
+    String child = fork.json().get("sandbox").get("id").asText();
+    s.track(child);
+    assertThat(TestServer.stdout(s.exec(a, child, limits), "stdout")).isEqualTo(capped);
+
+    String snapshot = "small-" + tag;
+    assertThat(
+            s.call(
+                    a,
+                    "POST",
+                    "/v1/sandboxes/" + id + "/snapshots",
+                    "{\"name\": \"" + snapshot + "\"}")
+                .status())
+        .isEqualTo(201);
+    String fromSnapshot = s.create(a, "{\"snapshot\": \"" + snapshot + "\"}");
+    assertThat(TestServer.stdout(s.exec(a, fromSnapshot, limits), "stdout")).isEqualTo(capped);
+
+    int before = DockerPrerequisites.containersLabelled(docker, tag).size();
+    for (String body :
+        List.of(
+            "{\"memoryBytes\": 1073741824}",
+            "{\"snapshot\": \"" + snapshot + "\", \"memoryBytes\": 1073741824}")) {
+      TestServer.Answer over = s.call(a, "POST", "/v1/sandboxes", body);
+      assertThat(over.status()).as(over.text()).isEqualTo(400);
+      assertThat(over.error().get("field").asText()).isEqualTo("memoryBytes");
+      assertThat(over.error().get("message").asText()).contains("ceiling");
+    }
+    TestServer.Answer pids = s.call(a, "POST", "/v1/sandboxes", "{\"pids\": 101}");
+    assertThat(pids.status()).as(pids.text()).isEqualTo(400);
+    assertThat(pids.error().get("field").asText()).isEqualTo("pids");
+    assertThat(DockerPrerequisites.containersLabelled(docker, tag)).hasSize(before);
+
+    for (String gone : List.of(fromSnapshot, child, id)) {
+      assertThat(s.call(a, "DELETE", "/v1/sandboxes/" + gone, null).status()).isEqualTo(204);
+    }
+    assertThat(s.call(a, "DELETE", "/v1/snapshots/" + snapshot, null).status()).isEqualTo(204);
+  }
+
   private String lifecycle(String key, String id, String op) throws Exception {
     TestServer.Answer r = s.call(key, "POST", "/v1/sandboxes/" + id + "/" + op, null);
     assertThat(r.status()).as(op + ": " + r.text()).isEqualTo(200);
