@@ -529,13 +529,17 @@ final class Sandboxes {
 
   /**
    * How an organization sees the image a sandbox or snapshot came from: its own snapshot as {@code
-   * snapshot:NAME}, never under the name the engine stores it as, which no request accepts.
+   * snapshot:NAME}, never under the name the engine stores it as, which no request accepts: the
+   * local engine's {@code o<org>-NAME}, or an image reference tagged so (docker's {@code
+   * sandbox4j/snapshot:o<org>-NAME}).
    */
   static String shownImage(long organization, String image) {
+    if (image == null) {
+      return null;
+    }
     String prefix = engineSnapshotPrefix(organization);
-    return image != null && image.startsWith(prefix)
-        ? "snapshot:" + image.substring(prefix.length())
-        : image;
+    String tag = image.substring(image.lastIndexOf(':') + 1);
+    return tag.startsWith(prefix) ? "snapshot:" + tag.substring(prefix.length()) : image;
   }
 
   /** The engine's names of an organization's snapshots start with this. */

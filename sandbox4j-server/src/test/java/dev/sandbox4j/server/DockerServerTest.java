@@ -175,6 +175,9 @@ class DockerServerTest {
             TestServer.stdout(
                 s.exec(a, fromSnapshot, "{\"argv\": [\"cat\", \"/tmp/note.txt\"]}"), "stdout"))
         .isEqualTo("a's");
+    // shown as the organization's snapshot, not under the daemon's image name for it
+    assertThat(s.call(a, "GET", "/v1/sandboxes/" + fromSnapshot, null).json().get("image").asText())
+        .isEqualTo("snapshot:" + snapshot);
 
     // lifecycle: suspend and resume, stop and start; a command wakes a stopped sandbox
     assertThat(lifecycle(a, id, "suspend")).isEqualTo("suspended");
