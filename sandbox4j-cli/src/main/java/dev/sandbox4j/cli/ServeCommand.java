@@ -132,6 +132,15 @@ final class ServeCommand implements Callable<Integer> {
       root.context().err().println("sandbox4j: " + e.getMessage());
       return ExitCodes.USAGE;
     }
+    if (provider.equals(DockerSandbox.NAME) && !DockerSandbox.isDaemonConfigured()) {
+      // no connection is made: a daemon that is configured but down is each request's 503
+      root.context()
+          .err()
+          .println(
+              "sandbox4j: --provider docker: no Docker daemon here (no DOCKER_HOST, docker"
+                  + " context or known socket such as /var/run/docker.sock)");
+      return ExitCodes.UNAVAILABLE;
+    }
     SandboxServer.Builder builder =
         SandboxServer.builder()
             .engine(engine)
