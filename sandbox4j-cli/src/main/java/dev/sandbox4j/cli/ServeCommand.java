@@ -174,7 +174,7 @@ final class ServeCommand implements Callable<Integer> {
     SandboxServer server;
     try {
       server = builder.build();
-    } catch (IllegalStateException e) {
+    } catch (IllegalArgumentException e) {
       // a data directory of another provider's server
       root.context()
           .err()

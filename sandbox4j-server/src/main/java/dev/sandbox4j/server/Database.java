@@ -203,7 +203,7 @@ final class Database implements AutoCloseable {
    * directory bound to another: its sandbox ids and snapshot names are that provider's, and a
    * server on another would take them for sandboxes gone and forget them.
    *
-   * @throws IllegalStateException if the directory serves another provider
+   * @throws IllegalArgumentException if the directory serves another provider
    */
   synchronized void bindProvider(String name) {
     try (PreparedStatement insert =
@@ -220,7 +220,7 @@ final class Database implements AutoCloseable {
       throw failed("read the provider", e);
     }
     if (!bound.equals(name)) {
-      throw new IllegalStateException(
+      throw new IllegalArgumentException(
           "the server data directory serves provider '"
               + bound
               + "' sandboxes, not '"

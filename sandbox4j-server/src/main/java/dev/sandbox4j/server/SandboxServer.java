@@ -458,8 +458,9 @@ public final class SandboxServer implements AutoCloseable {
      * Builds the server (opening and migrating its database); {@link #start} listens.
      *
      * @throws IllegalStateException if the data directory is missing for an engine other than the
-     *     local one, or serves another provider
-     * @throws IllegalArgumentException if the engine's provider cannot list its sandboxes
+     *     local one, or its database cannot be opened
+     * @throws IllegalArgumentException if the data directory serves another provider (a server of
+     *     another provider used it first), or the engine's provider cannot list its sandboxes
      */
     public SandboxServer build() {
       if (engine == null) {

@@ -53,7 +53,7 @@ class DatabaseTest {
               "default"); // it owned sandboxes, and they were the local engine's: the only provider
       // then
       assertThatThrownBy(() -> db.bindProvider("docker"))
-          .isInstanceOf(IllegalStateException.class)
+          .isInstanceOf(IllegalArgumentException.class)
           .hasMessageContaining("serves provider 'local' sandboxes, not 'docker'");
       db.bindProvider("local");
     }

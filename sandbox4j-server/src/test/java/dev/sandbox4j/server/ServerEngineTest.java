@@ -137,7 +137,7 @@ class ServerEngineTest {
     assertThatThrownBy(
             () ->
                 SandboxServer.builder().engine(engineOf(new Lister())).dataDirectory(data).build())
-        .isInstanceOf(IllegalStateException.class)
+        .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("serves provider 'local' sandboxes, not 'lister'");
     SandboxServer.builder()
         .engine(LocalSandbox.builder().build())
@@ -153,7 +153,7 @@ class ServerEngineTest {
                     .engine(LocalSandbox.builder().build())
                     .dataDirectory(other)
                     .build())
-        .isInstanceOf(IllegalStateException.class)
+        .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("serves provider 'lister' sandboxes, not 'local'");
   }
 }
