@@ -18,7 +18,8 @@ import java.util.Objects;
  * organization is the server's own record, the same for every provider.
  *
  * <p>{@link #local} is the local engine; the CLI's {@code serve --provider docker} passes one on a
- * Docker daemon. Implementations are thread-safe; {@link #shaped} does no I/O.
+ * Docker daemon. Implementations are thread-safe; {@link #shaped} creates nothing (the server calls
+ * it to validate a request before it admits it).
  */
 public interface ServerEngine {
 
@@ -33,7 +34,8 @@ public interface ServerEngine {
    * creates one sandbox of {@code shape}, whose {@code backend(ref)} attaches to an existing one
    * with the shape's {@code env} and {@code workingDirectory}, and whose fork (if it has one) gives
    * the copy the shape's env, working directory and labels where the provider keeps them in the
-   * sandbox. Does no I/O.
+   * sandbox. Creates nothing, and is cheap: the server calls it once more per create, to check each
+   * field before anything is looked up.
    *
    * @throws IllegalArgumentException if the provider refuses a value; the message starts with the
    *     request field it is about and a colon ({@code "cpus: must be 1 to 64, not 99"})
