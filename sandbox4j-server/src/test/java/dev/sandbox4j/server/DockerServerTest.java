@@ -123,6 +123,42 @@ class DockerServerTest {
     assertThat(events.getLast().get("type").asText()).isEqualTo("exit");
     assertThat(events.getLast().get("exitCode").asInt()).isZero();
 
+    // a background command, written to through its stdin route
+    TestServer.Answer started =
+        s.call(
+            a,
+            "POST",
+            "/v1/sandboxes/" + id + "/commands",
+            "{\"argv\": [\"sh\", \"-c\", \"read line; echo got $line\"], \"stdin\": \"eA==\","
+                + " \"keepStdinOpen\": true}");
+    assertThat(started.status()).as(started.text()).isEqualTo(201);
+    String cid = started.json().get("id").asText();
+    TestServer.Answer eof =
+        s.call(
+            a,
+            "POST",
+            "/v1/sandboxes/" + id + "/commands/" + cid + "/stdin",
+            "{\"data\": \"eQo=\", \"eof\": true}");
+    assertThat(eof.status()).as(eof.text()).isEqualTo(204);
+    // polled until it ends: each answer has the output since the last one
+    StringBuilder output = new StringBuilder();
+    JsonNode state = null;
+    for (int i = 0; i < 600 && (state == null || state.get("running").asBoolean()); i++) {
+      if (state != null) {
+        Thread.sleep(50);
+      }
+      TestServer.Answer polled = s.call(a, "GET", "/v1/sandboxes/" + id + "/commands/" + cid, null);
+      assertThat(polled.status()).as(polled.text()).isEqualTo(200);
+      state = polled.json();
+      output.append(
+          new String(
+              java.util.Base64.getDecoder().decode(state.get("stdout").asText()),
+              StandardCharsets.UTF_8));
+    }
+    assertThat(state.get("running").asBoolean()).as(state.toString()).isFalse();
+    assertThat(state.get("exitCode").asInt()).as(state.toString()).isZero();
+    assertThat(output.toString()).isEqualTo("got xy\n");
+
     // files
     String files = "/v1/sandboxes/" + id + "/files";
     assertThat(
