@@ -23,11 +23,12 @@ final class DockerServerEngine implements ServerEngine {
    */
   DockerServerEngine(Consumer<String> progress) {
     this.progress = Objects.requireNonNull(progress, "progress");
-    this.provider = base().build();
+    this.provider = DockerSandbox.builder().noNetwork().progress(progress).build();
   }
 
+  /** A provider on {@link #provider}'s connection: one per shape, none with a pool of its own. */
   private DockerSandbox.Builder base() {
-    return DockerSandbox.builder().noNetwork().progress(progress);
+    return DockerSandbox.builder().daemonOf(provider).noNetwork().progress(progress);
   }
 
   @Override
