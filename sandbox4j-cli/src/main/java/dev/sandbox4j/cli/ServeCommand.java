@@ -1,15 +1,22 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.docker.DockerSandbox;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.SandboxServer;
+import dev.sandbox4j.server.ServerEngine;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code sandbox4j serve}: the local engine as a multi-tenant HTTP service. */
+/**
+ * {@code sandbox4j serve}: the local engine, or a Docker daemon ({@code --provider docker}), as a
+ * multi-tenant HTTP service.
+ */
 @Command(
     name = "serve",
     mixinStandardHelpOptions = true,
@@ -23,11 +30,24 @@ import picocli.CommandLine.ParentCommand;
           + " /mcp?sandbox=ID, or in a sandbox created on its first tool call.",
       "Organizations start sandboxes only from their own snapshots and the images published"
           + " with 'sandbox4j image publish' ('default' is); no sandbox may ask for more than"
-          + " --max-cpus, --max-memory, --max-pids, --max-disk and --max-disk-inodes."
+          + " --max-cpus, --max-memory, --max-pids, --max-disk and --max-disk-inodes.",
+      "--provider docker serves containers of the Docker daemon instead (found as the docker CLI"
+          + " finds it), from the default image and the organizations' snapshots, with no network;"
+          + " hibernate, egress rules, timers and diskInodes answer 501 not_supported there. A data"
+          + " directory serves one provider: give a docker server its own --data and keys."
     })
 final class ServeCommand implements Callable<Integer> {
 
   @ParentCommand SandboxCommand root;
+
+  @Option(
+      names = "--provider",
+      paramLabel = "NAME",
+      description =
+          "Whose sandboxes to serve: local (this machine's engine) or docker (a Docker daemon's"
+              + " containers). Default: ${DEFAULT-VALUE}.",
+      defaultValue = "local")
+  String provider;
 
   @Option(
       names = "--bind",
@@ -80,8 +100,8 @@ final class ServeCommand implements Callable<Integer> {
       converter = ByteSizeConverter.class,
       description =
           "The largest disk one sandbox may ask for, e.g. 50G; more is a 400 naming 'diskBytes'."
-              + " Default: a quarter of the file system that holds the engine's home (at least 1G,"
-              + " at most 16T).")
+              + " Default: a quarter of the file system that holds the engine's home (with docker:"
+              + " the data directory; at least 1G, at most 16T).")
   Long maxDisk;
 
   @Option(
@@ -105,19 +125,21 @@ final class ServeCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
-    LocalSandbox engine = root.providers().local();
-    if (diskOvercommit != null) {
-      try {
-        engine =
-            LocalSandbox.builder()
-                .home(engine.home())
-                .diskReserve(engine.diskReserve())
-                .diskOvercommit(diskOvercommit)
-                .build();
-      } catch (IllegalArgumentException e) {
-        root.context().err().println("sandbox4j: " + e.getMessage());
-        return ExitCodes.USAGE;
-      }
+    ServerEngine engine;
+    try {
+      engine = engine();
+    } catch (IllegalArgumentException e) {
+      root.context().err().println("sandbox4j: " + e.getMessage());
+      return ExitCodes.USAGE;
+    }
+    if (provider.equals(DockerSandbox.NAME) && !DockerSandbox.isDaemonConfigured()) {
+      // no connection is made: a daemon that is configured but down is each request's 503
+      root.context()
+          .err()
+          .println(
+              "sandbox4j: --provider docker: no Docker daemon here (no DOCKER_HOST, docker"
+                  + " context or known socket such as /var/run/docker.sock)");
+      return ExitCodes.UNAVAILABLE;
     }
     SandboxServer.Builder builder =
         SandboxServer.builder()
@@ -149,7 +171,20 @@ final class ServeCommand implements Callable<Integer> {
       root.context().err().println("sandbox4j: " + e.getMessage());
       return ExitCodes.USAGE;
     }
-    SandboxServer server = builder.build();
+    SandboxServer server;
+    try {
+      server = builder.build();
+    } catch (IllegalArgumentException e) {
+      // a data directory of another provider's server
+      root.context()
+          .err()
+          .println(
+              "sandbox4j: "
+                  + (data != null ? data : KeysCommand.dataDirectory(root))
+                  + ": "
+                  + e.getMessage());
+      return ExitCodes.USAGE;
+    }
     Thread hook =
         new Thread(
             () -> {
@@ -175,5 +210,57 @@ final class ServeCommand implements Callable<Integer> {
       }
     }
     return ExitCodes.OK;
+  }
+
+  /** The options only the local engine takes, as the command line names them. */
+  private List<String> localOnlyOptions() {
+    List<String> set = new ArrayList<>();
+    if (diskOvercommit != null) {
+      set.add("--disk-overcommit");
+    }
+    if (maxDiskInodes != null) {
+      set.add("--max-disk-inodes");
+    }
+    return set;
+  }
+
+  /**
+   * The engine of {@code --provider}, shaped by the options.
+   *
+   * @throws IllegalArgumentException for an unknown provider, an option the provider does not take
+   *     (named), or a bad value
+   */
+  private ServerEngine engine() {
+    switch (provider) {
+      case LocalSandbox.NAME -> {
+        LocalSandbox engine = root.providers().local();
+        if (diskOvercommit != null) {
+          engine =
+              LocalSandbox.builder()
+                  .home(engine.home())
+                  .diskReserve(engine.diskReserve())
+                  .diskOvercommit(diskOvercommit)
+                  .build();
+        }
+        return ServerEngine.local(engine);
+      }
+      case DockerSandbox.NAME -> {
+        List<String> refused = localOnlyOptions();
+        if (!refused.isEmpty()) {
+          throw new IllegalArgumentException(
+              String.join(", ", refused)
+                  + (refused.size() == 1 ? " is" : " are")
+                  + " for the local engine only, not --provider docker");
+        }
+        return new DockerServerEngine(
+            line -> {
+              root.context().err().println(line);
+              root.context().err().flush();
+            });
+      }
+      default ->
+          throw new IllegalArgumentException(
+              "--provider: a server serves local or docker sandboxes, not '" + provider + "'");
+    }
   }
 }

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.server.SandboxServer;
 import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.ByteArrayInputStream;
@@ -131,6 +133,46 @@ class ServeCliTest {
     Run tooFew = run("serve", "--port", "0", "--max-pids", "3");
     assertThat(tooFew.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(tooFew.err()).contains("maxPidsPerSandbox must be at least 16");
+  }
+
+  @Test
+  void serveRefusesByNameWhatDockerDoesNotTakeAndAnotherProvidersDataDirectory() {
+    Run localOnly =
+        run(
+            "serve",
+            "--provider",
+            "docker",
+            "--port",
+            "0",
+            "--disk-overcommit",
+            "2",
+            "--max-disk-inodes",
+            "5000");
+    assertThat(localOnly.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(localOnly.err())
+        .contains(
+            "--disk-overcommit, --max-disk-inodes are for the local engine only, not --provider"
+                + " docker");
+    Run unknown = run("serve", "--provider", "host", "--port", "0");
+    assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(unknown.err()).contains("a server serves local or docker sandboxes, not 'host'");
+
+    Path data = home.resolve("local-data");
+    SandboxServer.builder()
+        .engine(LocalSandbox.builder().home(home).build())
+        .dataDirectory(data)
+        .build()
+        .close(); // a local server used it
+    Run other = run("serve", "--provider", "docker", "--port", "0", "--data", data.toString());
+    if (dev.sandbox4j.docker.DockerSandbox.isDaemonConfigured()) {
+      assertThat(other.exitCode()).isEqualTo(ExitCodes.USAGE);
+      assertThat(other.err())
+          .contains(data.toString())
+          .contains("serves provider 'local' sandboxes, not 'docker'");
+    } else { // no daemon here: refused before the data directory is looked at
+      assertThat(other.exitCode()).isEqualTo(ExitCodes.UNAVAILABLE);
+      assertThat(other.err()).contains("--provider docker: no Docker daemon here");
+    }
   }
 
   @Test

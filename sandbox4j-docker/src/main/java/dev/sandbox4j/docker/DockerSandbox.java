@@ -118,6 +118,7 @@ public final class DockerSandbox
   private final long diskBytes;
   private final Consumer<String> progress;
   private final Runnable beforeCreate;
+  private final DockerSandbox daemonOf; // null: its own connection
   private volatile Daemon daemon;
   private final SandboxImages images = new SandboxImages(this);
   private final Set<String> destroyed = ConcurrentHashMap.newKeySet();
@@ -149,6 +150,7 @@ public final class DockerSandbox
     this.diskBytes = b.diskBytes;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
+    this.daemonOf = b.daemonOf;
   }
 
   /** A builder starting from the defaults. */
@@ -579,6 +581,9 @@ public final class DockerSandbox
   // ---- for the workspace ---------------------------------------------------------------------
 
   Daemon daemon() {
+    if (daemonOf != null) {
+      return daemonOf.daemon();
+    }
     Daemon d = daemon;
     if (d == null) {
       synchronized (this) {
@@ -925,6 +930,7 @@ public final class DockerSandbox
     private long diskBytes;
     private Consumer<String> progress = line -> {};
     private Runnable beforeCreate = () -> {};
+    private DockerSandbox daemonOf;
 
     private Builder() {}
 
@@ -1171,6 +1177,17 @@ public final class DockerSandbox
       return this;
     }
 
+    /**
+     * Talks to the daemon through {@code provider}'s connection (its daemon, client and connection
+     * pool) instead of opening one of its own: for many providers of one daemon, such as the one
+     * per request shape a server makes, which would otherwise each keep a connection open for as
+     * long as they are reachable, and some longer. Not with {@link #host}.
+     */
+    public Builder daemonOf(DockerSandbox provider) {
+      this.daemonOf = Objects.requireNonNull(provider, "provider");
+      return this;
+    }
+
     /** The provider. */
     public DockerSandbox build() {
       if (network == DockerNetworking.Mode.NONE && !networks.isEmpty()) {
@@ -1179,6 +1196,10 @@ public final class DockerSandbox
                 + networks.getFirst()
                 + ") cannot both be set:"
                 + " a sandbox without a network cannot join one");
+      }
+      if (daemonOf != null && host != null) {
+        throw new IllegalStateException(
+            "daemonOf and host cannot both be set: the daemon is the other provider's");
       }
       if (snapshot != null && image != null) {
         throw new IllegalStateException(

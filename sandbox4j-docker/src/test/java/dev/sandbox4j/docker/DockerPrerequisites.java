@@ -8,9 +8,10 @@ import java.util.stream.Stream;
 
 /**
  * Whether a Docker daemon (or Podman's service) answers here (skips elsewhere, fails under {@code
- * CI=true}), and the leak checks of the tests that use one.
+ * CI=true}), and the leak checks of the tests that use one. Public in the test-jar: other modules'
+ * tests on docker (the server's) require a daemon the same way.
  */
-final class DockerPrerequisites {
+public final class DockerPrerequisites {
   /**
    * Where {@code .ci/run} starts Podman's Docker-compatible service ({@code podman system
    * service}).
@@ -22,7 +23,7 @@ final class DockerPrerequisites {
   /**
    * The containers of {@code daemonOf}'s daemon labelled {@code sandbox4j.test=tag}: a leak check.
    */
-  static List<String> containersLabelled(DockerSandbox daemonOf, String tag) {
+  public static List<String> containersLabelled(DockerSandbox daemonOf, String tag) {
     return daemonOf
         .daemon()
         .client()
@@ -60,8 +61,8 @@ final class DockerPrerequisites {
         .toList();
   }
 
-  /** A Docker daemon, found as the docker CLI finds it. */
-  static void requireDaemon() {
+  /** Skips the test without a Docker daemon that answers; fails it under {@code CI=true}. */
+  public static void requireDaemon() {
     String why;
     try {
       DockerHosts.Found found = DockerHosts.discover();

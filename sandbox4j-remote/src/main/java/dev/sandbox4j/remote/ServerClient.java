@@ -264,6 +264,13 @@ final class ServerClient {
           text(error, "path") != null
               ? new WorkspaceFileException(path, message)
               : rejected(field, message);
+      // the server's provider cannot do it (a server on docker: hibernate, egress, timers):
+      // a create field it cannot honour is refused like a bad value, a route is a failure
+      case "not_supported" ->
+          field != null
+              ? rejected(field, message)
+              : new WorkspaceException(
+                  "the sandbox4j server at " + base + " cannot do this (501): " + message);
       default ->
           text(error, "path") != null
               ? new WorkspaceFileException(path, code + ": " + message)

@@ -56,6 +56,7 @@ class ServerErrorCodesTest {
           Map.entry("quota_exceeded", WorkspaceException.class),
           Map.entry("rate_limited", WorkspaceException.class),
           Map.entry("internal", WorkspaceException.class),
+          Map.entry("not_supported", WorkspaceException.class),
           Map.entry("unavailable", WorkspaceUnavailableException.class),
           Map.entry("insufficient_disk", WorkspaceException.class));
 

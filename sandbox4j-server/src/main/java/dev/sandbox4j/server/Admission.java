@@ -1,6 +1,6 @@
 package dev.sandbox4j.server;
 
-import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.machine.SupportsListing;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -17,7 +17,7 @@ import java.util.stream.Collectors;
  */
 final class Admission {
 
-  private final LocalSandbox engine;
+  private final SupportsListing engine;
   private final Database db;
   private final ServerLimits limits;
   private final Consumer<String> forget;
@@ -28,7 +28,7 @@ final class Admission {
   /**
    * @param forget drops what the server keeps of a sandbox a timer destroyed (found while counting)
    */
-  Admission(LocalSandbox engine, Database db, ServerLimits limits, Consumer<String> forget) {
+  Admission(SupportsListing engine, Database db, ServerLimits limits, Consumer<String> forget) {
     this.engine = engine;
     this.db = db;
     this.limits = limits;

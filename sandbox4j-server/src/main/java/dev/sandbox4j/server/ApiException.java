@@ -31,6 +31,10 @@ final class ApiException extends RuntimeException {
     return new ApiException(ErrorCode.NOT_FOUND, what, null, null, null);
   }
 
+  static ApiException notSupported(String field, String message) {
+    return new ApiException(ErrorCode.NOT_SUPPORTED, message, field, null, null);
+  }
+
   static ApiException unavailable(String message) {
     return new ApiException(ErrorCode.UNAVAILABLE, message, null, null, null);
   }

@@ -1,15 +1,13 @@
 package dev.sandbox4j.server;
 
-import dev.sandbox4j.runtime.LocalSandbox;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Map;
 import java.util.regex.Pattern;
 
 /**
- * How a create request ({@link Sandboxes.CreateSpec}) becomes an engine builder: each field set
- * and, when the engine refuses it, named in its 400; labels bounded per sandbox; sizes admitted
- * under the server's ceilings per sandbox.
+ * How a create request ({@link Sandboxes.CreateSpec}) becomes the {@link ServerEngine.Shape} the
+ * engine makes: labels bounded per sandbox; sizes admitted under the server's ceilings per sandbox.
  */
 final class CreateSpecs {
 
@@ -20,129 +18,103 @@ final class CreateSpecs {
   private CreateSpecs() {}
 
   /**
-   * Admission control of a create's size: a size asked for over its ceiling is a 400 naming it; an
-   * omitted one gets the engine's default, capped at the ceiling.
+   * The shape a create request asks for, as given: durations and the instant parsed, no size
+   * admitted yet ({@link #admit} does that), the snapshot not yet resolved to the engine's name.
    */
-  static void admitSize(
-      SandboxCeilings ceilings, Sandboxes.CreateSpec spec, LocalSandbox.Builder b) {
-    int cpus = spec.cpus() != null ? spec.cpus() : 1;
-    SandboxCeilings.check("cpus", cpus, ceilings.cpus(), "");
-    if (spec.memoryBytes() != null) {
-      SandboxCeilings.check("memoryBytes", spec.memoryBytes(), ceilings.memoryBytes(), " bytes");
-    } else if (SandboxCeilings.ENGINE_MEMORY_PER_CPU * cpus > ceilings.memoryBytes()) {
-      b.memory(ceilings.memoryBytes());
+  static ServerEngine.Shape requested(Sandboxes.CreateSpec s) {
+    Instant deleteAfter = null;
+    if (s.deleteAfter() != null) {
+      try {
+        deleteAfter = Instant.parse(s.deleteAfter());
+      } catch (java.time.format.DateTimeParseException e) {
+        throw ApiException.invalid(
+            "deleteAfter",
+            "deleteAfter: deleteAfter must be an ISO-8601 instant such as 2026-12-01T00:00:00Z,"
+                + " was '"
+                + s.deleteAfter()
+                + "'");
+      }
     }
-    if (spec.pids() != null) {
-      SandboxCeilings.check("pids", spec.pids(), ceilings.pids(), "");
-    } else if (SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
-      b.pids(ceilings.pids());
-    }
-    admitDisk(ceilings, spec, b);
+    return new ServerEngine.Shape(
+        s.image(),
+        null,
+        s.cpus(),
+        s.memoryBytes(),
+        s.pids(),
+        s.diskBytes(),
+        s.diskInodes(),
+        s.env(),
+        s.workingDirectory(),
+        s.labels(),
+        duration(s.autoSuspendTimeoutMs(), "autoSuspendTimeoutMs"),
+        duration(s.sandboxTimeoutMs(), "sandboxTimeoutMs"),
+        duration(s.idleTimeoutMs(), "idleTimeoutMs"),
+        deleteAfter);
   }
 
   /**
-   * Admission control of a create's disk: a quota asked for over its ceiling is a 400 naming it; an
-   * omitted one on an image gets the engine's default, capped at the ceiling (a create from a
-   * snapshot that omits it keeps the snapshot's).
+   * Admission control of a create's size: a size asked for over its ceiling is a 400 naming it; an
+   * omitted one gets the engine's default, capped at the ceiling. On the local engine a create from
+   * {@code snapshot} (the engine's name; null for an image) keeps the snapshot's size (admitted
+   * apart) unless it sets its own disk; elsewhere (docker) a snapshot carries no size, and such a
+   * create is sized as one from an image.
+   *
+   * @param local whether the engine is the local one: it copies sizes from snapshots, and gives an
+   *     omitted disk its default quota (docker gives none, so none is capped into one)
+   * @return {@code requested} from {@code snapshot}, with the capped sizes
    */
-  static void admitDisk(
-      SandboxCeilings ceilings, Sandboxes.CreateSpec spec, LocalSandbox.Builder b) {
-    if (spec.diskBytes() != null) {
-      SandboxCeilings.check("diskBytes", spec.diskBytes(), ceilings.diskBytes(), " bytes");
-    } else if (spec.snapshot() == null && SandboxCeilings.ENGINE_DISK > ceilings.diskBytes()) {
-      b.disk(ceilings.diskBytes());
+  static ServerEngine.Shape admit(
+      SandboxCeilings ceilings, ServerEngine.Shape requested, String snapshot, boolean local) {
+    boolean fromSource = snapshot != null && local; // its size is the snapshot's
+    Long memory = requested.memoryBytes();
+    Integer pids = requested.pids();
+    // a size asked for is held to its ceiling even with a snapshot: the local engine refuses sizes
+    // with a snapshot, but a provider that takes them (docker) would make what the request says
+    int cpus = requested.cpus() != null ? requested.cpus() : 1;
+    if (!fromSource || requested.cpus() != null) {
+      SandboxCeilings.check("cpus", cpus, ceilings.cpus(), "");
     }
-    if (spec.diskInodes() != null) {
-      SandboxCeilings.check("diskInodes", spec.diskInodes(), ceilings.diskInodes(), "");
-    } else if (spec.snapshot() == null
+    if (memory != null) {
+      SandboxCeilings.check("memoryBytes", memory, ceilings.memoryBytes(), " bytes");
+    } else if (!fromSource
+        && SandboxCeilings.ENGINE_MEMORY_PER_CPU * cpus > ceilings.memoryBytes()) {
+      memory = ceilings.memoryBytes();
+    }
+    if (pids != null) {
+      SandboxCeilings.check("pids", pids, ceilings.pids(), "");
+    } else if (!fromSource && SandboxCeilings.ENGINE_MAX_DEFAULT_PIDS > ceilings.pids()) {
+      pids = ceilings.pids();
+    }
+    Long disk = requested.diskBytes();
+    if (disk != null) {
+      SandboxCeilings.check("diskBytes", disk, ceilings.diskBytes(), " bytes");
+    } else if (local && snapshot == null && SandboxCeilings.ENGINE_DISK > ceilings.diskBytes()) {
+      disk = ceilings.diskBytes();
+    }
+    Long inodes = requested.diskInodes();
+    if (inodes != null) {
+      SandboxCeilings.check("diskInodes", inodes, ceilings.diskInodes(), "");
+    } else if (local
+        && snapshot == null
         && SandboxCeilings.ENGINE_DISK_INODES > ceilings.diskInodes()) {
-      b.diskInodes(ceilings.diskInodes());
+      inodes = ceilings.diskInodes();
     }
-  }
-
-  static LocalSandbox.Builder configure(LocalSandbox engine, Sandboxes.CreateSpec s) {
-    LocalSandbox.Builder b =
-        LocalSandbox.builder()
-            .home(engine.home())
-            .diskReserve(engine.diskReserve())
-            .diskOvercommit(engine.diskOvercommit());
-    field(
-        "image",
-        () -> {
-          if (s.image() != null) b.image(s.image());
-        });
-    field(
-        "cpus",
-        () -> {
-          if (s.cpus() != null) b.cpus(s.cpus());
-        });
-    field(
-        "memoryBytes",
-        () -> {
-          if (s.memoryBytes() != null) b.memory(s.memoryBytes());
-        });
-    field(
-        "pids",
-        () -> {
-          if (s.pids() != null) b.pids(s.pids());
-        });
-    field(
-        "diskBytes",
-        () -> {
-          if (s.diskBytes() != null) b.disk(s.diskBytes());
-        });
-    field(
-        "diskInodes",
-        () -> {
-          if (s.diskInodes() != null) b.diskInodes(s.diskInodes());
-        });
-    field(
-        "env",
-        () -> {
-          if (s.env() != null) b.env(s.env());
-        });
-    field(
-        "workingDirectory",
-        () -> {
-          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
-        });
-    field(
-        "labels",
-        () -> {
-          if (s.labels() != null) s.labels().forEach(b::label);
-        });
-    field(
-        "autoSuspendTimeoutMs",
-        () -> {
-          if (s.autoSuspendTimeoutMs() != null)
-            b.autoSuspendTimeout(millis(s.autoSuspendTimeoutMs(), "autoSuspendTimeoutMs"));
-        });
-    field(
-        "sandboxTimeoutMs",
-        () -> {
-          if (s.sandboxTimeoutMs() != null)
-            b.sandboxTimeout(millis(s.sandboxTimeoutMs(), "sandboxTimeoutMs"));
-        });
-    field(
-        "idleTimeoutMs",
-        () -> {
-          if (s.idleTimeoutMs() != null) b.idleTimeout(millis(s.idleTimeoutMs(), "idleTimeoutMs"));
-        });
-    field(
-        "deleteAfter",
-        () -> {
-          if (s.deleteAfter() != null) {
-            try {
-              b.deleteAfter(Instant.parse(s.deleteAfter()));
-            } catch (java.time.format.DateTimeParseException e) {
-              throw new IllegalArgumentException(
-                  "deleteAfter must be an ISO-8601 instant such as 2026-12-01T00:00:00Z, was '"
-                      + s.deleteAfter()
-                      + "'");
-            }
-          }
-        });
-    return b;
+    ServerEngine.Shape r = requested;
+    return new ServerEngine.Shape(
+        r.image(),
+        snapshot,
+        r.cpus(),
+        memory,
+        pids,
+        disk,
+        inodes,
+        r.env(),
+        r.workingDirectory(),
+        r.labels(),
+        r.autoSuspendTimeout(),
+        r.sandboxTimeout(),
+        r.idleTimeout(),
+        r.deleteAfter());
   }
 
   /**
@@ -189,18 +161,13 @@ final class CreateSpecs {
     }
   }
 
-  static Duration millis(long ms, String field) {
+  private static Duration duration(Long ms, String field) {
+    if (ms == null) {
+      return null;
+    }
     if (ms < 0) {
       throw ApiException.invalid(field, field + " must not be negative, was " + ms);
     }
     return Duration.ofMillis(ms);
-  }
-
-  private static void field(String name, Runnable setter) {
-    try {
-      setter.run();
-    } catch (IllegalArgumentException | NullPointerException e) {
-      throw ApiException.invalid(name, name + ": " + e.getMessage());
-    }
   }
 }

@@ -70,7 +70,16 @@ final class Database implements AutoCloseable {
                 name TEXT PRIMARY KEY,
                 published TEXT NOT NULL)""",
               "INSERT INTO published_images(name, published)"
-                  + " VALUES ('default', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"));
+                  + " VALUES ('default', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"),
+          // 4: the provider whose sandboxes the ids and snapshot names are (one per directory); a
+          // database that already owns something was the local engine's, the only one before
+          List.of(
+              """
+              CREATE TABLE settings (
+                name TEXT PRIMARY KEY,
+                value TEXT NOT NULL)""",
+              "INSERT INTO settings(name, value) SELECT 'provider', 'local'"
+                  + " WHERE EXISTS (SELECT 1 FROM sandboxes) OR EXISTS (SELECT 1 FROM snapshots)"));
 
   private final Connection connection;
 
@@ -186,6 +195,39 @@ final class Database implements AutoCloseable {
           throw e;
         }
       }
+    }
+  }
+
+  /**
+   * Binds this data directory to provider {@code name} (the first server on it does), or refuses a
+   * directory bound to another: its sandbox ids and snapshot names are that provider's, and a
+   * server on another would take them for sandboxes gone and forget them.
+   *
+   * @throws IllegalArgumentException if the directory serves another provider
+   */
+  synchronized void bindProvider(String name) {
+    try (PreparedStatement insert =
+        prepare("INSERT OR IGNORE INTO settings(name, value) VALUES ('provider', ?)", name)) {
+      insert.executeUpdate();
+    } catch (SQLException e) {
+      throw failed("record the provider", e);
+    }
+    String bound;
+    try (PreparedStatement p = prepare("SELECT value FROM settings WHERE name = 'provider'");
+        ResultSet rs = p.executeQuery()) {
+      bound = rs.next() ? rs.getString(1) : name;
+    } catch (SQLException e) {
+      throw failed("read the provider", e);
+    }
+    if (!bound.equals(name)) {
+      throw new IllegalArgumentException(
+          "the server data directory serves provider '"
+              + bound
+              + "' sandboxes, not '"
+              + name
+              + "': give a server on "
+              + name
+              + " a data directory of its own (and keys made there)");
     }
   }
 

@@ -2,18 +2,19 @@ package dev.sandbox4j.server;
 
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.sandbox4j.runtime.EgressPolicy;
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.EgressRules;
+import dev.sandbox4j.workspace.machine.SupportsEgress;
 import java.io.IOException;
 import java.util.List;
 import java.util.Locale;
 
 /**
  * {@code GET} and {@code PUT /v1/sandboxes/{id}/egress}: an organization reads and replaces the
- * egress rules of one of its own sandboxes (docs/server-api.md). The engine validates the rules as
- * {@link EgressPolicy} does for a local caller; a rule it refuses is a 400 naming it.
+ * egress rules of one of its own sandboxes (docs/server-api.md), where the server's provider has
+ * {@link SupportsEgress} (a 501 {@code not_supported} elsewhere). The provider validates the rules
+ * (the local engine as its {@code EgressPolicy} does for a local caller); a rule it refuses is a
+ * 400 naming it.
  */
 final class EgressRoutes {
   private final Sandboxes sandboxes;
@@ -30,7 +31,12 @@ final class EgressRoutes {
 
   void get(Call c) throws IOException {
     c.onlyQuery(java.util.Set.of());
-    c.json(200, json(sandboxes.engine().egressRules(ref(c))));
+    WorkspaceRef ref = ref(c);
+    c.json(200, json(egress().egressRules(ref)));
+  }
+
+  private SupportsEgress egress() {
+    return sandboxes.capability(SupportsEgress.class, "limit the egress of sandboxes");
   }
 
   void put(Call c) throws IOException {
@@ -39,18 +45,25 @@ final class EgressRoutes {
     // ownership (another organization's sandbox is a 404), then what the rules say
     Body body = c.body(Body.class, null);
     WorkspaceRef ref = ref(c);
-    EgressPolicy policy;
+    SupportsEgress egress = egress();
+    EgressRules rules;
     try {
-      policy = EgressPolicy.of(rules(body));
+      rules = rules(body);
     } catch (IllegalArgumentException | NullPointerException e) {
       throw ApiException.invalid("egress", e.getMessage());
     }
-    sandboxes.engine().setEgress(ref, policy);
-    c.json(200, json(sandboxes.engine().egressRules(ref)));
+    try {
+      egress.setEgressRules(
+          ref, rules); // a rule the provider refuses leaves the rules as they were
+    } catch (IllegalArgumentException e) {
+      throw ApiException.invalid("egress", e.getMessage());
+    }
+    c.json(200, json(egress.egressRules(ref)));
   }
 
   private WorkspaceRef ref(Call c) {
-    return new WorkspaceRef(LocalSandbox.NAME, sandboxes.owned(c.organization, c.param("id")).id());
+    return new WorkspaceRef(
+        sandboxes.provider().name(), sandboxes.owned(c.organization, c.param("id")).id());
   }
 
   private static EgressRules rules(Body b) {

@@ -29,6 +29,10 @@ enum ErrorCode {
   QUOTA_EXCEEDED(429, "quota_exceeded", "the organization's sandboxes or commands are at quota"),
   RATE_LIMITED(429, "rate_limited", "too many sandboxes created: retry after Retry-After"),
   INTERNAL(500, "internal", "a bug; the message says what failed"),
+  NOT_SUPPORTED(
+      501,
+      "not_supported",
+      "the server's provider cannot do this (e.g. hibernate on docker): the message names both"),
   UNAVAILABLE(503, "unavailable", "the sandbox exists but cannot be reached"),
   INSUFFICIENT_DISK(503, "insufficient_disk", "the host is below its free-space reserve");
 

@@ -25,8 +25,10 @@ import org.eclipse.jetty.util.thread.ScheduledExecutorScheduler;
 import org.eclipse.jetty.util.thread.Scheduler;
 
 /**
- * The local engine as a multi-tenant HTTP service: the API of docs/server-api.md (also served at
- * {@code /v1/openapi.json}) on Jetty, every request on a virtual thread.
+ * The local engine, or another provider ({@link Builder#engine(ServerEngine)}, e.g. Docker), as a
+ * multi-tenant HTTP service: the API of docs/server-api.md (also served at {@code
+ * /v1/openapi.json}) on Jetty, every request on a virtual thread. A route whose capability the
+ * provider lacks (hibernate, egress on docker) answers 501 {@code not_supported}.
  *
  * <pre>{@code
  * Path data = Path.of("/var/lib/sandbox4j/server");
@@ -73,7 +75,18 @@ public final class SandboxServer implements AutoCloseable {
   private SandboxServer(Builder b) {
     this.host = b.host;
     this.db = Database.open(b.dataDirectory);
-    SandboxCeilings host = SandboxCeilings.ofHost(b.engine.home());
+    SandboxCeilings host;
+    try {
+      db.bindProvider(b.engine.provider().name());
+      // the disk ceiling's default: a quarter of the file system that holds the sandboxes, which
+      // for a provider other than the local engine is unknown here: the data directory's stands in
+      host =
+          SandboxCeilings.ofHost(
+              b.engine.provider() instanceof LocalSandbox local ? local.home() : b.dataDirectory);
+    } catch (RuntimeException e) {
+      db.close();
+      throw e;
+    }
     ServerLimits limits =
         new ServerLimits(
             b.maxSandboxes,
@@ -86,7 +99,13 @@ public final class SandboxServer implements AutoCloseable {
                 b.maxPids != 0 ? b.maxPids : host.pids(),
                 b.maxDisk != 0 ? b.maxDisk : host.diskBytes(),
                 b.maxDiskInodes != 0 ? b.maxDiskInodes : host.diskInodes()));
-    Sandboxes sandboxes = new Sandboxes(b.engine, db, limits);
+    Sandboxes sandboxes;
+    try {
+      sandboxes = new Sandboxes(b.engine, db, limits);
+    } catch (RuntimeException e) {
+      db.close();
+      throw e;
+    }
     Metrics metrics = new Metrics(sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
     this.active = new ActiveExecs();
@@ -217,7 +236,7 @@ public final class SandboxServer implements AutoCloseable {
 
   /** Options of a {@link SandboxServer}; each setter validates and names what is wrong. */
   public static final class Builder {
-    private LocalSandbox engine;
+    private ServerEngine engine;
     private Path dataDirectory;
     private String host = "127.0.0.1";
     private int port;
@@ -243,11 +262,26 @@ public final class SandboxServer implements AutoCloseable {
      * {@code new LocalSandbox()} ({@code SANDBOX4J_HOME}).
      */
     public Builder engine(LocalSandbox engine) {
+      this.engine = ServerEngine.local(Objects.requireNonNull(engine, "engine"));
+      return this;
+    }
+
+    /**
+     * The engine whose sandboxes the server serves: any provider that lists its sandboxes, with how
+     * to make one of a requested shape ({@link ServerEngine}). Routes its provider has no
+     * capability for answer 501 {@code not_supported}. A data directory serves one provider: a
+     * server on a directory that another provider's server used does not build. Default: {@code
+     * ServerEngine.local(new LocalSandbox())}.
+     */
+    public Builder engine(ServerEngine engine) {
       this.engine = Objects.requireNonNull(engine, "engine");
       return this;
     }
 
-    /** Where the server keeps its database (default {@code <engine home>/server}). */
+    /**
+     * Where the server keeps its database (default {@code <engine home>/server}; required with an
+     * engine other than the local one).
+     */
     public Builder dataDirectory(Path directory) {
       this.dataDirectory = Objects.requireNonNull(directory, "dataDirectory");
       return this;
@@ -420,13 +454,26 @@ public final class SandboxServer implements AutoCloseable {
       return this;
     }
 
-    /** Builds the server (opening and migrating its database); {@link #start} listens. */
+    /**
+     * Builds the server (opening and migrating its database); {@link #start} listens.
+     *
+     * @throws IllegalStateException if the data directory is missing for an engine other than the
+     *     local one, or its database cannot be opened
+     * @throws IllegalArgumentException if the data directory serves another provider (a server of
+     *     another provider used it first), or the engine's provider cannot list its sandboxes
+     */
     public SandboxServer build() {
       if (engine == null) {
-        engine = new LocalSandbox();
+        engine = ServerEngine.local(new LocalSandbox());
       }
       if (dataDirectory == null) {
-        dataDirectory = engine.home().resolve("server");
+        if (!(engine.provider() instanceof LocalSandbox local)) {
+          throw new IllegalStateException(
+              "a server on provider '"
+                  + engine.provider().name()
+                  + "' needs its data directory: set dataDirectory");
+        }
+        dataDirectory = local.home().resolve("server");
       }
       return new SandboxServer(this);
     }

@@ -6,14 +6,23 @@ import dev.sandbox4j.runtime.ImageInfo;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
+import dev.sandbox4j.workspace.machine.SupportsFork;
+import dev.sandbox4j.workspace.machine.SupportsHibernate;
+import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsSnapshots;
+import dev.sandbox4j.workspace.machine.SupportsStop;
+import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,6 +34,10 @@ import java.util.stream.Collectors;
  * The engine's sandboxes as organizations see them: creation under quota and rate limit, ownership
  * in the database, and a {@link Workspace} per owned sandbox with the env and working directory it
  * was created with (the engine keeps neither: they apply on attach).
+ *
+ * <p>The engine is any {@link ServerEngine}: what its provider cannot do (no {@link SupportsFork},
+ * say) is a 501 {@code not_supported} naming the capability and the provider ({@link #capability}).
+ * What only the local engine has (its images, default disk quotas) is asked of it by type.
  *
  * <p>Every lookup by id goes through {@link #owned}: a sandbox of another organization, or one that
  * never existed, is the same {@code not_found}. Thread-safe: the database serializes its
@@ -45,21 +58,80 @@ final class Sandboxes {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final TypeReference<Map<String, String>> STRING_MAP = new TypeReference<>() {};
 
-  private final LocalSandbox engine;
+  private final ServerEngine engine;
+  private final WorkspaceProvider provider;
+  private final SupportsListing listing;
   private final Database db;
   private final ServerLimits limits;
   private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
   private final Admission admission;
 
-  Sandboxes(LocalSandbox engine, Database db, ServerLimits limits) {
+  /**
+   * @throws IllegalArgumentException if the engine's provider cannot list its sandboxes
+   */
+  Sandboxes(ServerEngine engine, Database db, ServerLimits limits) {
     this.engine = engine;
+    this.provider = Objects.requireNonNull(engine.provider(), "engine.provider()");
+    if (!(provider instanceof SupportsListing l)) {
+      throw new IllegalArgumentException(
+          "a server needs a provider that lists its sandboxes (SupportsListing); '"
+              + provider.name()
+              + "' does not");
+    }
+    this.listing = l;
     this.db = db;
     this.limits = limits;
-    this.admission = new Admission(engine, db, limits, this::forget);
+    this.admission = new Admission(listing, db, limits, this::forget);
   }
 
-  LocalSandbox engine() {
-    return engine;
+  /** The provider whose sandboxes these are. */
+  WorkspaceProvider provider() {
+    return provider;
+  }
+
+  /**
+   * The provider as {@code type}, the capability a route needs; else a 501 {@code not_supported}
+   * naming what the route does ({@code what}, e.g. "hibernate sandboxes") and the provider.
+   */
+  <T> T capability(Class<T> type, String what) {
+    if (type.isInstance(provider)) {
+      return type.cast(provider);
+    }
+    throw ApiException.notSupported(
+        null,
+        "this server's provider '"
+            + provider.name()
+            + "' cannot "
+            + what
+            + " (it has no "
+            + type.getSimpleName()
+            + ")");
+  }
+
+  /** {@link ServerEngine#shaped}, with what it refuses answered as 400 or 501 naming the field. */
+  private WorkspaceProvider shaped(ServerEngine.Shape shape) {
+    try {
+      return engine.shaped(shape);
+    } catch (IllegalArgumentException e) {
+      throw ApiException.invalid(fieldOf(e.getMessage()), e.getMessage());
+    } catch (UnsupportedOperationException e) {
+      throw ApiException.notSupported(
+          fieldOf(e.getMessage()),
+          "this server's provider '" + provider.name() + "' cannot do it: " + e.getMessage());
+    }
+  }
+
+  private static final Pattern FIELD_PREFIX =
+      Pattern.compile("([A-Za-z]{1,40}): .*", Pattern.DOTALL);
+
+  /** The request field a message of {@link ServerEngine#shaped} starts with, or null. */
+  static String fieldOf(String message) {
+    java.util.regex.Matcher m = FIELD_PREFIX.matcher(message == null ? "" : message);
+    return m.matches() ? m.group(1) : null;
+  }
+
+  private WorkspaceRef ref(String id) {
+    return new WorkspaceRef(provider.name(), id);
   }
 
   /** What a create request asks for, validated by {@link #create}. */
@@ -84,41 +156,56 @@ final class Sandboxes {
 
   View create(Organization org, CreateSpec spec) {
     CreateSpecs.checkLabels(spec.labels());
-    LocalSandbox.Builder b = CreateSpecs.configure(engine, spec);
+    ServerEngine.Shape requested = CreateSpecs.requested(spec);
+    if (requested.hasTimers() && !(provider instanceof SupportsTimers)) {
+      String field =
+          spec.autoSuspendTimeoutMs() != null
+              ? "autoSuspendTimeoutMs"
+              : spec.sandboxTimeoutMs() != null
+                  ? "sandboxTimeoutMs"
+                  : spec.idleTimeoutMs() != null ? "idleTimeoutMs" : "deleteAfter";
+      throw ApiException.notSupported(
+          field,
+          "this server's provider '"
+              + provider.name()
+              + "' cannot give sandboxes timers (it has no SupportsTimers): leave "
+              + field
+              + " out");
+    }
+    shaped(requested); // each field as the provider takes it, before anything is looked up
     Source source;
+    ServerEngine.Shape shape;
     if (spec.snapshot() != null) {
+      capability(SupportsSnapshots.class, "start sandboxes from snapshots");
       source = ownedSnapshot(org, spec.snapshot());
       SnapshotInfo saved = source.snapshot();
-      limits
-          .ceilings()
-          .admitCopy(
-              "snapshot",
-              "snapshot '" + spec.snapshot() + "'",
-              saved.cpus(),
-              saved.memoryBytes(),
-              saved.pids());
-      limits
-          .ceilings()
-          .admitCopiedDisk( // unless the request sets its own, checked below
-              "snapshot",
-              "snapshot '" + spec.snapshot() + "'",
-              spec.diskBytes() == null ? saved.diskBytes() : -1,
-              spec.diskInodes() == null ? saved.diskInodes() : -1);
-      CreateSpecs.admitDisk(limits.ceilings(), spec, b);
-      b.snapshot(saved.name());
+      if (local()) { // a local snapshot carries its size; elsewhere (docker) none: sized as a
+        // create
+        limits
+            .ceilings()
+            .admitCopy(
+                "snapshot",
+                "snapshot '" + spec.snapshot() + "'",
+                saved.cpus(),
+                saved.memoryBytes(),
+                saved.pids());
+        limits
+            .ceilings()
+            .admitCopiedDisk( // unless the request sets its own, checked below
+                "snapshot",
+                "snapshot '" + spec.snapshot() + "'",
+                spec.diskBytes() == null ? saved.diskBytes() : -1,
+                spec.diskInodes() == null ? saved.diskInodes() : -1);
+      }
+      shape = CreateSpecs.admit(limits.ceilings(), requested, saved.name(), local());
     } else {
       source = usableImage(spec.image() != null ? spec.image() : DEFAULT_IMAGE);
-      CreateSpecs.admitSize(limits.ceilings(), spec, b);
+      shape = CreateSpecs.admit(limits.ceilings(), requested, null, local());
     }
-    LocalSandbox provider;
-    try {
-      provider = b.build();
-    } catch (IllegalArgumentException e) {
-      throw ApiException.invalid("snapshot", e.getMessage());
-    }
+    WorkspaceProvider creator = shaped(shape);
     admission.takeCreateToken(org); // after validation: a bad request does not spend a create
     try (Admission.Reservation _ = admission.reserve(org)) {
-      Workspace ws = Workspace.of(provider.newBackend());
+      Workspace ws = Workspace.of(creator.newBackend());
       WorkspaceRef ref;
       try {
         ref = ws.open();
@@ -139,7 +226,7 @@ final class Sandboxes {
       try {
         db.insertSandbox(row);
       } catch (RuntimeException e) {
-        engine.destroy(ref);
+        provider.destroy(ref);
         throw e;
       }
       workspaces.put(ref.id(), ws);
@@ -158,9 +245,23 @@ final class Sandboxes {
 
     boolean stillThere(Sandboxes s) {
       return snapshot != null
-          ? s.engine.snapshots().stream().anyMatch(i -> i.name().equals(snapshot.name()))
+          ? s
+              .capability(SupportsSnapshots.class, "start sandboxes from snapshots")
+              .snapshots()
+              .stream()
+              .anyMatch(i -> i.name().equals(snapshot.name()))
           : s.imageExists(name);
     }
+  }
+
+  /**
+   * Whether the engine is the local one, which alone (of the providers a server runs on) copies a
+   * snapshot's or a fork's parent's size, disk included, into the new sandbox, and gives a sandbox
+   * that asks for no disk its default quota (10 GiB, 1,000,000 inodes), which the ceilings then
+   * hold. Docker sizes a copy as a create and gives no default disk quota.
+   */
+  private boolean local() {
+    return provider instanceof LocalSandbox;
   }
 
   /**
@@ -181,7 +282,15 @@ final class Sandboxes {
 
   private boolean imageExists(String name) {
     return name.equals(DEFAULT_IMAGE)
-        || engine.images().stream().anyMatch(i -> i.name().equals(name));
+        || engineImages().stream().anyMatch(i -> i.name().equals(name));
+  }
+
+  /**
+   * The images the engine has besides its default: the local engine's image store; none elsewhere
+   * (a docker server starts sandboxes from its provider's default image only).
+   */
+  private List<ImageInfo> engineImages() {
+    return provider instanceof LocalSandbox local ? local.images() : List.of();
   }
 
   static ApiException noImage(String name) {
@@ -207,7 +316,7 @@ final class Sandboxes {
             .map(Database.SnapshotRow::engineName)
             .findFirst()
             .orElseThrow(() -> noSnapshot(name, field));
-    return engine.snapshots().stream()
+    return capability(SupportsSnapshots.class, "keep snapshots").snapshots().stream()
         .filter(i -> i.name().equals(engineName))
         .findFirst()
         .orElseThrow(() -> noSnapshot(name, field));
@@ -240,7 +349,7 @@ final class Sandboxes {
   }
 
   Optional<SandboxInfo> info(String id) {
-    return engine.info(new WorkspaceRef(LocalSandbox.NAME, id));
+    return listing.info(ref(id));
   }
 
   /** A page of the organization's sandboxes after {@code cursor}, filtered. */
@@ -248,7 +357,7 @@ final class Sandboxes {
 
   Page list(Organization org, Map<String, String> labels, String state, int limit, String after) {
     Map<String, SandboxInfo> live =
-        engine.list().stream().collect(Collectors.toMap(i -> i.ref().id(), Function.identity()));
+        listing.list().stream().collect(Collectors.toMap(i -> i.ref().id(), Function.identity()));
     List<View> out = new ArrayList<>();
     boolean more = false;
     for (Database.SandboxRow row : db.sandboxes(org.id(), after)) {
@@ -274,7 +383,7 @@ final class Sandboxes {
 
   void delete(Organization org, String id) {
     Database.SandboxRow row = owned(org, id);
-    engine.destroy(new WorkspaceRef(LocalSandbox.NAME, row.id()));
+    provider.destroy(ref(row.id()));
     forget(row.id());
   }
 
@@ -288,25 +397,22 @@ final class Sandboxes {
     Database.SandboxRow row = owned(org, id);
     return workspaces.computeIfAbsent(
         row.id(),
-        k -> {
-          LocalSandbox.Builder b = LocalSandbox.builder().home(engine.home()).env(env(row));
-          if (row.workingDirectory() != null) {
-            b.workingDirectory(row.workingDirectory());
-          }
-          return Workspace.of(
-              b.build().backend(new WorkspaceRef(LocalSandbox.NAME, row.id())).orElseThrow());
-        });
+        k ->
+            Workspace.of(
+                shaped(ServerEngine.Shape.attach(env(row), row.workingDirectory()))
+                    .backend(ref(row.id()))
+                    .orElseThrow()));
   }
 
   View lifecycle(Organization org, String id, String operation) {
     Database.SandboxRow row = owned(org, id);
-    WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
+    WorkspaceRef ref = ref(row.id());
     switch (operation) {
-      case "suspend" -> engine.suspend(ref);
-      case "resume" -> engine.resume(ref);
-      case "stop" -> engine.stop(ref);
-      case "start" -> engine.start(ref);
-      case "hibernate" -> engine.hibernate(ref);
+      case "suspend" -> capability(SupportsSuspend.class, "suspend sandboxes").suspend(ref);
+      case "resume" -> capability(SupportsSuspend.class, "resume sandboxes").resume(ref);
+      case "stop" -> capability(SupportsStop.class, "stop sandboxes").stop(ref);
+      case "start" -> capability(SupportsStop.class, "start sandboxes").start(ref);
+      case "hibernate" -> capability(SupportsHibernate.class, "hibernate sandboxes").hibernate(ref);
       default -> throw new IllegalArgumentException(operation);
     }
     return view(row);
@@ -316,7 +422,36 @@ final class Sandboxes {
 
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
-    SandboxInfo parent = info(row.id()).orElse(null);
+    capability(SupportsFork.class, "fork sandboxes");
+    // the copy gets its parent's env, working directory and labels where the provider keeps them
+    // in the sandbox (docker: in the container); the local engine applies them on attach
+    ServerEngine.Shape copy =
+        new ServerEngine.Shape(
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            env(row),
+            row.workingDirectory(),
+            labels(row),
+            null,
+            null,
+            null,
+            null);
+    if (!local()) {
+      // only the local engine copies a parent's size into its fork; another provider (docker)
+      // gives the copy its default size, capped here at the ceilings as a create's is
+      copy = CreateSpecs.admit(limits.ceilings(), copy, null, local());
+    }
+    WorkspaceProvider forker = shaped(copy);
+    if (!(forker instanceof SupportsFork forks)) {
+      throw new IllegalStateException(
+          "the engine's shaped provider of '" + provider.name() + "' cannot fork");
+    }
+    SandboxInfo parent = local() ? info(row.id()).orElse(null) : null;
     if (parent != null) { // a copy keeps its parent's size, admitted when the ceilings were higher
       limits
           .ceilings()
@@ -328,8 +463,8 @@ final class Sandboxes {
     }
     admission.takeCreateToken(org);
     try (Admission.Reservation _ = admission.reserve(org)) {
-      WorkspaceRef ref = new WorkspaceRef(LocalSandbox.NAME, row.id());
-      ForkResult result = filesOnly ? engine.forkFiles(ref) : engine.fork(ref);
+      WorkspaceRef ref = ref(row.id());
+      ForkResult result = filesOnly ? forks.forkFiles(ref) : forks.fork(ref);
       Database.SandboxRow child =
           new Database.SandboxRow(
               result.ref().id(),
@@ -350,8 +485,9 @@ final class Sandboxes {
   Snapshot snapshot(Organization org, String id, String name) {
     checkSnapshotName(name);
     Database.SandboxRow row = owned(org, id);
+    SupportsSnapshots snapshots = capability(SupportsSnapshots.class, "take snapshots");
     String engineName = engineSnapshotPrefix(org.id()) + name;
-    SnapshotInfo info = engine.snapshot(new WorkspaceRef(LocalSandbox.NAME, row.id()), engineName);
+    SnapshotInfo info = snapshots.snapshot(ref(row.id()), engineName);
     Database.SnapshotRow saved =
         new Database.SnapshotRow(org.id(), name, engineName, row.id(), info.created().toString());
     db.upsertSnapshot(saved);
@@ -360,7 +496,7 @@ final class Sandboxes {
 
   List<Snapshot> snapshots(Organization org) {
     Map<String, SnapshotInfo> all =
-        engine.snapshots().stream()
+        capability(SupportsSnapshots.class, "keep snapshots").snapshots().stream()
             .collect(Collectors.toMap(SnapshotInfo::name, Function.identity(), (a, b) -> a));
     List<Snapshot> out = new ArrayList<>();
     for (Database.SnapshotRow r : db.snapshots(org.id())) {
@@ -374,12 +510,13 @@ final class Sandboxes {
 
   void deleteSnapshot(Organization org, String name) {
     checkSnapshotName(name);
+    SupportsSnapshots snapshots = capability(SupportsSnapshots.class, "keep snapshots");
     Database.SnapshotRow row =
         db.snapshots(org.id()).stream()
             .filter(s -> s.name().equals(name))
             .findFirst()
             .orElseThrow(() -> noSnapshot(name, null));
-    engine.removeSnapshot(row.engineName());
+    snapshots.removeSnapshot(row.engineName());
     db.deleteSnapshot(org.id(), name);
   }
 
@@ -387,18 +524,22 @@ final class Sandboxes {
   List<ImageInfo> images() {
     Set<String> published =
         db.publishedImages().stream().map(Database.PublishedRow::name).collect(Collectors.toSet());
-    return engine.images().stream().filter(i -> published.contains(i.name())).toList();
+    return engineImages().stream().filter(i -> published.contains(i.name())).toList();
   }
 
   /**
    * How an organization sees the image a sandbox or snapshot came from: its own snapshot as {@code
-   * snapshot:NAME}, never under the name the engine stores it as, which no request accepts.
+   * snapshot:NAME}, never under the name the engine stores it as, which no request accepts: the
+   * local engine's {@code o<org>-NAME}, or an image reference tagged so (docker's {@code
+   * sandbox4j/snapshot:o<org>-NAME}).
    */
   static String shownImage(long organization, String image) {
+    if (image == null) {
+      return null;
+    }
     String prefix = engineSnapshotPrefix(organization);
-    return image != null && image.startsWith(prefix)
-        ? "snapshot:" + image.substring(prefix.length())
-        : image;
+    String tag = image.substring(image.lastIndexOf(':') + 1);
+    return tag.startsWith(prefix) ? "snapshot:" + tag.substring(prefix.length()) : image;
   }
 
   /** The engine's names of an organization's snapshots start with this. */
@@ -421,7 +562,7 @@ final class Sandboxes {
   Map<String, Long> countByState() {
     Set<String> ownedIds =
         db.allSandboxes().stream().map(Database.SandboxRow::id).collect(Collectors.toSet());
-    return engine.list().stream()
+    return listing.list().stream()
         .filter(i -> ownedIds.contains(i.ref().id()))
         .collect(Collectors.groupingBy(SandboxInfo::state, Collectors.counting()));
   }

@@ -49,7 +49,13 @@ class DatabaseTest {
       // an upgraded server goes on serving the default image, and no other
       assertThat(db.publishedImages())
           .extracting(Database.PublishedRow::name)
-          .containsExactly("default");
+          .containsExactly(
+              "default"); // it owned sandboxes, and they were the local engine's: the only provider
+      // then
+      assertThatThrownBy(() -> db.bindProvider("docker"))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("serves provider 'local' sandboxes, not 'docker'");
+      db.bindProvider("local");
     }
     try (Database again = Database.open(data)) { // idempotent
       assertThat(again.version()).isEqualTo(Database.MIGRATIONS.size());

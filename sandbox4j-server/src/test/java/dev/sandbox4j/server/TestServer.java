@@ -25,7 +25,11 @@ final class TestServer implements AutoCloseable {
 
   static final ObjectMapper JSON = new ObjectMapper();
   final Path data;
+
+  /** The local engine; null for a server on another provider ({@link #serverEngine}). */
   final LocalSandbox engine;
+
+  final ServerEngine serverEngine;
   final List<String> logLines = new CopyOnWriteArrayList<>();
   final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
   SandboxServer server;
@@ -39,13 +43,22 @@ final class TestServer implements AutoCloseable {
       Path data,
       LocalSandbox engine,
       java.util.function.UnaryOperator<SandboxServer.Builder> options) {
+    this(data, ServerEngine.local(engine), options);
+  }
+
+  /** A server on {@code serverEngine}, whose sandboxes {@link #close} destroys by its provider. */
+  TestServer(
+      Path data,
+      ServerEngine serverEngine,
+      java.util.function.UnaryOperator<SandboxServer.Builder> options) {
     this.data = data;
-    this.engine = engine;
+    this.serverEngine = serverEngine;
+    this.engine = serverEngine.provider() instanceof LocalSandbox local ? local : null;
     this.server =
         options
             .apply(
                 SandboxServer.builder()
-                    .engine(engine)
+                    .engine(serverEngine)
                     .dataDirectory(data)
                     .requestLog(logLines::add))
             .build()
@@ -156,7 +169,7 @@ final class TestServer implements AutoCloseable {
         options
             .apply(
                 SandboxServer.builder()
-                    .engine(engine)
+                    .engine(serverEngine)
                     .dataDirectory(data)
                     .requestLog(logLines::add))
             .build()
@@ -168,7 +181,9 @@ final class TestServer implements AutoCloseable {
     server.close();
     for (String id : created) {
       try {
-        engine.destroy(new dev.sandbox4j.workspace.WorkspaceRef(LocalSandbox.NAME, id));
+        serverEngine
+            .provider()
+            .destroy(new dev.sandbox4j.workspace.WorkspaceRef(serverEngine.provider().name(), id));
       } catch (RuntimeException e) {
         // already gone
       }

@@ -1,0 +1,120 @@
+package dev.sandbox4j.cli;
+
+import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.server.ServerEngine;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * {@code serve --provider docker}: the server's sandboxes as containers of a Docker daemon, each
+ * create shaped by a {@link DockerSandbox.Builder}.
+ *
+ * <p>Every sandbox is on the daemon's egress network with the default policy (the public internet
+ * through the engine's egress proxy; never the host, nor another sandbox, of any organization),
+ * which the server's egress routes change; never on Docker's bridge, which would let one
+ * organization's sandboxes reach another's and the host. Timers are the docker provider's. Docker
+ * has no inode quota: a create that asks for one is refused (the server answers 501).
+ */
+final class DockerServerEngine implements ServerEngine {
+
+  private final DockerSandbox provider;
+  private final Consumer<String> progress;
+
+  /**
+   * @param progress where progress of long work (importing the default image) goes
+   */
+  DockerServerEngine(Consumer<String> progress) {
+    this.progress = Objects.requireNonNull(progress, "progress");
+    this.provider = DockerSandbox.builder().progress(progress).build();
+  }
+
+  /** A provider on {@link #provider}'s connection: one per shape, none with a pool of its own. */
+  private DockerSandbox.Builder base() {
+    return DockerSandbox.builder().daemonOf(provider).progress(progress);
+  }
+
+  @Override
+  public DockerSandbox provider() {
+    return provider;
+  }
+
+  @Override
+  public DockerSandbox shaped(Shape s) {
+    DockerSandbox.Builder b = base();
+    if (s.diskInodes() != null) {
+      throw new UnsupportedOperationException(
+          "diskInodes: docker sandboxes have no inode quota (only diskBytes)");
+    }
+    field(
+        "autoSuspendTimeoutMs",
+        () -> {
+          if (s.autoSuspendTimeout() != null) b.autoSuspendTimeout(s.autoSuspendTimeout());
+        });
+    field(
+        "sandboxTimeoutMs",
+        () -> {
+          if (s.sandboxTimeout() != null) b.sandboxTimeout(s.sandboxTimeout());
+        });
+    field(
+        "idleTimeoutMs",
+        () -> {
+          if (s.idleTimeout() != null) b.idleTimeout(s.idleTimeout());
+        });
+    field(
+        "deleteAfter",
+        () -> {
+          if (s.deleteAfter() != null) b.deleteAfter(s.deleteAfter());
+        });
+    field(
+        "image",
+        () -> {
+          // the published image 'default' is the provider's default image
+          if (s.image() != null && !s.image().equals("default")) b.image(s.image());
+        });
+    field(
+        "snapshot",
+        () -> {
+          if (s.snapshot() != null) b.snapshot(s.snapshot());
+        });
+    field(
+        "cpus",
+        () -> {
+          if (s.cpus() != null) b.cpus(s.cpus());
+        });
+    field(
+        "memoryBytes",
+        () -> {
+          if (s.memoryBytes() != null) b.memory(s.memoryBytes());
+        });
+    field(
+        "pids",
+        () -> {
+          if (s.pids() != null) b.pids(s.pids());
+        });
+    field(
+        "diskBytes",
+        () -> {
+          if (s.diskBytes() != null) b.disk(s.diskBytes());
+        });
+    field("env", () -> b.env(s.env()));
+    field(
+        "workingDirectory",
+        () -> {
+          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
+        });
+    field("labels", () -> s.labels().forEach(b::label));
+    try {
+      return b.build();
+    } catch (IllegalStateException e) {
+      throw new IllegalArgumentException("snapshot: " + e.getMessage(), e);
+    }
+  }
+
+  private static void field(String name, Runnable setter) {
+    try {
+      setter.run();
+    } catch (IllegalArgumentException | NullPointerException e) {
+      throw new IllegalArgumentException(name + ": " + e.getMessage(), e);
+    }
+  }
+}
