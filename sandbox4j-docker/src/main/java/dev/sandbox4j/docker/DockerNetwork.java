@@ -103,7 +103,9 @@ final class DockerNetwork {
               + "'s gateway "
               + ready.gateway().getHostAddress()
               + " is not an address of this host: Docker Desktop, rootless Docker or a remote"
-              + " daemon)");
+              + " daemon; or its bridge was deleted, and `docker network rm "
+              + NAME
+              + "` lets Sandbox4j make it anew)");
     }
     refreshFirewall(daemon);
     return ready;
