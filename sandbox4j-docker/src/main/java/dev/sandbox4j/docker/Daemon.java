@@ -193,6 +193,7 @@ final class Daemon implements AutoCloseable {
         }
         throw new WorkspaceException("the Docker daemon refused to start the command: " + message);
       }
+      awaitStarted(execId);
       return new ExecProcess(socket, body, name, () -> exitCode(execId));
     } catch (IOException e) {
       if (socket != null) {
@@ -200,6 +201,35 @@ final class Daemon implements AutoCloseable {
       }
       throw new WorkspaceUnavailableException(
           "cannot reach the Docker daemon at " + where() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Waits until the daemon reports exec {@code execId}'s process running (or already ended): the
+   * daemon answers the attach before it starts the process, and the container must not be paused
+   * while the process is being set up (see {@code DockerSandbox.pausing}). Gives up quietly after
+   * 10 s: the command's own end is reported as usual.
+   */
+  private void awaitStarted(String execId) {
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    long sleepMillis = 0;
+    while (System.nanoTime() < deadline) {
+      InspectExecResponse r;
+      try {
+        r = client.inspectExecCmd(execId).exec();
+      } catch (DockerException e) {
+        return; // gone, or the daemon is: the command's end says so
+      }
+      if (Boolean.TRUE.equals(r.isRunning()) || r.getExitCodeLong() != null) {
+        return;
+      }
+      try {
+        Thread.sleep(sleepMillis);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+      sleepMillis = Math.min(20, sleepMillis * 2 + 1);
     }
   }
 

@@ -199,6 +199,7 @@ public final class DockerSandbox
       return; // the other destroy cleans up
     }
     networking.forget(id); // after the container: its policy holds while it may still run
+    freezing.remove(id);
     images.removeIfLeft(imageId);
   }
 
@@ -458,7 +459,7 @@ public final class DockerSandbox
     InspectContainerResponse.ContainerState state = state(id);
     if (Boolean.TRUE.equals(state.getRunning()) && !Boolean.TRUE.equals(state.getPaused())) {
       try {
-        daemon().client().pauseContainerCmd(containerName(id)).exec();
+        pausing(id, () -> daemon().client().pauseContainerCmd(containerName(id)).exec());
       } catch (DockerException e) {
         throw Daemon.translate("cannot suspend sandbox docker:" + id, e);
       }
@@ -786,6 +787,47 @@ public final class DockerSandbox
     networking.attached(id);
   }
 
+  // ---- pausing never overlaps a starting exec ------------------------------------------------
+
+  /**
+   * Per sandbox: a starting exec holds it shared, a pause (suspend, or the commit of a snapshot or
+   * fork) exclusively. Pausing a container while an exec is starting in it can leave it frozen for
+   * good on Docker 20.10 with cgroup v1 (the exec's process freezes half set up; removing the
+   * container then hangs too): seen once, by the server's tests, during a snapshot. This JVM's
+   * execs and pauses never overlap; the supervisor's auto-suspend, another process, checks that no
+   * exec runs and that the sandbox was idle for its whole timeout just before it pauses.
+   */
+  private final Map<String, java.util.concurrent.locks.ReentrantReadWriteLock> freezing =
+      new ConcurrentHashMap<>();
+
+  private java.util.concurrent.locks.ReentrantReadWriteLock freezing(String id) {
+    return freezing.computeIfAbsent(
+        id, k -> new java.util.concurrent.locks.ReentrantReadWriteLock());
+  }
+
+  /** Starts an exec in sandbox {@code id} ({@link Daemon#exec}), never while it is being paused. */
+  ExecProcess exec(
+      String id, List<String> argv, List<String> env, String dir, String user, String name) {
+    var lock = freezing(id).readLock();
+    lock.lock();
+    try {
+      return daemon().exec(containerName(id), argv, env, dir, user, name);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Runs {@code pause} (which pauses sandbox {@code id}) while no exec starts in it. */
+  <T> T pausing(String id, java.util.function.Supplier<T> pause) {
+    var lock = freezing(id).writeLock();
+    lock.lock();
+    try {
+      return pause.get();
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /**
    * Runs {@code argv} as root in sandbox {@code id} and fails naming {@code what} unless it exits
    * 0; the sandbox destroyed if this was its creation.
@@ -793,14 +835,7 @@ public final class DockerSandbox
   void runAsRoot(String id, List<String> argv, String what) {
     try {
       ExecProcess p =
-          daemon()
-              .exec(
-                  containerName(id),
-                  argv,
-                  List.of("PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
-                  "/",
-                  "0",
-                  "root-" + id);
+          exec(id, argv, List.of("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), "/", "0", "root-" + id);
       try {
         p.getOutputStream().close();
         String err =

@@ -218,9 +218,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
             List.of(
                 "/bin/sh", "-c", daemon.podman() ? RELAYED : "exec \"$@\"", MARKER + commandId));
         argv.addAll(command);
-        return sandboxes
-            .daemon()
-            .exec(sandboxes.containerName(id), argv, env, dir, null, commandId);
+        return sandboxes.exec(id, argv, env, dir, null, commandId);
       } catch (NotFoundException e) {
         throw gone(e);
       } catch (ConflictException e) {
@@ -264,17 +262,15 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
   private void killNow(String commandId) {
     try {
       ExecProcess killer =
-          sandboxes
-              .daemon()
-              .exec(
-                  sandboxes.containerName(id),
-                  List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId),
-                  // it runs as root: never a tool from a directory the image's PATH may let a user
-                  // write to (the command's user could plant a 'tr' there and be run as root)
-                  List.of("PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
-                  "/",
-                  "0",
-                  "kill-" + commandId);
+          sandboxes.exec(
+              id,
+              List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId),
+              // it runs as root: never a tool from a directory the image's PATH may let a user
+              // write to (the command's user could plant a 'tr' there and be run as root)
+              List.of("PATH=/usr/sbin:/usr/bin:/sbin:/bin"),
+              "/",
+              "0",
+              "kill-" + commandId);
       try {
         killer.getOutputStream().close();
         int code = killer.waitFor();

@@ -186,7 +186,8 @@ final class SandboxImages {
   private String commit(String id, String reference, Map<String, String> labels) {
     sandboxes.wake(id);
     try {
-      return sandboxes.daemon().commit(sandboxes.containerName(id), reference, labels);
+      return sandboxes.pausing(
+          id, () -> sandboxes.daemon().commit(sandboxes.containerName(id), reference, labels));
     } catch (NotFoundException e) {
       throw new WorkspaceUnavailableException("sandbox docker:" + id + " does not exist", e);
     } catch (DockerException e) {
