@@ -466,6 +466,26 @@ public final class Cgroups {
     return pids;
   }
 
+  /**
+   * Whether a process of the sandbox is runnable right now (state {@code R} in {@code
+   * /proc/PID/stat}: running, or waiting for a CPU), however little CPU it is given; false where
+   * its processes cannot be listed ({@link #pids}).
+   */
+  public boolean anyRunnable(String id) {
+    for (long pid : pids(id)) {
+      try {
+        String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
+        int close = stat.lastIndexOf(')'); // the command name may hold spaces and parentheses
+        if (close > 0 && close + 2 < stat.length() && stat.charAt(close + 2) == 'R') {
+          return true;
+        }
+      } catch (IOException e) {
+        // exited meanwhile
+      }
+    }
+    return false;
+  }
+
   /** The ids that have a cgroup directory somewhere, for gc. */
   public List<String> sandboxIds() {
     List<String> ids = new ArrayList<>();

@@ -56,13 +56,13 @@ import java.util.stream.Stream;
  * <p><b>Scan.</b> Every {@link #SCAN} it reads each sandbox's record and {@code timers.json} and:
  * destroys it, leaving a tombstone, once {@code deleteAfter} or creation plus {@code
  * sandboxTimeout} has passed; marks it busy (touches its activity stamp) if a command the engine
- * started still runs in it or its processes used more than {@link #BUSY_CPU} CPUs since the last
- * scan; destroys it once it has been idle for {@code idleTimeout}; suspends a running one once it
- * has been idle for {@code autoSuspendTimeout} (through {@link Lifecycle#suspend}, under the
- * sandbox's lock), and wakes it again at once if an operation stamped activity meanwhile. All the
- * state it decides on is on disk, so a restarted supervisor picks up where the last one was (its
- * only memory is the previous CPU sample: a sandbox it sees running for the first time is judged
- * from the second scan on).
+ * started still runs in it, its processes used more than {@link #BUSY_CPU} CPUs since the last
+ * scan, or one of them is runnable (wants the CPU) at the scan; destroys it once it has been idle
+ * for {@code idleTimeout}; suspends a running one once it has been idle for {@code
+ * autoSuspendTimeout} (through {@link Lifecycle#suspend}, under the sandbox's lock), and wakes it
+ * again at once if an operation stamped activity meanwhile. All the state it decides on is on disk,
+ * so a restarted supervisor picks up where the last one was (its only memory is the previous CPU
+ * sample: a sandbox it sees running for the first time is judged from the second scan on).
  *
  * <p><b>Ports.</b> It runs the home's {@link PortProxy} for as long as it runs, binding its port
  * again on every scan until that succeeds (another process may hold it for a while).
@@ -299,7 +299,12 @@ public final class Supervisor {
     if (!running) {
       cpu.remove(id);
     }
-    if (commandRunning(id, dir) || Boolean.TRUE.equals(cpuBusy)) {
+    // A process that is runnable wants the CPU even when a loaded host gives it less than
+    // BUSY_CPU: the sandboxes' parent has half a default peer's weight, and a CPU-bound sandbox
+    // measured below 0.1 CPU for 3 s was suspended once in CI while the test JVMs were busy.
+    if (commandRunning(id, dir)
+        || Boolean.TRUE.equals(cpuBusy)
+        || (running && engine.cgroups().anyRunnable(id))) {
       Timers.touch(dir);
       return;
     }
