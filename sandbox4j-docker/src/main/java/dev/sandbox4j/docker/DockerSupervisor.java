@@ -12,7 +12,6 @@ import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.CodeWatch;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.PrivateFiles;
-import java.io.File;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
@@ -21,7 +20,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.FileTime;
 import java.time.Duration;
 import java.time.Instant;
@@ -59,13 +57,12 @@ import java.util.concurrent.ConcurrentHashMap;
  * container).
  */
 final class DockerSupervisor {
-  static final String LOCK = "supervisor.lock";
-  static final String LOG_FILE = "supervisor.log";
+  static final String LOCK = Supervisor.LOCK;
+  static final String LOG_FILE = Supervisor.LOG_FILE;
   private static final Duration SCAN = Duration.ofSeconds(1);
   private static final Duration LINGER = Duration.ofSeconds(10);
   private static final Duration GC_EVERY = Duration.ofSeconds(30);
   private static final Duration GC_AGE = Duration.ofMinutes(1);
-  private static final long LOG_MAX_BYTES = 1 << 20;
   private static final Map<Path, Process> SPAWNED = new ConcurrentHashMap<>();
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
@@ -406,16 +403,7 @@ final class DockerSupervisor {
 
   /** Whether the supervisor of {@code home} runs (holds its lock). */
   static boolean isRunning(DockerHome home) {
-    try {
-      Optional<FileLock> free = FileLock.tryAcquire(home.dir().resolve(LOCK));
-      if (free.isEmpty()) {
-        return true;
-      }
-      free.get().close();
-      return false;
-    } catch (IOException e) {
-      return false;
-    }
+    return Supervisor.isRunning(home.dir());
   }
 
   private static void spawnQuietly(DockerHome home, URI host) {
@@ -427,33 +415,11 @@ final class DockerSupervisor {
   }
 
   private static Process spawn(DockerHome home, URI host) throws IOException {
-    Path log = home.dir().resolve(LOG_FILE);
-    if (Files.exists(log) && Files.size(log) > LOG_MAX_BYTES) {
-      Files.move(log, home.dir().resolve(LOG_FILE + ".1"), StandardCopyOption.REPLACE_EXISTING);
-    }
-    if (!Files.exists(log)) {
-      PrivateFiles.createPrivateFile(log);
-    }
-    List<String> argv =
-        List.of(
-            "setsid",
-            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-            "-Xmx64m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Dfile.encoding=UTF-8",
-            "-Dsun.jnu.encoding=UTF-8",
-            "--enable-native-access=ALL-UNNAMED",
-            "-cp",
-            classPath(),
-            DockerSupervisor.class.getName(),
-            home.dir().toString(),
-            host.toString());
-    return new ProcessBuilder(argv)
-        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
-        .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
-        .redirectErrorStream(true)
-        .start();
+    return Supervisor.spawnJava(
+        home.dir(),
+        classPath(),
+        DockerSupervisor.class.getName(),
+        List.of(home.dir().toString(), host.toString()));
   }
 
   /** The runtime's class path and this module's jar. */

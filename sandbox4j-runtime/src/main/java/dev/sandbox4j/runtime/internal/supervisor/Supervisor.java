@@ -425,6 +425,21 @@ public final class Supervisor {
 
   /** The supervisor's process, in a session of its own. */
   public static Process spawn(Path home, Path runtime) throws IOException {
+    return spawnJava(
+        home,
+        classPath(),
+        Supervisor.class.getName(),
+        List.of(home.toString(), runtime.toString()));
+  }
+
+  /**
+   * A supervisor process of any backend: {@code setsid java -cp classPath mainClass args...} with a
+   * small heap, stdin from {@code /dev/null}, stdout and stderr appended to {@code home}'s {@link
+   * #LOG_FILE} (0600; rotated once past 1 MiB), in a session of its own so that it outlives this
+   * JVM.
+   */
+  public static Process spawnJava(Path home, String classPath, String mainClass, List<String> args)
+      throws IOException {
     Path log = home.resolve(LOG_FILE);
     if (Files.exists(log) && Files.size(log) > LOG_MAX_BYTES) {
       Files.move(log, home.resolve(LOG_FILE + ".1"), StandardCopyOption.REPLACE_EXISTING);
@@ -433,20 +448,20 @@ public final class Supervisor {
       PrivateFiles.createPrivateFile(log); // appendTo would make it 0644
     }
     List<String> argv =
-        List.of(
-            "setsid",
-            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-            "-Xmx64m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Dfile.encoding=UTF-8",
-            "-Dsun.jnu.encoding=UTF-8",
-            "--enable-native-access=ALL-UNNAMED",
-            "-cp",
-            classPath(),
-            Supervisor.class.getName(),
-            home.toString(),
-            runtime.toString());
+        new java.util.ArrayList<>(
+            List.of(
+                "setsid",
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Xmx64m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Dfile.encoding=UTF-8",
+                "-Dsun.jnu.encoding=UTF-8",
+                "--enable-native-access=ALL-UNNAMED",
+                "-cp",
+                classPath,
+                mainClass));
+    argv.addAll(args);
     return new ProcessBuilder(argv)
         .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
         .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
