@@ -141,7 +141,8 @@ public final class LocalSandbox
             Map.copyOf(b.labels),
             b.snapshot,
             b.egress,
-            networks);
+            networks,
+            b.isolation);
     this.env = Map.copyOf(b.env);
     this.diskReserve = b.diskReserve;
     this.diskOvercommit = b.diskOvercommit;
@@ -615,6 +616,7 @@ public final class LocalSandbox
     private final Map<String, String> labels = new LinkedHashMap<>();
     private EgressPolicy egress = EgressPolicy.all();
     private final java.util.Set<String> networks = new java.util.TreeSet<>();
+    private Isolation isolation = Isolation.CONTAINER;
     private Consumer<String> progress =
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
     private Runnable beforeCreate = () -> {};
@@ -655,6 +657,19 @@ public final class LocalSandbox
      */
     public Builder runtime(String runtime) {
       this.runtime = SettingChecks.runtime(runtime);
+      return this;
+    }
+
+    /**
+     * The boundary between a new sandbox's code and the host's kernel (default {@link
+     * Isolation#CONTAINER}). {@link Isolation#GVISOR} runs it under gVisor's {@code runsc}, which
+     * {@code sandbox4j setup} installs: the same image, user, limits, egress, port URLs, timers,
+     * suspend, snapshot and files-only fork; hibernate, a live fork and an interactive terminal
+     * fail saying they are not supported with gVisor. A sandbox keeps its isolation for its whole
+     * life, and its forks inherit it.
+     */
+    public Builder isolation(Isolation isolation) {
+      this.isolation = Objects.requireNonNull(isolation, "isolation");
       return this;
     }
 

@@ -14,7 +14,7 @@ import java.util.Optional;
 
 /**
  * What a new sandbox of a {@link LocalSandbox} is made of, as its builder said: an image (or a
- * snapshot, whose layers and size win), size, labels, egress and networks.
+ * snapshot, whose layers and size win), size, labels, egress, networks and isolation.
  *
  * @param disk null: the default, or a snapshot's
  * @param snapshot null: from {@code image}
@@ -29,7 +29,8 @@ record SandboxShape(
     Map<String, String> labels,
     String snapshot,
     EgressPolicy egress,
-    List<String> networks) {
+    List<String> networks,
+    Isolation isolation) {
 
   /**
    * The engine's spec of a new sandbox; from a snapshot, its layers and size.
@@ -45,7 +46,8 @@ record SandboxShape(
           labels,
           null,
           new Networks.Settings(egress, networks),
-          disk != null ? disk : SandboxDisk.Limit.DEFAULT);
+          disk != null ? disk : SandboxDisk.Limit.DEFAULT,
+          isolation);
     }
     Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
     Optional<Image> found = images.find(snapshot);
@@ -75,6 +77,7 @@ record SandboxShape(
         labels,
         found.get().layerIds(),
         new Networks.Settings(egress, joined),
-        disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()));
+        disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()),
+        isolation);
   }
 }

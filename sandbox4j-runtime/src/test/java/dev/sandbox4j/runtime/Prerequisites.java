@@ -22,6 +22,12 @@ public final class Prerequisites {
     require(why.isEmpty(), "checkpoint/restore for " + part + " (" + why.orElse("") + ")");
   }
 
+  /** The local engine, and gVisor's runsc ({@code sandbox4j setup} installs it). */
+  public static void requireGvisor() {
+    requireLocalEngine();
+    require(OciRuntime.gvisor().isPresent(), "gVisor's runsc (sandbox4j setup)");
+  }
+
   /** Root on Linux with crun: what the local engine needs (the host setup itself is doctor's). */
   public static void requireLocalEngine() {
     require(System.getProperty("os.name").equals("Linux"), "Linux");

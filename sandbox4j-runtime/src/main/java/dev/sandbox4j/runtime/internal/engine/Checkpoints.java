@@ -64,8 +64,16 @@ public final class Checkpoints {
 
   private Checkpoints() {}
 
+  /** Why a gVisor sandbox's processes are not checkpointed. */
+  public static final String GVISOR =
+      "checkpoint/restore is not supported with gVisor isolation (the engine checkpoints"
+          + " processes with CRIU, which cannot dump a gVisor sandbox)";
+
   /** Why {@code runtime} cannot checkpoint, or empty if it can. */
   public static Optional<String> unavailable(OciRuntime runtime) {
+    if (runtime.isGvisor()) {
+      return Optional.of(GVISOR);
+    }
     if (!Criu.installed()) {
       return Optional.of("CRIU is not installed: run `sandbox4j setup`");
     }
@@ -99,7 +107,7 @@ public final class Checkpoints {
    * sandbox's lock.
    */
   static Dump dumpLeavingRunning(Engine engine, String id, Path images, Runnable whileFrozen) {
-    require(engine);
+    require(engine, id);
     List<String> notCarried = notCarried(engine, id);
     prepare(images);
     // Frozen by the engine, as for hibernate: its bounded freeze finishes where a single write to
@@ -115,7 +123,7 @@ public final class Checkpoints {
           () -> Freezer.freeze(engine.cgroups(), id));
       engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
       try {
-        checkpoint(engine.runtime(), id, images, true);
+        checkpoint(engine.runtimeOf(id), id, images, true);
       } finally {
         engine.attachNetwork(id, engine.dir(id).resolve("bundle"));
       }
@@ -133,7 +141,7 @@ public final class Checkpoints {
    * they are. {@link #restore} with the same id resumes it. The caller holds the sandbox's lock.
    */
   public static Dump dumpAndStop(Engine engine, String id, Path images) {
-    require(engine);
+    require(engine, id);
     List<String> notCarried = notCarried(engine, id);
     prepare(images);
     long start = System.nanoTime();
@@ -152,14 +160,14 @@ public final class Checkpoints {
     }
     engine.networks().detach(engine.dir(id), id); // CRIU cannot dump a veth leading outside
     try {
-      checkpoint(engine.runtime(), id, images, false);
+      checkpoint(engine.runtimeOf(id), id, images, false);
     } catch (RuntimeException e) {
       Freezer.thaw(engine.cgroups(), id);
       engine.attachNetwork(id, engine.dir(id).resolve("bundle")); // it goes on running
       throw e;
     }
     Duration took = Duration.ofNanos(System.nanoTime() - start);
-    engine.runtime().delete(id); // and with it whatever CRIU did not carry
+    engine.runtimeOf(id).delete(id); // and with it whatever CRIU did not carry
     return new Dump(images, size(images), took, notCarried);
   }
 
@@ -240,8 +248,8 @@ public final class Checkpoints {
    * sandbox's lock; its container must not be running.
    */
   public static void restore(Engine engine, String id, Path images) {
-    require(engine);
-    OciRuntime runtime = engine.runtime();
+    require(engine, id);
+    OciRuntime runtime = engine.runtimeOf(id);
     if (runtime.status(id).filter("running"::equals).isPresent()) {
       throw new WorkspaceException("cannot restore into sandbox local:" + id + ": it is running");
     }
@@ -296,7 +304,7 @@ public final class Checkpoints {
   public static Fork fork(Engine engine, String parent, String child, Path images) {
     long start = System.nanoTime();
     Path childDir = engine.dir(child);
-    engine.runtime().delete(child);
+    engine.runtimeOf(child).delete(child);
     engine.cgroups().removeSandbox(child);
     Overlay.unmount(childDir.resolve("rootfs"));
     try {
@@ -341,8 +349,8 @@ public final class Checkpoints {
 
   // ---- helpers ----------------------------------------------------------------------------
 
-  private static void require(Engine engine) {
-    unavailable(engine.runtime())
+  private static void require(Engine engine, String id) {
+    unavailable(engine.runtimeOf(id))
         .ifPresent(
             why -> {
               throw new WorkspaceException("checkpoint/restore is unavailable: " + why);

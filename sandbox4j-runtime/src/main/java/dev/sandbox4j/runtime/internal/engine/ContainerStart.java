@@ -22,7 +22,6 @@ final class ContainerStart {
   private final Engine engine;
   private final Path home;
   private final ImageStore images;
-  private final OciRuntime runtime;
   private final Cgroups cgroups;
   private final Networks networks;
 
@@ -30,7 +29,6 @@ final class ContainerStart {
     this.engine = engine;
     this.home = engine.home();
     this.images = engine.images();
-    this.runtime = engine.runtime();
     this.cgroups = engine.cgroups();
     this.networks = engine.networks();
   }
@@ -42,7 +40,7 @@ final class ContainerStart {
       Overlay.whileStarting(
           dir.resolve("rootfs"),
           () -> {
-            runtime.run(id, bundle.path());
+            engine.runtimeOf(id).run(id, bundle.path());
             return null;
           });
       bundle.finishRules(); // written while the runtime started the container
@@ -115,7 +113,7 @@ final class ContainerStart {
             cgroups.pathOf(id),
             Engine.BASE_ENV,
             limits,
-            runtime.compiledSeccomp(),
+            engine.runtimeOf(id).compiledSeccomp(),
             hosts,
             hostBase));
     return new Bundle(dir.resolve("bundle"), rules);

@@ -1,5 +1,6 @@
 package dev.sandbox4j.runtime.internal.engine;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.internal.egress.EgressProxy;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
@@ -165,8 +166,68 @@ public final class Engine {
     return images;
   }
 
+  /** The runtime of container sandboxes: crun, or the one the engine was opened with. */
   public OciRuntime runtime() {
     return runtime;
+  }
+
+  /**
+   * The runtime of sandboxes with {@code isolation}: {@link #runtime()} for containers, gVisor's
+   * {@code runsc} (state in {@code run/runsc}) for {@link Isolation#GVISOR}.
+   *
+   * @throws WorkspaceException if gVisor is asked for and not installed
+   */
+  public OciRuntime runtime(Isolation isolation) {
+    if (isolation != Isolation.GVISOR) {
+      return runtime;
+    }
+    OciRuntime g = gvisor;
+    if (g == null) {
+      Path binary =
+          OciRuntime.gvisor()
+              .orElseThrow(
+                  () ->
+                      new WorkspaceException(
+                          "gVisor isolation needs gVisor's runsc, which is not installed: run"
+                              + " `sudo sandbox4j setup` (it installs runsc from Debian), or"
+                              + " choose Isolation.CONTAINER"));
+      g = new OciRuntime(binary, home.resolve("run").resolve("runsc"));
+      gvisor = g;
+    }
+    return g;
+  }
+
+  private volatile OciRuntime gvisor;
+
+  /** The runtime of sandbox {@code id}, as its record says ({@link #isolationOf}). */
+  public OciRuntime runtimeOf(String id) {
+    return runtime(isolationOf(id));
+  }
+
+  /**
+   * The isolation of sandbox {@code id}, from its record (read once: it never changes).
+   *
+   * @throws WorkspaceUnavailableException if it does not exist
+   */
+  public Isolation isolationOf(String id) {
+    Isolation known = isolations.get(id);
+    if (known != null) {
+      return known;
+    }
+    Isolation read = record(id).isolation();
+    isolations.put(id, read);
+    return read;
+  }
+
+  private final Map<String, Isolation> isolations = new java.util.concurrent.ConcurrentHashMap<>();
+
+  /** The runtimes whose containers this engine may have: for gc and the supervisor. */
+  public List<OciRuntime> runtimes() {
+    List<OciRuntime> all = new java.util.ArrayList<>(List.of(runtime));
+    if (OciRuntime.gvisor().isPresent()) {
+      all.add(runtime(Isolation.GVISOR));
+    }
+    return all;
   }
 
   public Cgroups cgroups() {
@@ -189,7 +250,8 @@ public final class Engine {
    * with a way out ({@link Networks}); without, it has loopback only (an image build's step).
    * {@code disk}, if not null, puts its writable layer on a disk of its own with that quota ({@link
    * SandboxDisk}); without, the layer is a directory of the host's file system (an image build's
-   * step, whose layer is moved into the image store).
+   * step, whose layer is moved into the image store). {@code isolation} (null: {@link
+   * Isolation#CONTAINER}) is the runtime its container runs under for its whole life.
    */
   public record Spec(
       String image,
@@ -198,7 +260,24 @@ public final class Engine {
       Map<String, String> labels,
       List<String> layers,
       Networks.Settings network,
-      SandboxDisk.Limit disk) {
+      SandboxDisk.Limit disk,
+      Isolation isolation) {
+    public Spec {
+      isolation = isolation == null ? Isolation.CONTAINER : isolation;
+    }
+
+    /** A container sandbox ({@link Isolation#CONTAINER}). */
+    public Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels,
+        List<String> layers,
+        Networks.Settings network,
+        SandboxDisk.Limit disk) {
+      this(image, workingDirectory, limits, labels, layers, network, disk, Isolation.CONTAINER);
+    }
+
     Spec(
         String image,
         String workingDirectory,
@@ -206,7 +285,7 @@ public final class Engine {
         Map<String, String> labels,
         List<String> layers,
         Networks.Settings network) {
-      this(image, workingDirectory, limits, labels, layers, network, null);
+      this(image, workingDirectory, limits, labels, layers, network, null, Isolation.CONTAINER);
     }
 
     Spec(
@@ -395,6 +474,7 @@ public final class Engine {
   public void attach(String id) {
     SandboxHome.checkId(id);
     SandboxRecord record = record(id);
+    OciRuntime runtime = runtime(record.isolation());
     if (record.status() == SandboxRecord.Status.RUNNING
         && runtime.status(id).filter("running"::equals).isPresent()) {
       return;
@@ -504,8 +584,18 @@ public final class Engine {
         throw new WorkspaceException("cannot destroy local:" + id + ": " + e, e);
       }
     } else {
-      runtime.delete(id);
+      deleteContainer(id);
       cgroups.removeSandbox(id);
+    }
+  }
+
+  /**
+   * Deletes the container of sandbox {@code id} under whichever runtime has it: a record that is
+   * torn or gone (an interrupted create) cannot say which.
+   */
+  void deleteContainer(String id) {
+    for (OciRuntime r : runtimes()) {
+      r.delete(id);
     }
   }
 
@@ -514,7 +604,7 @@ public final class Engine {
     long idBase = idBaseOf(dir);
     java.util.concurrent.CompletableFuture<Void> unrouted = networks.unroute(dir, id);
     Freezer.thaw(cgroups, id); // a frozen process would not die
-    runtime.delete(id);
+    deleteContainer(id);
     cgroups.removeSandbox(id);
     try {
       unrouted.join();

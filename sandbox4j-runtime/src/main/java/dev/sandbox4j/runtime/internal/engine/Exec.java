@@ -1,5 +1,6 @@
 package dev.sandbox4j.runtime.internal.engine;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.internal.linux.Cgroups;
 import dev.sandbox4j.runtime.internal.linux.Freezer;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
@@ -19,7 +20,8 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * Runs one command in a sandbox: {@code crun exec} in a cgroup of its own.
+ * Runs one command in a sandbox: {@code crun exec} in a cgroup of its own ({@link GvisorExec} for a
+ * sandbox with gVisor isolation).
  *
  * <p>The host process is {@code sh -c JOIN}: it writes its pid into the sandbox's cgroup v1 {@code
  * cgroup.procs} files (so memory, CPU and process limits hold for the command) and execs {@code
@@ -86,6 +88,9 @@ public final class Exec {
       RunOptions options,
       long clockStart,
       Duration noOutput) {
+    if (engine.isolationOf(id) == Isolation.GVISOR) {
+      return GvisorExec.run(engine, id, user, cwd, env, argv, options, clockStart, noOutput);
+    }
     engine.runtime().requireExecFilter(id);
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
@@ -172,6 +177,12 @@ public final class Exec {
       String cwd,
       Map<String, String> env,
       List<String> argv) {
+    if (engine.isolationOf(id) == Isolation.GVISOR) {
+      throw new WorkspaceException(
+          "an interactive terminal is not supported with gVisor isolation (sandbox local:"
+              + id
+              + "): run commands without one, e.g. `sandbox4j exec`");
+    }
     engine.runtime().requireExecFilter(id);
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);

@@ -131,7 +131,7 @@ public final class Lifecycle {
   /** Ends the processes, unmounts the root and deletes any checkpoint: a stopped sandbox. */
   private static void endProcesses(Engine engine, String id, Path dir) throws IOException {
     Freezer.thaw(engine.cgroups(), id); // a frozen process would not die
-    engine.runtime().delete(id);
+    engine.runtimeOf(id).delete(id);
     engine.cgroups().removeSandbox(id);
     Overlay.unmount(dir.resolve("rootfs"));
     deleteCheckpoint(dir);
@@ -153,7 +153,7 @@ public final class Lifecycle {
    *     (the sandbox then goes on running, or is stopped if its processes ended meanwhile)
    */
   public void hibernate(String id) {
-    Optional<String> why = Checkpoints.unavailable(engine.runtime());
+    Optional<String> why = Checkpoints.unavailable(engine.runtimeOf(id));
     if (why.isPresent()) {
       engine.record(id); // unavailable if there is none
       throw new WorkspaceException(
@@ -173,7 +173,7 @@ public final class Lifecycle {
             return null;
           }
           Freezer.thaw(engine.cgroups(), id); // a suspended one: CRIU freezes it itself
-          if (engine.runtime().status(id).filter("running"::equals).isEmpty()) {
+          if (engine.runtimeOf(id).status(id).filter("running"::equals).isEmpty()) {
             write(dir, current, SandboxRecord.Status.STOPPED);
             endProcesses(engine, id, dir);
             LOG.log(
@@ -191,7 +191,7 @@ public final class Lifecycle {
           } catch (WorkspaceException e) {
             Trees.delete(partial);
             String after;
-            if (engine.runtime().status(id).filter("running"::equals).isPresent()) {
+            if (engine.runtimeOf(id).status(id).filter("running"::equals).isPresent()) {
               write(dir, current, SandboxRecord.Status.RUNNING);
               after = "it goes on running";
             } else {
@@ -234,7 +234,7 @@ public final class Lifecycle {
   static void wakeHibernated(Engine engine, String id, Path dir) throws IOException {
     SandboxRecord record = engine.record(id);
     Path images = dir.resolve(CHECKPOINT);
-    if (engine.runtime().status(id).filter("running"::equals).isPresent()) {
+    if (engine.runtimeOf(id).status(id).filter("running"::equals).isPresent()) {
       Trees.delete(dir.resolve(CHECKPOINT_PARTIAL));
       LOG.log(
           System.Logger.Level.WARNING,
@@ -256,7 +256,7 @@ public final class Lifecycle {
     try {
       Checkpoints.restore(engine, id, images);
     } catch (WorkspaceException e) {
-      engine.runtime().delete(id);
+      engine.runtimeOf(id).delete(id);
       // A failed restore can leave the cgroups CRIU made (with children): a fresh start into them
       // fails (v1 devices refuses a deny-all with children).
       engine.cgroups().removeSandbox(id);
@@ -287,14 +287,15 @@ public final class Lifecycle {
     switch (record.status()) {
       case SUSPENDED -> {
         if (!Freezer.isFrozen(engine.cgroups(), id)
-            && engine.runtime().status(id).filter("running"::equals).isPresent()) {
+            && engine.runtimeOf(id).status(id).filter("running"::equals).isPresent()) {
           Freezer.freeze(engine.cgroups(), id);
           LOG.log(System.Logger.Level.INFO, "gc: finished suspending local sandbox {0}", id);
         }
       }
       case STOPPED -> {
         Path dir = engine.dir(id);
-        if (engine.runtime().status(id).isPresent() || Overlay.isMounted(dir.resolve("rootfs"))) {
+        if (engine.runtimeOf(id).status(id).isPresent()
+            || Overlay.isMounted(dir.resolve("rootfs"))) {
           endProcesses(engine, id, dir);
           LOG.log(System.Logger.Level.INFO, "gc: finished stopping local sandbox {0}", id);
         }
@@ -313,9 +314,9 @@ public final class Lifecycle {
     String id = record.id();
     Path dir = engine.dir(id);
     if (Files.isDirectory(dir.resolve(CHECKPOINT))) {
-      if (engine.runtime().status(id).isPresent() || Overlay.isMounted(dir.resolve("rootfs"))) {
+      if (engine.runtimeOf(id).status(id).isPresent() || Overlay.isMounted(dir.resolve("rootfs"))) {
         Freezer.thaw(engine.cgroups(), id);
-        engine.runtime().delete(id);
+        engine.runtimeOf(id).delete(id);
         engine.cgroups().removeSandbox(id);
         Overlay.unmount(dir.resolve("rootfs"));
         LOG.log(System.Logger.Level.INFO, "gc: finished hibernating local sandbox {0}", id);
@@ -323,7 +324,7 @@ public final class Lifecycle {
       return;
     }
     Trees.delete(dir.resolve(CHECKPOINT_PARTIAL));
-    if (engine.runtime().status(id).filter("running"::equals).isPresent()) {
+    if (engine.runtimeOf(id).status(id).filter("running"::equals).isPresent()) {
       write(dir, record, SandboxRecord.Status.RUNNING);
       LOG.log(
           System.Logger.Level.WARNING,
@@ -366,7 +367,9 @@ public final class Lifecycle {
       throw Engine.unavailable(parentId, "it is " + describe(parent.status()));
     }
     Optional<String> unavailable =
-        processes ? Checkpoints.unavailable(engine.runtime()) : Optional.of(FILES_ONLY_ASKED);
+        processes
+            ? Checkpoints.unavailable(engine.runtime(parent.isolation()))
+            : Optional.of(FILES_ONLY_ASKED);
     if (unavailable.isEmpty() && parent.status() == SandboxRecord.Status.SUSPENDED) {
       engine.attach(parentId); // woken like for any operation, so that its processes can be copied
     }
@@ -383,7 +386,8 @@ public final class Lifecycle {
                 ? null
                 : new Networks.Settings(Networks.policy(parentDir), Networks.networksOf(parentDir)),
             // The parent's quota; a parent made before disks gets the default.
-            parent.diskLimit() == null ? SandboxDisk.Limit.DEFAULT : parent.diskLimit());
+            parent.diskLimit() == null ? SandboxDisk.Limit.DEFAULT : parent.diskLimit(),
+            parent.isolation());
     Fork fork = new Fork(parentId, unavailable, inherit);
     String child = engine.create(spec, progress, fork);
     LOG.log(
@@ -526,7 +530,7 @@ public final class Lifecycle {
         copied = true;
       } catch (WorkspaceException failed) {
         reason = "the restore of its processes failed: " + failed.getMessage();
-        e.runtime().delete(id);
+        e.runtimeOf(id).delete(id);
         e.start(dir, id, image, limits);
       } finally {
         Trees.delete(images);

@@ -79,7 +79,8 @@ record Reservation(String id, SandboxRecord record, FileLock lock) {
                   image.layerIds(),
                   spec.disk() == null ? 0 : spec.disk().bytes(),
                   spec.disk() == null ? 0 : spec.disk().inodes(),
-                  idBase);
+                  idBase,
+                  spec.isolation());
           // Not synced: until the RUNNING record is, a power loss leaves a sandbox that gc removes
           // (a .new- directory, or this record torn or CREATING), and no container survives one.
           record.writeNew(staging.resolve("state.json"));

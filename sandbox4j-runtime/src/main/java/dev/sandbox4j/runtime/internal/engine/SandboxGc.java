@@ -30,7 +30,6 @@ final class SandboxGc {
   private final Path home;
   private final Path sandboxes;
   private final ImageStore images;
-  private final OciRuntime runtime;
   private final Cgroups cgroups;
   private final Networks networks;
 
@@ -39,7 +38,6 @@ final class SandboxGc {
     this.home = engine.home();
     this.sandboxes = home.resolve("sandboxes");
     this.images = engine.images();
-    this.runtime = engine.runtime();
     this.cgroups = engine.cgroups();
     this.networks = engine.networks();
   }
@@ -50,7 +48,7 @@ final class SandboxGc {
    * no sandbox, and leftovers of interrupted image builds. Returns what it removed.
    */
   List<String> gc() {
-    runtime.restoreFavorDynmodsAfterCrash(); // a checkpoint or restore that died midway
+    engine.runtime().restoreFavorDynmodsAfterCrash(); // a checkpoint or restore that died midway
     List<String> removed = new ArrayList<>();
     if (Files.isDirectory(sandboxes)) {
       try (Stream<Path> dirs = Files.list(sandboxes)) {
@@ -88,10 +86,12 @@ final class SandboxGc {
         throw new WorkspaceException("gc cannot read " + sandboxes + ": " + e, e);
       }
     }
-    for (String id : runtime.list()) {
-      if (!Files.isDirectory(sandboxes.resolve(id))) {
-        runtime.delete(id);
-        removed.add("orphan container " + id);
+    for (OciRuntime runtime : engine.runtimes()) {
+      for (String id : runtime.list()) {
+        if (!Files.isDirectory(sandboxes.resolve(id))) {
+          runtime.delete(id);
+          removed.add("orphan container " + id);
+        }
       }
     }
     for (String id : cgroups.sandboxIds()) {

@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime.internal.engine;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
@@ -35,6 +36,9 @@ import java.util.stream.Stream;
  * <p>{@code idBase} is the first host id of the sandbox's own block ({@link IdBlocks}): its user
  * namespace maps container ids {@code 0..65535} there. 0 in records of sandboxes made before blocks
  * existed, which keep running in the canonical block {@link Image#UID_SHIFT}.
+ *
+ * <p>{@code isolation} is the runtime its container runs under, for its whole life ({@link
+ * Isolation}); {@code CONTAINER} in records written before there was a choice.
  */
 public record SandboxRecord(
     int formatVersion,
@@ -49,7 +53,8 @@ public record SandboxRecord(
     List<String> layers,
     long diskBytes,
     long diskInodes,
-    long idBase) {
+    long idBase,
+    Isolation isolation) {
 
   public static final int FORMAT_VERSION = 1;
 
@@ -89,6 +94,39 @@ public record SandboxRecord(
     Objects.requireNonNull(status, "status");
     labels = labels == null ? Map.of() : Map.copyOf(labels);
     layers = layers == null ? null : List.copyOf(layers);
+    isolation = isolation == null ? Isolation.CONTAINER : isolation; // records from before gVisor
+  }
+
+  /** A record of a container sandbox ({@link Isolation#CONTAINER}). */
+  public SandboxRecord(
+      int formatVersion,
+      String id,
+      Status status,
+      String image,
+      String created,
+      Map<String, String> labels,
+      int cpus,
+      long memoryBytes,
+      int pids,
+      List<String> layers,
+      long diskBytes,
+      long diskInodes,
+      long idBase) {
+    this(
+        formatVersion,
+        id,
+        status,
+        image,
+        created,
+        labels,
+        cpus,
+        memoryBytes,
+        pids,
+        layers,
+        diskBytes,
+        diskInodes,
+        idBase,
+        Isolation.CONTAINER);
   }
 
   /** A record without a disk or a block of host ids of its own (as written before either). */
@@ -138,7 +176,8 @@ public record SandboxRecord(
         layers,
         diskBytes,
         diskInodes,
-        idBase);
+        idBase,
+        isolation);
   }
 
   /** The quota of its writable layer, or null if it has no disk of its own. */

@@ -60,6 +60,15 @@ public final class OciConfig {
 
   private OciConfig() {}
 
+  /**
+   * Where a sandbox finds {@code catatonit}: the host's, bind-mounted at {@value #INIT}, else the
+   * image's. Besides the init, it is what a gVisor sandbox runs each command under (as a subreaper
+   * that keeps the command's processes its descendants, see the engine's {@code GvisorExec}).
+   */
+  public static String initPath() {
+    return HOST_INIT.isPresent() ? INIT : "/usr/bin/catatonit";
+  }
+
   /** Limits of one sandbox. */
   public record Limits(long memoryBytes, int cpus, int pids) {}
 
@@ -84,7 +93,7 @@ public final class OciConfig {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
     process.put("user", Map.of("uid", 0, "gid", 0));
-    process.put("args", List.of(HOST_INIT.isPresent() ? INIT : "/usr/bin/catatonit", "-P"));
+    process.put("args", List.of(initPath(), "-P"));
     process.put("env", env.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList());
     process.put("cwd", "/");
     process.put(

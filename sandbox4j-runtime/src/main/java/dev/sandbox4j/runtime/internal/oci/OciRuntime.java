@@ -155,7 +155,7 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
         logTo(
             bundle.resolve("runtime.log"),
             "run",
-            "-d",
+            isGvisor() ? "-detach" : "-d",
             "--pid-file",
             pidFile.toString(),
             "--bundle",
@@ -166,7 +166,9 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
     if (!compiled && binaryKey.isPresent()) {
       learnSeccomp(binaryKey.get(), id);
     }
-    awaitInit(id, pidFile);
+    if (!isGvisor()) { // runsc's pid file names its Sentry, which never becomes the init
+      awaitInit(id, pidFile);
+    }
   }
 
   /** The pid (on the host) of the container's init, from the pid file of its run or restore. */
@@ -544,7 +546,7 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
 
   /** Kills every process of the container and forgets it; quiet if it does not exist. */
   public void delete(String id) {
-    HostCommand.Result r = HostCommand.run(base("delete", "-f", id));
+    HostCommand.Result r = HostCommand.run(base("delete", isGvisor() ? "-force" : "-f", id));
     if (!r.ok() && status(id).isPresent()) {
       throw new dev.sandbox4j.workspace.WorkspaceException(
           "cannot delete container " + id + ": " + r.output());
@@ -553,7 +555,7 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
 
   /** The ids of every container in our state root. */
   public List<String> list() {
-    HostCommand.Result r = HostCommand.run(base("list", "-q"));
+    HostCommand.Result r = HostCommand.run(base("list", isGvisor() ? "-quiet" : "-q"));
     if (!r.ok() || r.stdout().isBlank()) {
       return List.of();
     }
@@ -601,7 +603,63 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
     argv.add(binary.toString());
     argv.add("--root");
     argv.add(stateRoot.toString());
+    if (isGvisor()) {
+      argv.addAll(GVISOR_FLAGS);
+    }
     argv.addAll(List.of(args));
     return argv;
+  }
+
+  /**
+   * What every {@code runsc} call of the engine says. {@code --overlay2=none}: the sandbox writes
+   * its root file system itself (gVisor's default keeps writes in a file store of its own, where
+   * the engine's file operations, disk quota, snapshot and fork would not see them). {@code
+   * --file-access=shared}: the engine also writes those files from the host (uploads, edits), which
+   * gVisor's default cache would not notice. {@code --network=host}: the Sentry's sockets are the
+   * host kernel's, in the sandbox's own network namespace, so the engine's veth, nftables rules,
+   * egress proxy and port URLs hold as for a container; gVisor's own network stack would see only
+   * the interfaces present when it booted, and a loopback that the host cannot reach.
+   */
+  static final List<String> GVISOR_FLAGS =
+      List.of("--overlay2=none", "--file-access=shared", "--network=host");
+
+  /** Whether this runtime is gVisor's {@code runsc}. */
+  public boolean isGvisor() {
+    return binary.getFileName().toString().startsWith("runsc");
+  }
+
+  /**
+   * gVisor's {@code runsc} for the engine: the one {@code sandbox4j setup} installs next to its
+   * crun, else {@code runsc} on PATH.
+   */
+  public static Optional<Path> gvisor() {
+    Path installed = FIXED_CRUN.resolveSibling("runsc");
+    if (Files.isRegularFile(installed) && Files.isExecutable(installed)) {
+      return Optional.of(installed);
+    }
+    return find("runsc");
+  }
+
+  /**
+   * The argv of a gVisor {@code exec}: like {@link #execArgv} without a cgroup of its own (the
+   * command's processes live in the Sentry, not on the host), writing the command's pid inside the
+   * sandbox to {@code internalPidFile} once it runs.
+   */
+  public List<String> gvisorExecArgv(
+      String id,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv,
+      Path internalPidFile) {
+    List<String> out = base("exec", "--user", user, "--cwd", cwd);
+    if (internalPidFile != null) {
+      out.add("--internal-pid-file");
+      out.add(internalPidFile.toString());
+    }
+    env.forEach((k, v) -> out.add("--env=" + k + "=" + v));
+    out.add(id);
+    out.addAll(argv);
+    return out;
   }
 }

@@ -1,0 +1,239 @@
+package dev.sandbox4j.runtime.internal.engine;
+
+import dev.sandbox4j.runtime.internal.linux.Freezer;
+import dev.sandbox4j.runtime.internal.oci.OciConfig;
+import dev.sandbox4j.runtime.internal.oci.OciRuntime;
+import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.NoOutputWatchdog;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.WorkspaceException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Runs one command in a gVisor sandbox: {@code runsc exec}. Its processes live in the Sentry, not
+ * on the host, so the host's cgroups that {@link Exec} kills a container's command by cannot tell
+ * them apart. Instead the command runs under {@code catatonit -- /bin/sh -c 'exec "$@"'}:
+ * catatonit, when it is not the init, makes itself a child subreaper, so every process the command
+ * starts stays its descendant while it runs, including those that called {@code setsid} and those
+ * whose parent exited (a daemon's double fork). A kill (timeout, no output, cancellation) stops
+ * catatonit's tree and then kills it ({@link #killTree}). A command that ends on its own leaves its
+ * background processes running, as in a container (catatonit exits and they are reparented to the
+ * init).
+ *
+ * <p>{@code runsc exec} writes the command's pid inside the sandbox to a file once it runs; a
+ * failed run without one never started the command.
+ */
+final class GvisorExec {
+  private static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
+
+  /** How long a killed command's {@code runsc exec} may take to end. */
+  private static final Duration KILL_WAIT = Duration.ofSeconds(10);
+
+  private GvisorExec() {}
+
+  /** {@link Exec#run} for a sandbox with gVisor isolation. */
+  static CommandResult run(
+      Engine engine,
+      String id,
+      String user,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv,
+      RunOptions options,
+      long clockStart,
+      Duration noOutput) {
+    OciRuntime runtime = engine.runtimeOf(id);
+    Path pidFile = engine.commandPidFile(id, "gvisor-" + java.util.UUID.randomUUID());
+    AtomicReference<Process> started = new AtomicReference<>();
+    NoOutputWatchdog watchdog =
+        noOutput == null
+            ? null
+            : NoOutputWatchdog.start(
+                noOutput,
+                () -> Freezer.isFrozen(engine.cgroups(), id),
+                () -> {
+                  Process p = started.get();
+                  if (p != null) {
+                    kill(runtime, id, pidFile, p);
+                  }
+                });
+    try {
+      if (watchdog != null) {
+        options = watchdog.watching(options);
+      }
+      List<String> inside = new ArrayList<>(List.of(OciConfig.initPath(), "--"));
+      if (!argv.getFirst().equals("/bin/sh")) {
+        inside.addAll(EXEC_AS_SHELL);
+      }
+      inside.addAll(argv);
+      ProcessBuilder host =
+          new ProcessBuilder(runtime.gvisorExecArgv(id, user, cwd, env, inside, pidFile));
+      host.environment().clear();
+      host.environment().put("PATH", Engine.BASE_ENV.get("PATH"));
+      NoOutputWatchdog watching = watchdog;
+      CommandResult result;
+      try {
+        result =
+            dev.sandbox4j.workspace.spi.ProcessCommands.run(
+                host,
+                options,
+                clockStart,
+                process -> {
+                  started.set(process);
+                  if (watching != null && watching.fired()) { // fired before runsc existed
+                    kill(runtime, id, pidFile, process);
+                  }
+                  return () -> kill(runtime, id, pidFile, process);
+                });
+      } catch (WorkspaceException e) {
+        if (watchdog != null) {
+          watchdog.close();
+        }
+        if (watchdog != null && watchdog.fired()) {
+          throw watchdog.timeout(new byte[0], new byte[0]);
+        }
+        throw e;
+      }
+      if (watchdog != null) {
+        watchdog.close(); // before asking: a command that ended in time stays a result
+      }
+      if (watchdog != null && watchdog.fired()) {
+        throw watchdog.timeout(result.stdout(), result.stderr());
+      }
+      if (!result.succeeded() && !Files.exists(pidFile)) {
+        String said = result.stderrText().strip();
+        throw new WorkspaceException(
+            "the command could not start in sandbox local:"
+                + id
+                + ": runsc exec exited "
+                + result.exitCode()
+                + (said.isEmpty() ? "" : ": " + said));
+      }
+      return result;
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot start runsc exec: " + e.getMessage(), e);
+    } finally {
+      if (watchdog != null) {
+        watchdog.close();
+      }
+      try {
+        Files.deleteIfExists(pidFile);
+      } catch (IOException e) {
+        // the sandbox directory is gone with its destroy, pid files and all
+      }
+    }
+  }
+
+  /**
+   * Kills the command of {@code runsc} and every process it started, whatever the moment: before
+   * the command runs (no pid yet: {@code runsc exec} is waited for, then killed), while it runs, or
+   * as it ends. Returns once {@code runsc exec} has ended, or after {@link #KILL_WAIT}.
+   */
+  static void kill(OciRuntime runtime, String id, Path pidFile, Process runsc) {
+    boolean interrupted = Thread.interrupted();
+    try {
+      long end = System.nanoTime() + KILL_WAIT.toNanos();
+      boolean ended;
+      do {
+        commandPid(pidFile).ifPresent(pid -> killTree(runtime, id, pid));
+        ended = awaitExit(runsc, Duration.ofMillis(20));
+      } while (!ended && System.nanoTime() < end);
+      if (!ended) {
+        runsc.destroyForcibly();
+        awaitExit(runsc, KILL_WAIT);
+      }
+      // runsc may have started the command just before it ended: its pid file says so
+      commandPid(pidFile).ifPresent(pid -> killTree(runtime, id, pid));
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /**
+   * Kills process {@code root} inside the sandbox and all its descendants, from a root shell in the
+   * sandbox (one {@code runsc exec}, where a {@code runsc kill} per process would cost one each):
+   * the tree is listed from {@code /proc} and stopped with SIGSTOP until a listing finds nothing
+   * new (a stopped process forks no more), then killed. catatonit, the root, is a subreaper: a
+   * child whose parent was stopped and killed is still below it for the next listing. The shell
+   * only signals processes of the sandbox; what it prints is dropped.
+   */
+  static void killTree(OciRuntime runtime, String id, long root) {
+    HostCommand.run(
+        runtime.gvisorExecArgv(
+            id,
+            "0:0",
+            "/",
+            Map.of("PATH", Engine.BASE_ENV.get("PATH")),
+            List.of("/bin/sh", "-c", KILL_TREE, "sh", Long.toString(root)),
+            null));
+  }
+
+  /** The shell of {@link #killTree}: {@code $1} is the root of the tree. */
+  static final String KILL_TREE =
+      """
+      tree() {
+        list=" $1 "; changed=1
+        while [ $changed = 1 ]; do
+          changed=0
+          for d in /proc/[0-9]*; do
+            n=${d#/proc/}
+            case "$list" in *" $n "*) continue ;; esac
+            pp=
+            while read -r k v; do
+              if [ "$k" = PPid: ]; then pp=$v; break; fi
+            done 2>/dev/null < "$d/status"
+            case "$list" in *" $pp "*) list="$list$n "; changed=1 ;; esac
+          done
+        done
+        echo $list
+      }
+      prev=
+      while :; do
+        cur=$(tree "$1")
+        kill -STOP $cur 2>/dev/null
+        [ "$cur" = "$prev" ] && break
+        prev=$cur
+      done
+      kill -KILL $cur 2>/dev/null
+      """;
+
+  private static Optional<Long> commandPid(Path pidFile) {
+    try {
+      String text = Files.readString(pidFile).strip();
+      return text.matches("\\d{1,10}") ? Optional.of(Long.parseLong(text)) : Optional.empty();
+    } catch (IOException e) {
+      return Optional.empty();
+    }
+  }
+
+  /** Waits up to {@code max} for {@code process} to end; an interrupt does not cut it short. */
+  private static boolean awaitExit(Process process, Duration max) {
+    long end = System.nanoTime() + max.toNanos();
+    boolean interrupted = false;
+    try {
+      while (true) {
+        try {
+          return process.waitFor(
+              Math.max(0, end - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+}
