@@ -27,7 +27,7 @@ import java.util.regex.Pattern;
  * What {@code sandbox4j setup} needs to take a tool from Debian trixie: to build one from a source
  * package ({@link FixedCrun}'s crun, {@link Criu}'s CRIU), the verified upstream tarball, build
  * dependencies from the host's own release, and build steps whose output goes to a log; to take a
- * binary as Debian built it (gVisor's runsc), the verified .deb and one file out of it.
+ * binary as Debian built it ({@link Gvisor}'s runsc), the verified .deb and one file out of it.
  *
  * <p>Sources and .debs are fetched with {@code apt-get source} and {@code apt-get download} through
  * a sources list, package lists and cache of their own, so the host's apt configuration and state
