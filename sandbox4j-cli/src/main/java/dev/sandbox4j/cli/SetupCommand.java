@@ -19,6 +19,8 @@ import picocli.CommandLine.ParentCommand;
           + " and hibernate) and, if that crun is older than 1.9 (unsafe when a sandbox is at its"
           + " process limit) or lacks CRIU, crun from Debian trixie's source packages into"
           + " /usr/local/libexec/sandbox4j/ (about a minute each, needs deb.debian.org);"
+          + " installs gVisor's runsc there from Debian trixie's binary package unless a runsc"
+          + " is found (for gVisor isolation; a few seconds);"
           + " mounts what the kernel needs (on a hybrid cgroup v1 host, the hugetlb controller"
           + " crun 1.8 insists on) and creates the state directory."
           + " Each step goes to stderr as it happens; then the checks of 'sandbox4j doctor'.",

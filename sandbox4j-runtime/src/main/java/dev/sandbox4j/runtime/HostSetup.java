@@ -9,6 +9,7 @@ import dev.sandbox4j.runtime.internal.net.ForwardingFirewall;
 import dev.sandbox4j.runtime.internal.net.NetworkTools;
 import dev.sandbox4j.runtime.internal.oci.Criu;
 import dev.sandbox4j.runtime.internal.oci.FixedCrun;
+import dev.sandbox4j.runtime.internal.oci.Gvisor;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -29,9 +30,10 @@ import java.util.regex.Pattern;
  * make itself ({@code sandbox4j setup}).
  *
  * <p>{@link #check} only reads: files under {@code /proc} and {@code /sys}, and the versions of
- * {@code crun} and {@code mmdebstrap}. {@link #setup} changes the host: it installs Debian
- * packages, builds CRIU ({@link Criu}) and a fixed crun with CRIU support when the installed one is
- * older than 1.9 or has none ({@link FixedCrun}), and mounts a cgroup controller, so it needs root.
+ * {@code crun}, {@code runsc} and {@code mmdebstrap}. {@link #setup} changes the host: it installs
+ * Debian packages, builds CRIU ({@link Criu}) and a fixed crun with CRIU support when the installed
+ * one is older than 1.9 or has none ({@link FixedCrun}), installs gVisor's runsc ({@link Gvisor}),
+ * and mounts a cgroup controller, so it needs root.
  */
 public final class HostSetup {
 
@@ -65,6 +67,7 @@ public final class HostSetup {
     checks.add(userNamespaces());
     checks.add(FixedCrun.check());
     checks.add(Criu.check());
+    checks.add(Gvisor.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
     checks.add(Mounts.favorDynmods(mounts, System.getProperty("os.version")));
@@ -83,7 +86,8 @@ public final class HostSetup {
    * apt-get} ({@code apt-get update} first), builds CRIU (for live fork and hibernate) and crun
    * from Debian trixie's source into {@code /usr/local/libexec/sandbox4j/} if they are missing or
    * the installed crun is older than 1.9 or lacks CRIU (about a minute each, with build
-   * dependencies from apt), loads overlayfs, enables user namespaces, mounts the cgroup v2
+   * dependencies from apt), installs Debian trixie's runsc (gVisor) there unless a runsc is found
+   * (a few seconds; no build), loads overlayfs, enables user namespaces, mounts the cgroup v2
    * hierarchy and (on a hybrid cgroup v1 host) the {@code hugetlb} controller, remounts the cgroup
    * v2 hierarchy with {@code favordynmods}, lets sandboxes' packets past a DROP forwarding policy
    * (Docker's; see {@link ForwardingFirewall}), creates {@code home}, makes the ext4 template of
@@ -108,6 +112,12 @@ public final class HostSetup {
     }
     try {
       FixedCrun.install(progress);
+    } catch (WorkspaceException e) {
+      progress.accept("  failed: " + e.getMessage());
+    }
+    // optional (gVisor isolation): a failure is reported, and doctor says what is missing
+    try {
+      Gvisor.install(progress);
     } catch (WorkspaceException e) {
       progress.accept("  failed: " + e.getMessage());
     }

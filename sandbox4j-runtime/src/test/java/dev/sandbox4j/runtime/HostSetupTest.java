@@ -37,6 +37,7 @@ class HostSetupTest {
             "overlayfs",
             "user namespaces",
             "crun",
+            "gVisor (runsc)",
             "mmdebstrap",
             "hugetlb cgroup",
             "cgroup favordynmods",

@@ -24,18 +24,20 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * What {@code sandbox4j setup} needs to build a tool from a Debian trixie source package ({@link
- * FixedCrun}'s crun, {@link Criu}'s CRIU): the verified upstream tarball, build dependencies from
- * the host's own release, and build steps whose output goes to a log.
+ * What {@code sandbox4j setup} needs to take a tool from Debian trixie: to build one from a source
+ * package ({@link FixedCrun}'s crun, {@link Criu}'s CRIU), the verified upstream tarball, build
+ * dependencies from the host's own release, and build steps whose output goes to a log; to take a
+ * binary as Debian built it ({@link Gvisor}'s runsc), the verified .deb and one file out of it.
  *
- * <p>The source is fetched with {@code apt-get source} through a sources list, package lists and
- * cache of its own, so the host's apt configuration and state are untouched. apt checks the index
- * against the archive's signed Release file and each downloaded file against the index; this class
- * checks the upstream tarball's SHA-256 against the index once more itself, so a partial download
- * (some mirrors serve only the upstream tarball, not the Debian packaging) is caught.
+ * <p>Sources and .debs are fetched with {@code apt-get source} and {@code apt-get download} through
+ * a sources list, package lists and cache of their own, so the host's apt configuration and state
+ * are untouched. apt checks the index against the archive's signed Release file and each downloaded
+ * file against the index; this class checks the upstream tarball's or the .deb's SHA-256 against
+ * the index once more itself, so a partial download (some mirrors serve only the upstream tarball,
+ * not the Debian packaging) is caught.
  */
 final class DebianSource {
-  /** The Debian release whose source packages are built. */
+  /** The Debian release whose source packages setup builds and whose binary packages it takes. */
   static final String SUITE = "trixie";
 
   static final String ARCHIVE = "http://deb.debian.org/debian";
@@ -76,26 +78,8 @@ final class DebianSource {
       Predicate<String> acceptable,
       String wanted,
       Consumer<String> progress) {
-    List<String> apt = aptOptions(pkg, work);
-    progress.accept(
-        pkg + ": fetching Debian " + SUITE + "'s source index (apt-get update, private lists)");
-    // --error-on=any: a failed download is otherwise only a warning, and apt-get exits 0
-    int exit =
-        HostCommand.stream(
-            concat(List.of("apt-get", "update", "-q", "--error-on=any"), apt), work, progress);
-    if (exit != 0 || !hasSourceIndex(work)) {
-      throw new WorkspaceException(
-          pkg
-              + ": cannot fetch Debian "
-              + SUITE
-              + "'s source index from "
-              + ARCHIVE
-              + " (apt-get update exited "
-              + exit
-              + ", see above); building "
-              + pkg
-              + " needs that archive");
-    }
+    List<String> apt = aptOptions(pkg, work, Index.SOURCES);
+    update(pkg, work, apt, Index.SOURCES, progress);
     HostCommand.Result index =
         HostCommand.run(concat(List.of("apt-cache"), concat(apt, List.of("showsrc", pkg))));
     if (!index.ok()) {
@@ -127,7 +111,7 @@ final class DebianSource {
     } catch (IOException e) {
       throw new WorkspaceException(pkg + ": cannot create " + src + ": " + e.getMessage(), e);
     }
-    exit =
+    int exit =
         HostCommand.stream(
             concat(
                 List.of("apt-get", "source", "--download-only", "-q"),
@@ -210,17 +194,231 @@ final class DebianSource {
     }
   }
 
-  /** Whether apt-get update left a Sources index in the private lists. */
-  private static boolean hasSourceIndex(Path work) {
+  /** A binary package (.deb) of Debian {@link #SUITE}, downloaded and verified. */
+  record Binary(String version, Path deb) {}
+
+  /**
+   * Downloads binary package {@code pkg} of Debian {@link #SUITE}, for this machine's architecture,
+   * into {@code work/deb}, checked against the signed index: apt checks the index against the
+   * archive's signed Release file and the .deb against the index, and this method checks the .deb's
+   * SHA-256 against the index once more itself. Unpack it with {@link #extract}.
+   */
+  static Binary binary(String pkg, Path work, Consumer<String> progress) {
+    List<String> apt = aptOptions(pkg, work, Index.PACKAGES);
+    update(pkg, work, apt, Index.PACKAGES, progress);
+    // --no-all-versions: only the candidate, the one `apt-get download pkg` would take
+    HostCommand.Result index =
+        HostCommand.run(
+            concat(List.of("apt-cache"), concat(apt, List.of("show", "--no-all-versions", pkg))));
+    if (!index.ok()) {
+      throw new WorkspaceException(
+          pkg
+              + ": Debian "
+              + SUITE
+              + " has no "
+              + pkg
+              + " package for this machine's architecture: "
+              + index.output());
+    }
+    PackageEntry entry =
+        PackageEntry.parse(pkg, index.stdout())
+            .orElseThrow(
+                () ->
+                    new WorkspaceException(
+                        pkg
+                            + ": cannot read the version, file and SHA-256 of "
+                            + pkg
+                            + " in Debian "
+                            + SUITE
+                            + "'s package index"));
+
+    progress.accept(pkg + ": downloading " + pkg + " " + entry.version() + " (apt-get download)");
+    Path debs = work.resolve("deb");
+    try {
+      Files.createDirectories(debs);
+    } catch (IOException e) {
+      throw new WorkspaceException(pkg + ": cannot create " + debs + ": " + e.getMessage(), e);
+    }
+    int exit =
+        HostCommand.stream(
+            concat(
+                List.of("apt-get", "download", "-q"),
+                concat(apt, List.of(pkg + "=" + entry.version()))),
+            debs,
+            progress);
+    // apt names the file after the package, version and architecture (an epoch's colon escaped):
+    // the only .deb in a directory of its own is the one
+    List<Path> downloaded;
+    try (var files = Files.list(debs)) {
+      downloaded = files.filter(f -> f.getFileName().toString().endsWith(".deb")).toList();
+    } catch (IOException e) {
+      downloaded = List.of();
+    }
+    if (exit != 0 || downloaded.size() != 1) {
+      throw new WorkspaceException(
+          pkg
+              + ": cannot download "
+              + pkg
+              + " "
+              + entry.version()
+              + " from "
+              + ARCHIVE
+              + " (apt-get download exited "
+              + exit
+              + ", see above)");
+    }
+    Path deb = downloaded.getFirst();
+    String actual = sha256(deb);
+    if (!actual.equals(entry.sha256())) {
+      throw new WorkspaceException(
+          pkg
+              + ": "
+              + deb.getFileName()
+              + " does not match Debian's signed index (SHA-256 "
+              + actual
+              + ", expected "
+              + entry.sha256()
+              + ")");
+    }
+    progress.accept(
+        pkg
+            + ": "
+            + deb.getFileName()
+            + " matches the SHA-256 in Debian "
+            + SUITE
+            + "'s signed index");
+    return new Binary(entry.version(), deb);
+  }
+
+  /**
+   * A binary package's version, file in the archive and SHA-256, as {@code apt-cache show} prints
+   * them from the (signed) index.
+   */
+  record PackageEntry(String version, String filename, String sha256) {
+    private static final Pattern SHA256 = Pattern.compile("[0-9a-f]{64}");
+
+    /** The first stanza of {@code apt-cache show} output that is package {@code pkg}'s. */
+    static Optional<PackageEntry> parse(String pkg, String show) {
+      for (String stanza : show.split("\n\n")) {
+        if (!field(stanza, "Package").equals(pkg)) {
+          continue;
+        }
+        String version = field(stanza, "Version");
+        String filename = field(stanza, "Filename");
+        String sha256 = field(stanza, "SHA256");
+        String base = filename.substring(filename.lastIndexOf('/') + 1);
+        if (version.isEmpty()
+            || !SHA256.matcher(sha256).matches()
+            || !base.endsWith(".deb")
+            || !SAFE_FILE_NAME.matcher(base).matches()) {
+          return Optional.empty();
+        }
+        return Optional.of(new PackageEntry(version, filename, sha256));
+      }
+      return Optional.empty();
+    }
+  }
+
+  /**
+   * Unpacks {@code deb} into {@code work/unpacked} with {@code dpkg-deb -x} (no maintainer scripts
+   * run, nothing is registered with dpkg) and returns its regular file {@code member}, a relative
+   * path such as {@code usr/bin/runsc}.
+   */
+  static Path extract(String label, Path deb, String member, Path work) {
+    Path relative = Path.of(member).normalize();
+    if (relative.isAbsolute() || relative.startsWith("..") || relative.toString().isEmpty()) {
+      throw new IllegalArgumentException("not a relative path inside a package: " + member);
+    }
+    Path into = work.resolve("unpacked");
+    HostCommand.Result unpacked =
+        HostCommand.run(List.of("dpkg-deb", "-x", deb.toString(), into.toString()));
+    if (!unpacked.ok()) {
+      throw new WorkspaceException(
+          label + ": cannot unpack " + deb.getFileName() + ": " + unpacked.output());
+    }
+    Path file = into.resolve(relative);
+    if (!Files.isRegularFile(file, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+      throw new WorkspaceException(
+          label
+              + ": "
+              + deb.getFileName()
+              + " has no file /"
+              + relative
+              + " (`dpkg-deb -c` lists what it has)");
+    }
+    return file;
+  }
+
+  /** The index a private apt configuration fetches: source packages, or binary packages. */
+  enum Index {
+    SOURCES("deb-src", "source index", "_source_Sources"),
+    PACKAGES("deb", "package index", "_Packages");
+
+    /** The sources.list line type. */
+    private final String type;
+
+    /** What messages call it. */
+    private final String noun;
+
+    /** What the file name of such an index in apt's lists directory contains. */
+    private final String listName;
+
+    Index(String type, String noun, String listName) {
+      this.type = type;
+      this.noun = noun;
+      this.listName = listName;
+    }
+  }
+
+  /**
+   * {@code apt-get update} of the private lists in {@code work}; fails naming the archive unless
+   * the index arrived.
+   */
+  private static void update(
+      String pkg, Path work, List<String> apt, Index index, Consumer<String> progress) {
+    progress.accept(
+        pkg
+            + ": fetching Debian "
+            + SUITE
+            + "'s "
+            + index.noun
+            + " (apt-get update, private lists)");
+    // --error-on=any: a failed download is otherwise only a warning, and apt-get exits 0
+    int exit =
+        HostCommand.stream(
+            concat(List.of("apt-get", "update", "-q", "--error-on=any"), apt), work, progress);
+    if (exit != 0 || !hasIndex(work, index)) {
+      throw new WorkspaceException(
+          pkg
+              + ": cannot fetch Debian "
+              + SUITE
+              + "'s "
+              + index.noun
+              + " from "
+              + ARCHIVE
+              + " (apt-get update exited "
+              + exit
+              + (exit == 127 ? ": is this Debian, with apt?" : ", see above")
+              + "); "
+              + pkg
+              + " comes from that archive");
+    }
+  }
+
+  /** Whether apt-get update left an index of that kind in the private lists. */
+  private static boolean hasIndex(Path work, Index index) {
     try (var files = Files.list(work.resolve("apt/lists"))) {
-      return files.anyMatch(f -> f.getFileName().toString().contains("_source_Sources"));
+      return files.anyMatch(f -> f.getFileName().toString().contains(index.listName));
     } catch (IOException e) {
       return false;
     }
   }
 
-  /** apt options that use {@code work} for sources, lists and cache instead of the host's. */
-  private static List<String> aptOptions(String label, Path work) {
+  /**
+   * apt options that use {@code work} for sources, lists and cache instead of the host's, with
+   * {@code index}'s line for Debian {@link #SUITE} as the only source.
+   */
+  private static List<String> aptOptions(String label, Path work, Index index) {
     Path lists = work.resolve("apt/lists");
     Path cache = work.resolve("apt/cache");
     Path sources = work.resolve("apt/sources.list");
@@ -228,7 +426,7 @@ final class DebianSource {
     try {
       Files.createDirectories(lists.resolve("partial"));
       Files.createDirectories(cache.resolve("archives/partial"));
-      Files.writeString(sources, "deb-src" + signedBy + " " + ARCHIVE + " " + SUITE + " main\n");
+      Files.writeString(sources, index.type + signedBy + " " + ARCHIVE + " " + SUITE + " main\n");
     } catch (IOException e) {
       throw new WorkspaceException(label + ": cannot prepare " + work + ": " + e.getMessage(), e);
     }
@@ -241,6 +439,18 @@ final class DebianSource {
         "Dir::State::Lists=" + lists,
         "-o",
         "Dir::Cache=" + cache,
+        // the host's pins are about its own release: one that pins trixie down would leave the
+        // private index without a candidate version
+        "-o",
+        "Dir::Etc::Preferences=/dev/null",
+        "-o",
+        "Dir::Etc::PreferencesParts=/dev/null",
+        // only the index itself: no translations, and no AppStream metadata (a desktop host's
+        // apt.conf.d asks for it with every binary index)
+        "-o",
+        "Acquire::Languages=none",
+        "-o",
+        "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false",
         // the downloads land in a root-only temporary directory that apt's _apt user cannot
         // write to; apt still verifies every file against the signed index
         "-o",
@@ -290,15 +500,23 @@ final class DebianSource {
     return dir;
   }
 
-  /** Copies {@code built} to {@code target} atomically, with mode {@code mode} (e.g. rwxr-xr-x). */
+  /**
+   * Copies {@code built} to {@code target} atomically, with mode {@code mode} (e.g. rwxr-xr-x): the
+   * target is the old file or the whole new one, and a failed copy leaves no temporary file.
+   */
   static void place(String label, Path built, Path target, String mode) {
+    Path tmp = target.resolveSibling("." + target.getFileName() + ".new");
     try {
       Files.createDirectories(target.getParent());
-      Path tmp = target.resolveSibling("." + target.getFileName() + ".new");
       Files.copy(built, tmp, StandardCopyOption.REPLACE_EXISTING);
       Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString(mode));
       Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     } catch (IOException e) {
+      try {
+        Files.deleteIfExists(tmp);
+      } catch (IOException cleanup) {
+        e.addSuppressed(cleanup);
+      }
       throw new WorkspaceException(label + ": cannot install " + target + ": " + e.getMessage(), e);
     }
   }
