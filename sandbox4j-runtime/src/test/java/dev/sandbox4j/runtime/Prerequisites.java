@@ -25,7 +25,9 @@ public final class Prerequisites {
   /** The local engine, and gVisor's runsc ({@code sandbox4j setup} installs it). */
   public static void requireGvisor() {
     requireLocalEngine();
-    require(OciRuntime.gvisor().isPresent(), "gVisor's runsc (sandbox4j setup)");
+    require(
+        dev.sandbox4j.runtime.internal.oci.Gvisor.unavailable().isEmpty(),
+        "gVisor's runsc (sandbox4j setup)");
   }
 
   /** Root on Linux with crun: what the local engine needs (the host setup itself is doctor's). */

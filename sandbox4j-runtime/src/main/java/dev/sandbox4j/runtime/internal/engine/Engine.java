@@ -9,6 +9,7 @@ import dev.sandbox4j.runtime.internal.linux.Freezer;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.linux.Trees;
 import dev.sandbox4j.runtime.internal.net.Networks;
+import dev.sandbox4j.runtime.internal.oci.Gvisor;
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
@@ -25,6 +26,7 @@ import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
 
@@ -183,14 +185,11 @@ public final class Engine {
     }
     OciRuntime g = gvisor;
     if (g == null) {
-      Path binary =
-          OciRuntime.gvisor()
-              .orElseThrow(
-                  () ->
-                      new WorkspaceException(
-                          "gVisor isolation needs gVisor's runsc, which is not installed: run"
-                              + " `sudo sandbox4j setup` (it installs runsc from Debian), or"
-                              + " choose Isolation.CONTAINER"));
+      Optional<String> why = Gvisor.unavailable();
+      if (why.isPresent()) {
+        throw new WorkspaceException(why.get() + "; or choose Isolation.CONTAINER");
+      }
+      Path binary = Gvisor.find().orElseThrow();
       g = new OciRuntime(binary, home.resolve("run").resolve("runsc"));
       gvisor = g;
     }
@@ -224,7 +223,7 @@ public final class Engine {
   /** The runtimes whose containers this engine may have: for gc and the supervisor. */
   public List<OciRuntime> runtimes() {
     List<OciRuntime> all = new java.util.ArrayList<>(List.of(runtime));
-    if (OciRuntime.gvisor().isPresent()) {
+    if (Gvisor.find().isPresent()) {
       all.add(runtime(Isolation.GVISOR));
     }
     return all;

@@ -629,18 +629,6 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
   }
 
   /**
-   * gVisor's {@code runsc} for the engine: the one {@code sandbox4j setup} installs next to its
-   * crun, else {@code runsc} on PATH.
-   */
-  public static Optional<Path> gvisor() {
-    Path installed = FIXED_CRUN.resolveSibling("runsc");
-    if (Files.isRegularFile(installed) && Files.isExecutable(installed)) {
-      return Optional.of(installed);
-    }
-    return find("runsc");
-  }
-
-  /**
    * The argv of a gVisor {@code exec}: like {@link #execArgv} without a cgroup of its own (the
    * command's processes live in the Sentry, not on the host), writing the command's pid inside the
    * sandbox to {@code internalPidFile} once it runs.
