@@ -21,7 +21,9 @@ public enum Isolation {
    * Sentry, a user-space process under a tight seccomp filter of its own), so code in the sandbox
    * never reaches the host kernel's system call table. Costs a slower start and exec and more
    * memory per sandbox. Hibernate, live fork and an interactive terminal are not supported with it
-   * (they fail saying so); a fork copies files only.
+   * (they fail saying so); a fork copies files only. gVisor does not implement set-user-ID
+   * executables (google/gvisor#5299), so {@code sudo} fails inside: the sandbox user cannot become
+   * root.
    */
   GVISOR("gvisor");
 

@@ -665,8 +665,9 @@ public final class LocalSandbox
      * Isolation#CONTAINER}). {@link Isolation#GVISOR} runs it under gVisor's {@code runsc}, which
      * {@code sandbox4j setup} installs: the same image, user, limits, egress, port URLs, timers,
      * suspend, snapshot and files-only fork; hibernate, a live fork and an interactive terminal
-     * fail saying they are not supported with gVisor. A sandbox keeps its isolation for its whole
-     * life, and its forks inherit it.
+     * fail saying they are not supported with gVisor, and {@code sudo} fails (gVisor runs no
+     * set-user-ID executables). A sandbox keeps its isolation for its whole life, and its forks
+     * inherit it.
      */
     public Builder isolation(Isolation isolation) {
       this.isolation = Objects.requireNonNull(isolation, "isolation");

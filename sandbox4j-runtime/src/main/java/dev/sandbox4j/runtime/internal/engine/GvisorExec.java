@@ -52,7 +52,9 @@ final class GvisorExec {
       long clockStart,
       Duration noOutput) {
     OciRuntime runtime = engine.runtimeOf(id);
-    Path pidFile = engine.commandPidFile(id, "gvisor-" + java.util.UUID.randomUUID());
+    String name = "gvisor-" + java.util.UUID.randomUUID();
+    Path pidFile = engine.commandPidFile(id, name);
+    Path processFile = pidFile.resolveSibling(name + ".json");
     AtomicReference<Process> started = new AtomicReference<>();
     NoOutputWatchdog watchdog =
         noOutput == null
@@ -63,7 +65,7 @@ final class GvisorExec {
                 () -> {
                   Process p = started.get();
                   if (p != null) {
-                    kill(runtime, id, pidFile, p);
+                    kill(engine, id, pidFile, p);
                   }
                 });
     try {
@@ -75,8 +77,8 @@ final class GvisorExec {
         inside.addAll(EXEC_AS_SHELL);
       }
       inside.addAll(argv);
-      ProcessBuilder host =
-          new ProcessBuilder(runtime.gvisorExecArgv(id, user, cwd, env, inside, pidFile));
+      writeProcess(processFile, user, cwd, env, inside);
+      ProcessBuilder host = new ProcessBuilder(runtime.gvisorExecArgv(id, processFile, pidFile));
       host.environment().clear();
       host.environment().put("PATH", Engine.BASE_ENV.get("PATH"));
       NoOutputWatchdog watching = watchdog;
@@ -90,9 +92,9 @@ final class GvisorExec {
                 process -> {
                   started.set(process);
                   if (watching != null && watching.fired()) { // fired before runsc existed
-                    kill(runtime, id, pidFile, process);
+                    kill(engine, id, pidFile, process);
                   }
-                  return () -> kill(runtime, id, pidFile, process);
+                  return () -> kill(engine, id, pidFile, process);
                 });
       } catch (WorkspaceException e) {
         if (watchdog != null) {
@@ -127,9 +129,21 @@ final class GvisorExec {
       }
       try {
         Files.deleteIfExists(pidFile);
+        Files.deleteIfExists(processFile);
       } catch (IOException e) {
         // the sandbox directory is gone with its destroy, pid files and all
       }
+    }
+  }
+
+  /** Writes the OCI process of a command for {@code runsc exec --process}, root's alone. */
+  private static void writeProcess(
+      Path file, String user, String cwd, Map<String, String> env, List<String> argv) {
+    try {
+      dev.sandbox4j.runtime.internal.util.PrivateFiles.writeNew(
+          file, OciConfig.execProcess(user, cwd, env, argv));
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot write " + file + ": " + e.getMessage(), e);
     }
   }
 
@@ -138,13 +152,13 @@ final class GvisorExec {
    * the command runs (no pid yet: {@code runsc exec} is waited for, then killed), while it runs, or
    * as it ends. Returns once {@code runsc exec} has ended, or after {@link #KILL_WAIT}.
    */
-  static void kill(OciRuntime runtime, String id, Path pidFile, Process runsc) {
+  static void kill(Engine engine, String id, Path pidFile, Process runsc) {
     boolean interrupted = Thread.interrupted();
     try {
       long end = System.nanoTime() + KILL_WAIT.toNanos();
       boolean ended;
       do {
-        commandPid(pidFile).ifPresent(pid -> killTree(runtime, id, pid));
+        commandPid(pidFile).ifPresent(pid -> killTree(engine, id, pid));
         ended = awaitExit(runsc, Duration.ofMillis(20));
       } while (!ended && System.nanoTime() < end);
       if (!ended) {
@@ -152,7 +166,7 @@ final class GvisorExec {
         awaitExit(runsc, KILL_WAIT);
       }
       // runsc may have started the command just before it ended: its pid file says so
-      commandPid(pidFile).ifPresent(pid -> killTree(runtime, id, pid));
+      commandPid(pidFile).ifPresent(pid -> killTree(engine, id, pid));
     } finally {
       if (interrupted) {
         Thread.currentThread().interrupt();
@@ -168,15 +182,28 @@ final class GvisorExec {
    * child whose parent was stopped and killed is still below it for the next listing. The shell
    * only signals processes of the sandbox; what it prints is dropped.
    */
-  static void killTree(OciRuntime runtime, String id, long root) {
-    HostCommand.run(
-        runtime.gvisorExecArgv(
-            id,
-            "0:0",
-            "/",
-            Map.of("PATH", Engine.BASE_ENV.get("PATH")),
-            List.of("/bin/sh", "-c", KILL_TREE, "sh", Long.toString(root)),
-            null));
+  static void killTree(Engine engine, String id, long root) {
+    if (root < 2) {
+      return; // never the init: its end is the sandbox's
+    }
+    OciRuntime runtime = engine.runtimeOf(id);
+    String name = "gvisor-kill-" + java.util.UUID.randomUUID();
+    Path processFile = engine.commandPidFile(id, name).resolveSibling(name + ".json");
+    try {
+      writeProcess(
+          processFile,
+          "0:0",
+          "/",
+          Map.of("PATH", Engine.BASE_ENV.get("PATH")),
+          List.of("/bin/sh", "-c", KILL_TREE, "sh", Long.toString(root)));
+      HostCommand.run(runtime.gvisorExecArgv(id, processFile, null));
+    } finally {
+      try {
+        Files.deleteIfExists(processFile);
+      } catch (IOException e) {
+        // gone with the sandbox's directory
+      }
+    }
   }
 
   /** The shell of {@link #killTree}: {@code $1} is the root of the tree. */
@@ -188,6 +215,7 @@ final class GvisorExec {
           changed=0
           for d in /proc/[0-9]*; do
             n=${d#/proc/}
+            [ "$n" = 1 ] && continue
             case "$list" in *" $n "*) continue ;; esac
             pp=
             while read -r k v; do

@@ -174,6 +174,41 @@ public final class OciConfig {
     }
   }
 
+  /**
+   * The OCI process of a command exec'd into a sandbox by a runtime that takes one as a file
+   * ({@code runsc exec --process}): {@code user} as {@code uid:gid}, in {@code cwd}, with exactly
+   * {@code env}. As {@code crun exec} runs it: the container's capability bounding set (root keeps
+   * those capabilities; another user has none until it runs {@code sudo}, which is why {@code
+   * noNewPrivileges} stays off, as for the init) and its open files limit. runsc's own {@code exec}
+   * flags cannot say so: it sets no_new_privs, and sudo then refuses to run.
+   */
+  public static byte[] execProcess(
+      String user, String cwd, Map<String, String> env, List<String> argv) {
+    String[] ids = user.split(":", -1);
+    if (ids.length != 2 || !ids[0].matches("\\d{1,10}") || !ids[1].matches("\\d{1,10}")) {
+      throw new IllegalArgumentException("not uid:gid: " + user);
+    }
+    long uid = Long.parseLong(ids[0]);
+    List<String> held = uid == 0 ? CAPABILITIES : List.of();
+    Map<String, Object> process = new LinkedHashMap<>();
+    process.put("terminal", false);
+    process.put("user", Map.of("uid", uid, "gid", Long.parseLong(ids[1])));
+    process.put("args", argv);
+    process.put("env", env.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList());
+    process.put("cwd", cwd);
+    process.put(
+        "capabilities", Map.of("bounding", CAPABILITIES, "effective", held, "permitted", held));
+    long nofile = HostLimits.openFilesHardLimit();
+    process.put(
+        "rlimits", List.of(Map.of("type", "RLIMIT_NOFILE", "soft", nofile, "hard", nofile)));
+    process.put("noNewPrivileges", false);
+    try {
+      return JSON.writeValueAsBytes(process);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot write an OCI process", e);
+    }
+  }
+
   private static List<Map<String, Object>> mounts() {
     List<Map<String, Object>> mounts = new ArrayList<>();
     mounts.add(mount("/proc", "proc", "proc", List.of("nosuid", "noexec", "nodev")));

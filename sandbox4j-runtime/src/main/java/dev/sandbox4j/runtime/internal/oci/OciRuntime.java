@@ -524,12 +524,12 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
    *     "gone" then would make attach restart, and so kill, a running sandbox
    */
   public Optional<String> status(String id) {
-    if (!Files.isDirectory(stateRoot.resolve(id))) {
+    if (!hasState(id)) {
       return Optional.empty();
     }
     HostCommand.Result r = HostCommand.run(base("state", id));
     if (!r.ok()) {
-      if (!Files.isDirectory(stateRoot.resolve(id))) {
+      if (!hasState(id)) {
         return Optional.empty(); // deleted meanwhile
       }
       throw new dev.sandbox4j.workspace.WorkspaceException(
@@ -542,6 +542,17 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
       throw new dev.sandbox4j.workspace.WorkspaceException(
           "cannot parse the state of container " + id + ": " + r.stdout(), e);
     }
+  }
+
+  /**
+   * Whether the runtime keeps state for container {@code id}: crun and runc a directory of that
+   * name, runsc a file {@code <sandbox>_sandbox:<container>.state} (one container per sandbox
+   * here).
+   */
+  private boolean hasState(String id) {
+    return isGvisor()
+        ? Files.exists(stateRoot.resolve(id + "_sandbox:" + id + ".state"))
+        : Files.isDirectory(stateRoot.resolve(id));
   }
 
   /** Kills every process of the container and forgets it; quiet if it does not exist. */
@@ -629,25 +640,18 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
   }
 
   /**
-   * The argv of a gVisor {@code exec}: like {@link #execArgv} without a cgroup of its own (the
-   * command's processes live in the Sentry, not on the host), writing the command's pid inside the
-   * sandbox to {@code internalPidFile} once it runs.
+   * The argv of a gVisor {@code exec} of the process {@code processFile} describes ({@link
+   * OciConfig#execProcess}): no cgroup of its own (the command's processes live in the Sentry, not
+   * on the host); the command's pid inside the sandbox goes to {@code internalPidFile} (if not
+   * null) once it runs.
    */
-  public List<String> gvisorExecArgv(
-      String id,
-      String user,
-      String cwd,
-      Map<String, String> env,
-      List<String> argv,
-      Path internalPidFile) {
-    List<String> out = base("exec", "--user", user, "--cwd", cwd);
+  public List<String> gvisorExecArgv(String id, Path processFile, Path internalPidFile) {
+    List<String> out = base("exec", "--process", processFile.toString());
     if (internalPidFile != null) {
       out.add("--internal-pid-file");
       out.add(internalPidFile.toString());
     }
-    env.forEach((k, v) -> out.add("--env=" + k + "=" + v));
     out.add(id);
-    out.addAll(argv);
     return out;
   }
 }

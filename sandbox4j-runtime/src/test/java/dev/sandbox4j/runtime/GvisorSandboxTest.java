@@ -1,0 +1,150 @@
+package dev.sandbox4j.runtime;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
+import dev.sandbox4j.workspace.Command;
+import dev.sandbox4j.workspace.Workspace;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceRef;
+import dev.sandbox4j.workspace.machine.ForkResult;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What gVisor isolation adds to the conformance suites ({@link GvisorSandboxConformanceTest},
+ * {@link GvisorSandboxMachineConformanceTest}): the code runs on gVisor's kernel, in every state a
+ * sandbox reaches (create, suspend, stop and start, fork), the sandbox keeps its isolation, and
+ * what gVisor sandboxes cannot do fails saying so.
+ */
+class GvisorSandboxTest {
+  private static final String LABEL = "sandbox4j.test";
+  private static final String TAG = "gvisor-" + UUID.randomUUID().toString().substring(0, 8);
+
+  /** The release gVisor's kernel reports; the host's is a real Linux release. */
+  private static final String GVISOR_RELEASE = "4.4.0";
+
+  private static LocalSandbox sandboxes;
+  private final List<WorkspaceRef> created = new ArrayList<>();
+
+  @BeforeAll
+  static void setUp() {
+    Prerequisites.requireGvisor();
+    sandboxes =
+        LocalSandbox.builder()
+            .isolation(Isolation.GVISOR)
+            .label(LABEL, TAG)
+            .progress(line -> {})
+            .build();
+  }
+
+  @AfterEach
+  void cleanUp() {
+    for (WorkspaceRef ref : created) {
+      sandboxes.destroy(ref);
+    }
+  }
+
+  private Workspace create() {
+    Workspace ws = Workspace.of(sandboxes.newBackend());
+    created.add(ws.open());
+    return ws;
+  }
+
+  private static String sh(Workspace ws, String script) {
+    var r = ws.run(Command.shell(script));
+    assertThat(r.exitCode()).as(script + ": " + r.stderrText()).isZero();
+    return r.stdoutText().strip();
+  }
+
+  private static void assertOnGvisor(Workspace ws, String where) {
+    assertThat(sh(ws, "uname -r")).as(where + ": the kernel is gVisor's").isEqualTo(GVISOR_RELEASE);
+  }
+
+  private static SandboxRecord record(WorkspaceRef ref) throws Exception {
+    return SandboxRecord.read(
+        LocalSandbox.DEFAULT_HOME.resolve("sandboxes").resolve(ref.id()).resolve("state.json"));
+  }
+
+  @Test
+  void runsOnGvisorsKernelAsTheSandboxUserAndSaysSoInItsRecord() throws Exception {
+    Workspace ws = create();
+    assertOnGvisor(ws, "after create");
+    assertThat(sh(ws, "id -un; pwd")).isEqualTo("sandbox\n/home/sandbox");
+    // gVisor does not implement set-user-ID executables (google/gvisor#5299): sudo cannot work
+    var sudo = ws.run(Command.shell("sudo -n id -u"));
+    assertThat(sudo.exitCode()).isNotZero();
+    assertThat(sudo.stderrText()).contains("no new privileges");
+    assertThat(record(ws.open()).isolation()).isEqualTo(Isolation.GVISOR);
+    // a crun sandbox of the same engine runs on the host's kernel
+    LocalSandbox containers = LocalSandbox.builder().label(LABEL, TAG).build();
+    Workspace container = Workspace.of(containers.newBackend());
+    try {
+      assertThat(sh(container, "uname -r")).isNotEqualTo(GVISOR_RELEASE);
+      assertThat(record(container.open()).isolation()).isEqualTo(Isolation.CONTAINER);
+    } finally {
+      containers.destroy(container.open());
+    }
+  }
+
+  @Test
+  void suspendKeepsItsProcessesAndStopAndStartKeepItsIsolation() {
+    Workspace ws = create();
+    WorkspaceRef ref = ws.open();
+    sh(ws, "nohup sleep 600 >/dev/null 2>&1 & echo $! > bg.pid");
+    sandboxes.suspend(ref);
+    sandboxes.resume(ref);
+    assertThat(sh(ws, "kill -0 $(cat bg.pid) && echo alive")).isEqualTo("alive");
+    assertOnGvisor(ws, "after suspend and resume");
+
+    sandboxes.stop(ref);
+    sandboxes.start(ref);
+    assertOnGvisor(ws, "after stop and start");
+    assertThat(ws.readText("bg.pid")).isNotBlank();
+  }
+
+  @Test
+  void aForkIsAGvisorSandboxWithItsParentsFilesOnlyAndSaysWhy() {
+    Workspace parent = create();
+    parent.writeText("note.txt", "from the parent");
+    ForkResult fork = sandboxes.fork(parent.open());
+    created.add(fork.ref());
+    assertThat(fork.processesCopied()).isFalse();
+    assertThat(fork.reason()).contains("not supported with gVisor isolation");
+    Workspace child = Workspace.of(sandboxes.backend(fork.ref()).orElseThrow());
+    assertThat(child.readText("note.txt")).isEqualTo("from the parent");
+    assertOnGvisor(child, "in the fork");
+  }
+
+  @Test
+  void hibernateFailsSayingGvisorCannotAndTheSandboxRunsOn() {
+    Workspace ws = create();
+    sh(ws, "nohup sleep 600 >/dev/null 2>&1 & echo $! > bg.pid");
+    assertThatThrownBy(() -> sandboxes.hibernate(ws.open()))
+        .isInstanceOf(WorkspaceException.class)
+        .hasMessageContaining("not supported with gVisor isolation");
+    assertThat(sh(ws, "kill -0 $(cat bg.pid) && echo alive")).isEqualTo("alive");
+  }
+
+  @Test
+  void filesWrittenFromTheHostAndFromInsideAgree() {
+    Workspace ws = create();
+    ws.writeText("a.txt", "one");
+    assertThat(sh(ws, "cat a.txt")).isEqualTo("one");
+    ws.writeText("a.txt", "two, longer"); // gVisor must not serve a cached copy
+    assertThat(sh(ws, "cat a.txt")).isEqualTo("two, longer");
+    sh(ws, "printf three > a.txt");
+    assertThat(ws.readText("a.txt")).isEqualTo("three");
+    assertThat(
+            Path.of("/var/lib/sandbox4j/sandboxes", ws.open().id(), "rootfs")
+                .resolve(".gvisor.filestore." + ws.open().id()))
+        .as("writes reach the sandbox's own disk, not a file store of gVisor's")
+        .doesNotExist();
+  }
+}
