@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -164,6 +165,8 @@ final class CreateCommand implements Callable<Integer> {
               + " Default: none (isolated).")
   List<String> networks;
 
+  @Mixin IsolationOption isolation;
+
   @Option(
       names = "--port-token",
       description =
@@ -274,7 +277,8 @@ final class CreateCommand implements Callable<Integer> {
                 networks,
                 portToken,
                 disk,
-                diskInodes));
+                diskInodes,
+                isolation.isolation));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref;

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
@@ -82,6 +83,8 @@ final class DemoCommand implements Callable<Integer> {
               + " continue it in the same sandbox with a real model.")
   Path history;
 
+  @Mixin IsolationOption isolation;
+
   @Override
   public Integer call() {
     provider = root.providerOrDefault(provider);
@@ -94,7 +97,12 @@ final class DemoCommand implements Callable<Integer> {
     Agent agent =
         Agent.builder()
             .model(FunctionModel.of("demo-script", DemoCommand::next))
-            .capability(WorkspaceCapability.of(root.provider(spec, provider)))
+            .capability(
+                WorkspaceCapability.of(
+                    root.provider(
+                        spec,
+                        provider,
+                        Providers.Settings.DEFAULTS.withIsolation(isolation.isolation))))
             .capability(Coder.builder().repoContext(false).build())
             .build();
     RunResult result =

@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.server.ServerEngine;
 import java.util.Objects;
 import java.util.function.Consumer;
@@ -13,7 +14,8 @@ import java.util.function.Consumer;
  * through the engine's egress proxy; never the host, nor another sandbox, of any organization),
  * which the server's egress routes change; never on Docker's bridge, which would let one
  * organization's sandboxes reach another's and the host. Timers are the docker provider's. Docker
- * has no inode quota: a create that asks for one is refused (the server answers 501).
+ * has no inode quota and no gVisor isolation: a create that asks for either is refused (the server
+ * answers 501).
  */
 final class DockerServerEngine implements ServerEngine {
 
@@ -44,6 +46,11 @@ final class DockerServerEngine implements ServerEngine {
     if (s.diskInodes() != null) {
       throw new UnsupportedOperationException(
           "diskInodes: docker sandboxes have no inode quota (only diskBytes)");
+    }
+    if (s.isolation() == Isolation.GVISOR) {
+      throw new UnsupportedOperationException(
+          "isolation: docker sandboxes are containers of the Docker daemon's runtime, not gVisor"
+              + " (ask for container, or leave isolation out)");
     }
     field(
         "autoSuspendTimeoutMs",

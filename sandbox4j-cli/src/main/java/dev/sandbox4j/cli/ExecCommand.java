@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -100,6 +101,8 @@ final class ExecCommand implements Callable<Integer> {
               + " remote with a server (--server), else local.")
   String provider;
 
+  @Mixin IsolationOption isolation;
+
   @Override
   public Integer call() {
     provider = root.providerOrDefault(provider);
@@ -114,10 +117,17 @@ final class ExecCommand implements Callable<Integer> {
             "--provider " + provider + " does not match the ref " + ref + "; leave it out");
       }
     }
+    if (!fresh) {
+      isolation.refuseFor(spec, ref);
+    }
     String providerName = fresh ? provider : ref.provider();
     WorkspaceProvider workspaces =
         root.provider(
-            spec, providerName, Providers.Settings.DEFAULTS.withWorkingDirectory(workdir));
+            spec,
+            providerName,
+            Providers.Settings.DEFAULTS
+                .withWorkingDirectory(workdir)
+                .withIsolation(isolation.isolation));
     Workspace workspace =
         Workspace.of(fresh ? workspaces.newBackend() : root.backend(spec, workspaces, ref));
 

@@ -31,7 +31,8 @@ import picocli.CommandLine.Spec;
       "Lists sandboxes and workspaces, sorted by provider and id: a table with a heading, or"
           + " nothing if there are none.",
       "Local sandboxes show their state (running, suspended, stopped, hibernated; creating or"
-          + " destroying while that happens), image, creation time (UTC), when a timer destroys"
+          + " destroying while that happens), image, isolation (container or gvisor), creation"
+          + " time (UTC), when a timer destroys"
           + " them at the latest (ENDS: the end of their lifetime or their --delete-after time) and"
           + " labels, and the URL serving their ports (URL, {port} standing for the port: see"
           + " 'sandbox4j url'); host workspaces have none of these ('-')."
@@ -39,7 +40,16 @@ import picocli.CommandLine.Spec;
 final class ListCommand implements Callable<Integer> {
 
   private static final List<String> COLUMNS =
-      List.of("state", "image", "created", "ends", "labels", "egress", "networks", "portUrl");
+      List.of(
+          "state",
+          "image",
+          "isolation",
+          "created",
+          "ends",
+          "labels",
+          "egress",
+          "networks",
+          "portUrl");
 
   @ParentCommand SandboxCommand root;
   @Spec CommandSpec spec;
@@ -54,7 +64,8 @@ final class ListCommand implements Callable<Integer> {
       names = "--json",
       description =
           "Print a JSON array instead: objects with provider and id, and for local sandboxes"
-              + " state, image, created, labels, cpus, memoryBytes, pids, egress, networks, and"
+              + " state, image, isolation, created, labels, cpus, memoryBytes, pids, egress,"
+              + " networks, and"
               + " timers"
               + " (autoSuspendSeconds, sandboxTimeoutSeconds, idleTimeoutSeconds, deleteAfter)"
               + " with ends, portUrl, and diskBytes and diskInodes (the quota of its writable"
@@ -97,10 +108,10 @@ final class ListCommand implements Callable<Integer> {
   /**
    * The workspaces {@code provider} holds, as {@code ls} shows them: {@code provider} and {@code
    * id}, then, for a provider that lists its machines ({@link SupportsListing}), {@code state},
-   * {@code image}, {@code created}, {@code labels}, {@code cpus}, {@code memoryBytes}, {@code
-   * pids}, and for a sandbox with timers {@code timers} and {@code ends}; the local engine adds its
-   * own {@code egress}, {@code networks}, {@code portUrl}, {@code diskBytes} and {@code
-   * diskInodes}.
+   * {@code image}, {@code isolation} (where the provider says it), {@code created}, {@code labels},
+   * {@code cpus}, {@code memoryBytes}, {@code pids}, and for a sandbox with timers {@code timers}
+   * and {@code ends}; the local engine adds its own {@code egress}, {@code networks}, {@code
+   * portUrl}, {@code diskBytes} and {@code diskInodes}.
    */
   static List<Map<String, Object>> rowsOf(WorkspaceProvider provider) {
     return switch (provider) {
@@ -120,6 +131,9 @@ final class ListCommand implements Callable<Integer> {
     Map<String, Object> more = new LinkedHashMap<>();
     more.put("state", s.state());
     more.put("image", s.image());
+    if (s.isolation() != null) { // the local engine's and a server's; docker does not say
+      more.put("isolation", s.isolation());
+    }
     more.put("created", seconds(s.created()));
     more.put("labels", new java.util.TreeMap<>(s.labels()));
     more.put("cpus", s.cpus());

@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.RunOptions;
@@ -8,6 +9,7 @@ import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.EgressRules;
 import dev.sandbox4j.workspace.machine.ForkResult;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import dev.sandbox4j.workspace.machine.SupportsEgress;
 import dev.sandbox4j.workspace.machine.SupportsFork;
@@ -153,8 +155,12 @@ final class Machines {
     WorkspaceProvider sandboxes =
         providers.open(name, Providers.Settings.DEFAULTS.withWorkingDirectory(workingDirectory));
     if (sandboxes instanceof LocalSandbox local) {
+      // a gVisor sandbox has no terminal to give: the engine says so (before it needs this
+      // process's terminal), which is the error to show, terminal or not
+      boolean gvisor =
+          local.info(ref).map(SandboxInfo::isolation).orElse("").equals(Isolation.GVISOR.id());
       Console console = System.console();
-      if (console == null || !console.isTerminal()) {
+      if (!gvisor && (console == null || !console.isTerminal())) {
         throw new IllegalArgumentException("shell needs a terminal; use exec");
       }
       return providers.forRef(local, ref).shell(ref);

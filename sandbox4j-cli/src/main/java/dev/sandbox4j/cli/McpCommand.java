@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicBoolean;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -49,6 +50,8 @@ final class McpCommand implements Callable<Integer> {
               + " remote with a server (--server), else local.")
   String provider;
 
+  @Mixin IsolationOption isolation;
+
   @Override
   public Integer call() {
     provider = root.providerOrDefault(provider);
@@ -61,12 +64,19 @@ final class McpCommand implements Callable<Integer> {
         throw new ParameterException(
             spec.commandLine(), "--provider " + provider + " does not match the sandbox " + ref);
       }
+      isolation.refuseFor(spec, ref);
       root.warnIfNotIsolated(ref.provider());
       WorkspaceProvider opened = root.provider(spec, ref.provider());
       workspace = Workspace.of(root.backend(spec, opened, ref));
     } else {
       root.warnIfNotIsolated(provider);
-      workspace = Workspace.of(root.provider(spec, provider).newBackend());
+      workspace =
+          Workspace.of(
+              root.provider(
+                      spec,
+                      provider,
+                      Providers.Settings.DEFAULTS.withIsolation(isolation.isolation))
+                  .newBackend());
     }
     List<Tool> tools = Coder.builder().repoContext(false).build().tools();
     if (sandbox == null) {

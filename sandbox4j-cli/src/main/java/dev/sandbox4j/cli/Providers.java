@@ -3,6 +3,7 @@ package dev.sandbox4j.cli;
 import dev.sandbox4j.docker.DockerSandbox;
 import dev.sandbox4j.remote.RemoteSandbox;
 import dev.sandbox4j.runtime.EgressPolicy;
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -68,6 +69,7 @@ final class Providers {
    * @param portToken whether a new sandbox's port URLs need a token
    * @param diskBytes the byte quota of a new sandbox's writable layer, or null for the default
    * @param diskInodes the inode quota of a new sandbox's writable layer, or null for the default
+   * @param isolation the isolation of a new sandbox, or null for the default (container)
    */
   record Settings(
       Map<String, String> env,
@@ -82,12 +84,13 @@ final class Providers {
       List<String> networks,
       boolean portToken,
       Long diskBytes,
-      Long diskInodes) {
+      Long diskInodes,
+      Isolation isolation) {
 
     static final Settings DEFAULTS =
         new Settings(
             Map.of(), null, null, null, null, Map.of(), null, null, null, List.of(), false, null,
-            null);
+            null, null);
 
     Settings {
       env = env == null ? Map.of() : Map.copyOf(env);
@@ -109,7 +112,8 @@ final class Providers {
           networks,
           portToken,
           diskBytes,
-          diskInodes);
+          diskInodes,
+          isolation);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
@@ -126,7 +130,26 @@ final class Providers {
           networks,
           portToken,
           diskBytes,
-          diskInodes);
+          diskInodes,
+          isolation);
+    }
+
+    Settings withIsolation(Isolation isolation) {
+      return new Settings(
+          env,
+          workingDirectory,
+          image,
+          cpus,
+          memoryBytes,
+          labels,
+          snapshot,
+          timers,
+          egress,
+          networks,
+          portToken,
+          diskBytes,
+          diskInodes,
+          isolation);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -143,6 +166,7 @@ final class Providers {
       set.put("--port-token", portToken);
       set.put("--egress", egress != null);
       set.put("--network", !networks.isEmpty());
+      set.put("--isolation", isolation != null);
       if (timers != null) {
         set.put("--auto-suspend", timers.autoSuspend() != null);
         set.put("--lifetime", timers.lifetime() != null);
@@ -269,6 +293,12 @@ final class Providers {
               + (unsupported.size() == 1 ? " is" : " are")
               + " not supported by docker sandboxes yet");
     }
+    if (settings.isolation() == Isolation.GVISOR) {
+      // a docker sandbox is a container of the daemon's runtime: 'container' is what it is
+      throw new IllegalArgumentException(
+          "--isolation gvisor is not supported by docker sandboxes (they run under the Docker"
+              + " daemon's runtime): use --provider local");
+    }
     DockerSandbox.Builder b =
         DockerSandbox.builder().env(settings.env()).progress(providers.progress);
     if (settings.workingDirectory() != null) {
@@ -339,6 +369,9 @@ final class Providers {
     }
     if (settings.snapshot() != null) {
       b.snapshot(settings.snapshot());
+    }
+    if (settings.isolation() != null) {
+      b.isolation(settings.isolation().id()); // the server judges it: its operator may force one
     }
     settings.labels().forEach(b::label);
     Timers.apply(
@@ -461,6 +494,9 @@ final class Providers {
     }
     settings.networks().forEach(b::network);
     b.portToken(settings.portToken());
+    if (settings.isolation() != null) {
+      b.isolation(settings.isolation());
+    }
     Timers.apply(
         settings.timers(),
         b::autoSuspendTimeout,

@@ -95,6 +95,8 @@ final class RunCommand implements Callable<Integer> {
       defaultValue = "50")
   int maxRequests;
 
+  @CommandLine.Mixin IsolationOption isolation;
+
   @Override
   public Integer call() {
     provider = root.providerOrDefault(provider);
@@ -115,19 +117,27 @@ final class RunCommand implements Callable<Integer> {
       config.newWorkspace();
     } else if (workspace != null) {
       WorkspaceRef ref = root.parseRef(spec, workspace);
+      isolation.refuseFor(spec, ref);
       providerName = ref.provider();
       config.workspace(ref);
     } else {
       Optional<WorkspaceRef> previous = Messages.latestWorkspace(past);
       if (previous.isPresent()) {
-        providerName = root.parseRef(spec, previous.get().toString()).provider();
+        WorkspaceRef ref = root.parseRef(spec, previous.get().toString());
+        isolation.refuseFor(spec, ref); // the history's sandbox; --workspace new makes another
+        providerName = ref.provider();
       }
     }
     root.warnIfNotIsolated(providerName);
     Agent agent =
         Agent.builder()
             .model(chosen)
-            .capability(WorkspaceCapability.of(root.provider(spec, providerName)))
+            .capability(
+                WorkspaceCapability.of(
+                    root.provider(
+                        spec,
+                        providerName,
+                        Providers.Settings.DEFAULTS.withIsolation(isolation.isolation))))
             .capability(Coder.create())
             .build();
     runAndReport(root, agent, task, config, history);

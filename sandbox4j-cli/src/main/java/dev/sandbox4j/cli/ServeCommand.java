@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.SandboxServer;
 import dev.sandbox4j.server.ServerEngine;
@@ -33,7 +34,8 @@ import picocli.CommandLine.ParentCommand;
           + " --max-cpus, --max-memory, --max-pids, --max-disk and --max-disk-inodes.",
       "--provider docker serves containers of the Docker daemon instead (found as the docker CLI"
           + " finds it), from the default image and the organizations' snapshots, with no network;"
-          + " hibernate, egress rules, timers and diskInodes answer 501 not_supported there. A data"
+          + " hibernate, egress rules, timers, diskInodes and gVisor isolation answer 501"
+          + " not_supported there. A data"
           + " directory serves one provider: give a docker server its own --data and keys."
     })
 final class ServeCommand implements Callable<Integer> {
@@ -122,6 +124,25 @@ final class ServeCommand implements Callable<Integer> {
               + " host below the reserve; more admits more mostly idle sandboxes. Default: 4.")
   Double diskOvercommit;
 
+  @Option(
+      names = "--default-isolation",
+      paramLabel = "container|gvisor",
+      converter = IsolationOption.Parse.class,
+      description =
+          "The isolation of a sandbox whose create asks for none (its 'isolation' field); a create"
+              + " may still ask for the other. Default: container.")
+  Isolation defaultIsolation;
+
+  @Option(
+      names = "--force-isolation",
+      paramLabel = "container|gvisor",
+      converter = IsolationOption.Parse.class,
+      description =
+          "Give every new sandbox of every organization this isolation: a create that asks for"
+              + " none gets it, one that asks for another is a 400 naming 'isolation'. gvisor keeps"
+              + " all tenants' code off this machine's kernel. Sandboxes made before keep theirs.")
+  Isolation forceIsolation;
+
   @Override
   public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
@@ -166,6 +187,11 @@ final class ServeCommand implements Callable<Integer> {
       }
       if (maxDiskInodes != null) {
         builder.maxDiskInodesPerSandbox(maxDiskInodes);
+      }
+      if (forceIsolation != null) {
+        builder.forceIsolation(forceIsolation);
+      } else if (defaultIsolation != null) {
+        builder.defaultIsolation(defaultIsolation);
       }
     } catch (IllegalArgumentException e) {
       root.context().err().println("sandbox4j: " + e.getMessage());
@@ -221,6 +247,12 @@ final class ServeCommand implements Callable<Integer> {
     if (maxDiskInodes != null) {
       set.add("--max-disk-inodes");
     }
+    if (defaultIsolation == Isolation.GVISOR) {
+      set.add("--default-isolation gvisor");
+    }
+    if (forceIsolation == Isolation.GVISOR) {
+      set.add("--force-isolation gvisor");
+    }
     return set;
   }
 
@@ -231,6 +263,14 @@ final class ServeCommand implements Callable<Integer> {
    *     (named), or a bad value
    */
   private ServerEngine engine() {
+    if (forceIsolation != null && defaultIsolation != null && forceIsolation != defaultIsolation) {
+      throw new IllegalArgumentException(
+          "--default-isolation "
+              + defaultIsolation
+              + " contradicts --force-isolation "
+              + forceIsolation
+              + ", which is every sandbox's isolation: leave --default-isolation out");
+    }
     switch (provider) {
       case LocalSandbox.NAME -> {
         LocalSandbox engine = root.providers().local();

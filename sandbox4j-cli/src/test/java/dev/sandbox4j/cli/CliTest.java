@@ -427,6 +427,64 @@ class CliTest {
   }
 
   @Test
+  void anUnknownIsolationIsAUsageErrorNamingTheAcceptedOnes() {
+    for (String command : List.of("create", "exec", "run", "mcp", "demo")) {
+      Run r =
+          command.equals("exec")
+              ? run("exec", "--isolation", "vm", "new", "--", "true")
+              : command.equals("run")
+                  ? run("run", "--isolation", "vm", "task")
+                  : run(command, "--isolation", "vm");
+
+      assertThat(r.exitCode()).as(command).isEqualTo(ExitCodes.USAGE);
+      assertThat(r.errLines())
+          .as(command)
+          .singleElement()
+          .asString()
+          .contains("invalid value for option '--isolation'")
+          .contains("unknown isolation 'vm': expected one of container, gvisor");
+    }
+    assertThat(run("create", "--help").out()).contains("--isolation=container|gvisor");
+  }
+
+  @Test
+  void isolationIsRefusedWhereTheProviderCannotGiveIt() {
+    Run host = run("create", "--provider", "host", "--isolation", "container");
+    assertThat(host.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(host.errLines())
+        .singleElement()
+        .asString()
+        .contains("--isolation is for local sandboxes only, not host workspaces");
+
+    // refused by name before any daemon is asked: the same with or without Docker here
+    Run docker = run("create", "--provider", "docker", "--isolation", "gvisor");
+    assertThat(docker.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(docker.errLines())
+        .singleElement()
+        .asString()
+        .contains("--isolation gvisor is not supported by docker sandboxes")
+        .contains("use --provider local");
+    Run dockerExec =
+        run("exec", "--provider", "docker", "--isolation", "gvisor", "new", "--", "true");
+    assertThat(dockerExec.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(dockerExec.err()).contains("--isolation gvisor is not supported by docker");
+    assertThat(home.resolve("host")).doesNotExist();
+  }
+
+  @Test
+  void isolationIsForANewWorkspaceOnly() {
+    String ref = create();
+
+    Run exec = run("exec", ref, "--isolation", "gvisor", "--", "true");
+
+    assertThat(exec.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(exec.errLines())
+        .singleElement()
+        .asString()
+        .contains("--isolation is for a new sandbox; " + ref + " keeps the isolation");
+  }
+
+  @Test
   void aBareIdMeansALocalSandboxAndAMalformedOneIsAUsageError() {
     Run bad = run("rm", "Not_An_Id");
     assertThat(bad.exitCode()).isEqualTo(ExitCodes.USAGE);
@@ -483,10 +541,10 @@ class CliTest {
     assertThat(plain.exitCode()).isZero();
     List<String> lines = plain.out().lines().toList();
     assertThat(lines.getFirst())
-        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +EGRESS +NETWORKS +URL");
+        .matches("REF +STATE +IMAGE +ISOLATION +CREATED +ENDS +LABELS +EGRESS +NETWORKS +URL");
     assertThat(lines.subList(1, lines.size()))
         .hasSize(3)
-        .allSatisfy(l -> assertThat(l).matches("host:[a-z0-9]+ +- +- +- +- +- +- +- +-"));
+        .allSatisfy(l -> assertThat(l).matches("host:[a-z0-9]+ +- +- +- +- +- +- +- +- +-"));
     assertThat(lines.subList(1, lines.size()).stream().map(l -> l.split(" ")[0]).toList())
         .isEqualTo(refs);
 

@@ -219,6 +219,7 @@ class LocalCliTest {
     assertThat(mine.path("provider").asText()).isEqualTo("local");
     assertThat(mine.path("state").asText()).isEqualTo("running");
     assertThat(mine.path("image").asText()).isEqualTo("default");
+    assertThat(mine.path("isolation").asText()).isEqualTo("container");
     assertThat(mine.path("created").asText()).matches("\\d{4}-\\d\\d-\\d\\dT.*Z");
     assertThat(mine.path("labels").path("purpose").asText()).isEqualTo("cli-test");
     assertThat(mine.path("labels").path("team").asText()).isEqualTo("x");
@@ -232,6 +233,7 @@ class LocalCliTest {
             "id",
             "state",
             "image",
+            "isolation",
             "created",
             "labels",
             "cpus",
@@ -249,11 +251,11 @@ class LocalCliTest {
     assertThat(table.out().lines().toList())
         .first()
         .asString()
-        .matches("REF +STATE +IMAGE +CREATED +ENDS +LABELS +EGRESS +NETWORKS +URL");
+        .matches("REF +STATE +IMAGE +ISOLATION +CREATED +ENDS +LABELS +EGRESS +NETWORKS +URL");
     assertThat(table.out())
         .containsPattern(
             ref
-                + " +running +default +\\S+Z +\\S+Z +purpose=cli-test,team=x +all +- +http://\\{port\\}-"
+                + " +running +default +container +\\S+Z +\\S+Z +purpose=cli-test,team=x +all +- +http://\\{port\\}-"
                 + id
                 + "\\.localhost:[0-9]+/");
     assertThat(mine.path("portUrl").asText())

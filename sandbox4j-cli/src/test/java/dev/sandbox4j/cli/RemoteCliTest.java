@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.internal.oci.Gvisor;
 import dev.sandbox4j.server.SandboxServer;
 import dev.sandbox4j.server.ServerKeys;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
@@ -132,6 +133,24 @@ class RemoteCliTest {
   }
 
   @Test
+  void isolationGoesToTheServerAndLsShowsIt() throws Exception {
+    Prerequisites.require(
+        Gvisor.unavailable().isEmpty(), Gvisor.unavailable().orElse("gVisor's runsc"));
+    String ref = create("--isolation", "gvisor");
+
+    Run uname = run("exec", ref, "--", "uname", "-r");
+    assertThat(uname.exitCode()).as(uname.err()).isZero();
+    assertThat(uname.out()).as("gVisor's kernel").isEqualTo("4.4.0\n");
+    JsonNode listed = JSON.readTree(run("ls", "--json").out());
+    assertThat(listed)
+        .anySatisfy(
+            row -> {
+              assertThat("remote:" + row.get("id").asText()).isEqualTo(ref);
+              assertThat(row.get("isolation").asText()).isEqualTo("gvisor");
+            });
+  }
+
+  @Test
   void createExecAndLsWorkOnTheServersSandboxes() throws Exception {
     String ref = create("--label", "team=cli");
     String id = ref.substring("remote:".length());
@@ -182,6 +201,7 @@ class RemoteCliTest {
             "id",
             "state",
             "image",
+            "isolation",
             "created",
             "labels",
             "cpus",
@@ -189,6 +209,7 @@ class RemoteCliTest {
             "pids",
             "timers",
             "ends");
+    assertThat(mine.get("isolation").asText()).isEqualTo("container");
   }
 
   @Test

@@ -1,11 +1,14 @@
 package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.SandboxServer;
+import dev.sandbox4j.server.ServerEngine;
 import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.ByteArrayInputStream;
@@ -173,6 +176,58 @@ class ServeCliTest {
       assertThat(other.exitCode()).isEqualTo(ExitCodes.UNAVAILABLE);
       assertThat(other.err()).contains("--provider docker: no Docker daemon here");
     }
+  }
+
+  @Test
+  void serveRefusesAnIsolationItCannotGiveOrThatContradictsTheForcedOne() {
+    Run docker = run("serve", "--provider", "docker", "--port", "0", "--force-isolation", "gvisor");
+    assertThat(docker.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(docker.err())
+        .contains("--force-isolation gvisor is for the local engine only, not --provider docker");
+
+    Run contradiction =
+        run(
+            "serve",
+            "--port",
+            "0",
+            "--default-isolation",
+            "container",
+            "--force-isolation",
+            "gvisor");
+    assertThat(contradiction.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(contradiction.err())
+        .contains("--default-isolation container contradicts --force-isolation gvisor");
+
+    Run unknown = run("serve", "--port", "0", "--default-isolation", "vm");
+    assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(unknown.err()).contains("unknown isolation 'vm': expected one of container, gvisor");
+  }
+
+  @Test
+  void theDockerEngineRefusesGvisorByItsFieldSoThatTheServerAnswers501() {
+    ServerEngine.Shape gvisor =
+        new ServerEngine.Shape(
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            Isolation.GVISOR);
+    DockerServerEngine engine = new DockerServerEngine(line -> {}); // no daemon is asked
+
+    assertThatThrownBy(() -> engine.shaped(gvisor))
+        .isInstanceOf(UnsupportedOperationException.class)
+        .hasMessageStartingWith("isolation: docker sandboxes are containers");
+    assertThat(engine.shaped(ServerEngine.Shape.attach(null, null))).isNotNull();
   }
 
   @Test

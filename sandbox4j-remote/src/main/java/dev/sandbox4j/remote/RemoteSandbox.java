@@ -98,7 +98,8 @@ public final class RemoteSandbox
       Duration idleTimeout,
       Instant deleteAfter,
       Long diskBytes,
-      Long diskInodes) {}
+      Long diskInodes,
+      String isolation) {}
 
   /** Runs before each creation (a test seam, see {@link Builder#beforeCreate}). */
   final Runnable beforeCreate;
@@ -121,7 +122,8 @@ public final class RemoteSandbox
             b.idleTimeout,
             b.deleteAfter,
             b.diskBytes,
-            b.diskInodes);
+            b.diskInodes,
+            b.isolation);
   }
 
   /** A builder; URL and key default to this process's environment variables. */
@@ -401,6 +403,9 @@ public final class RemoteSandbox
     if (options.diskInodes() != null) {
       body.put("diskInodes", options.diskInodes());
     }
+    if (options.isolation() != null) {
+      body.put("isolation", options.isolation());
+    }
     if (!env.isEmpty()) {
       ObjectNode vars = body.putObject("env");
       env.forEach(vars::put);
@@ -451,6 +456,7 @@ public final class RemoteSandbox
         .limits(s.path("cpus").asInt(), s.path("memoryBytes").asLong(), s.path("pids").asInt())
         .workingDirectory(ServerClient.text(s, "workingDirectory"))
         .timers(timers)
+        .isolation(ServerClient.text(s, "isolation"))
         .build();
   }
 
@@ -535,6 +541,7 @@ public final class RemoteSandbox
     private Integer pids;
     private Long diskBytes;
     private Long diskInodes;
+    private String isolation;
     private String workingDirectory;
     private Duration autoSuspendTimeout;
     private Duration sandboxTimeout;
@@ -612,6 +619,18 @@ public final class RemoteSandbox
         throw new IllegalArgumentException("diskInodes must be positive, was " + inodes);
       }
       this.diskInodes = inodes;
+      return this;
+    }
+
+    /**
+     * The isolation of new sandboxes, as the server's API names it: {@code container} or {@code
+     * gvisor} (the local engine's {@code Isolation.id()}). The server judges it when a sandbox is
+     * created: its operator sets the default, may require one isolation for every sandbox (then
+     * asking for another is a 400 naming {@code isolation}), and a server on docker offers only
+     * {@code container} (gvisor is a 501 {@code not_supported}).
+     */
+    public Builder isolation(String isolation) {
+      this.isolation = nonBlank(isolation, "isolation");
       return this;
     }
 

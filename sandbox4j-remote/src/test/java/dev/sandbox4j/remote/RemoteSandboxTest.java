@@ -3,6 +3,7 @@ package dev.sandbox4j.remote;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.internal.oci.Gvisor;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
@@ -19,6 +20,7 @@ import dev.sandbox4j.workspace.WorkspaceOutputLimitException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.conformance.Prerequisites;
 import dev.sandbox4j.workspace.machine.ForkResult;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import java.nio.charset.StandardCharsets;
@@ -101,6 +103,26 @@ class RemoteSandboxTest {
     assertThatThrownBy(() -> Workspace.of(oddCpus.newBackend()).open())
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("cpus");
+  }
+
+  @Test
+  void anIsolationGoesToTheServerWhichJudgesIt() {
+    RemoteSandbox unknown = server.client().isolation("vm").build();
+    assertThatThrownBy(() -> Workspace.of(unknown.newBackend()).open())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("unknown isolation 'vm': expected one of container, gvisor");
+    assertThatThrownBy(() -> server.client().isolation(" "))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("isolation");
+
+    Prerequisites.require(
+        Gvisor.unavailable().isEmpty(), Gvisor.unavailable().orElse("gVisor's runsc"));
+    RemoteSandbox gvisor = server.client().isolation("gvisor").build();
+    Workspace ws = newWorkspace(gvisor);
+    assertThat(ws.run(Command.argv("uname", "-r")).stdoutText().strip())
+        .as("gVisor's kernel")
+        .isEqualTo("4.4.0");
+    assertThat(gvisor.info(ws.ref().orElseThrow()).orElseThrow().isolation()).isEqualTo("gvisor");
   }
 
   @Test

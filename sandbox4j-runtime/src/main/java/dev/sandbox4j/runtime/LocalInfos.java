@@ -67,6 +67,7 @@ final class LocalInfos {
         .networks(networks)
         .egress(egress)
         .portUrl(PortUrls.urlTemplate(proxyPort, r.id()))
+        .isolation(r.isolation().id())
         .build();
   }
 

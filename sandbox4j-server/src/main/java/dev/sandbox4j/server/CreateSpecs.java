@@ -18,10 +18,11 @@ final class CreateSpecs {
   private CreateSpecs() {}
 
   /**
-   * The shape a create request asks for, as given: durations and the instant parsed, no size
-   * admitted yet ({@link #admit} does that), the snapshot not yet resolved to the engine's name.
+   * The shape a create request asks for, as given: durations and the instant parsed, the isolation
+   * resolved under the operator's policy (its default when none is asked for), no size admitted yet
+   * ({@link #admit} does that), the snapshot not yet resolved to the engine's name.
    */
-  static ServerEngine.Shape requested(Sandboxes.CreateSpec s) {
+  static ServerEngine.Shape requested(Sandboxes.CreateSpec s, IsolationPolicy isolation) {
     Instant deleteAfter = null;
     if (s.deleteAfter() != null) {
       try {
@@ -49,7 +50,8 @@ final class CreateSpecs {
         duration(s.autoSuspendTimeoutMs(), "autoSuspendTimeoutMs"),
         duration(s.sandboxTimeoutMs(), "sandboxTimeoutMs"),
         duration(s.idleTimeoutMs(), "idleTimeoutMs"),
-        deleteAfter);
+        deleteAfter,
+        isolation.of(s.isolation()));
   }
 
   /**
@@ -114,7 +116,8 @@ final class CreateSpecs {
         r.autoSuspendTimeout(),
         r.sandboxTimeout(),
         r.idleTimeout(),
-        r.deleteAfter());
+        r.deleteAfter(),
+        r.isolation());
   }
 
   /**

@@ -88,6 +88,11 @@ final class LocalEngine implements ServerEngine {
         () -> {
           if (s.deleteAfter() != null) b.deleteAfter(s.deleteAfter());
         });
+    field(
+        "isolation",
+        () -> {
+          if (s.isolation() != null) b.isolation(s.isolation());
+        });
     try {
       return b.build();
     } catch (IllegalArgumentException e) {

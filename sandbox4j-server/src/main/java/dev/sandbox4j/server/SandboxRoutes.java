@@ -154,6 +154,7 @@ final class SandboxRoutes {
     o.put("state", info == null ? "destroyed" : info.state());
     o.put(
         "image", info == null ? null : Sandboxes.shownImage(v.row().organization(), info.image()));
+    o.put("isolation", info == null ? null : info.isolation()); // null: docker does not say
     o.put("created", info == null ? v.row().created() : info.created().toString());
     ObjectNode labels = o.putObject("labels");
     Sandboxes.labels(v.row()).forEach(labels::put);

@@ -1,5 +1,6 @@
 package dev.sandbox4j.server;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Servlet;
@@ -98,7 +99,8 @@ public final class SandboxServer implements AutoCloseable {
                 b.maxMemory != 0 ? b.maxMemory : host.memoryBytes(),
                 b.maxPids != 0 ? b.maxPids : host.pids(),
                 b.maxDisk != 0 ? b.maxDisk : host.diskBytes(),
-                b.maxDiskInodes != 0 ? b.maxDiskInodes : host.diskInodes()));
+                b.maxDiskInodes != 0 ? b.maxDiskInodes : host.diskInodes()),
+            b.isolation);
     Sandboxes sandboxes;
     try {
       sandboxes = new Sandboxes(b.engine, db, limits);
@@ -249,6 +251,7 @@ public final class SandboxServer implements AutoCloseable {
     private int maxPids; // 0: from the host
     private long maxDisk; // 0: from the host
     private long maxDiskInodes; // 0: the engine's default
+    private IsolationPolicy isolation = IsolationPolicy.DEFAULT;
     private Consumer<String> requestLog = System.err::println;
     private Duration keepAlive = Duration.ofSeconds(15);
     private Duration execSocketIdle = Duration.ofMinutes(1);
@@ -394,6 +397,30 @@ public final class SandboxServer implements AutoCloseable {
             "maxDiskInodesPerSandbox must be from 1024 to 2^31: " + max);
       }
       this.maxDiskInodes = max;
+      return this;
+    }
+
+    /**
+     * The isolation of a new sandbox whose create asks for none (default {@link
+     * Isolation#CONTAINER}); a create may still ask for the other. Replaces a {@link
+     * #forceIsolation} set before. A provider that cannot give it (docker: {@link
+     * Isolation#GVISOR}) answers each such create 501 {@code not_supported} naming {@code
+     * isolation}.
+     */
+    public Builder defaultIsolation(Isolation isolation) {
+      this.isolation = new IsolationPolicy(Objects.requireNonNull(isolation, "isolation"), false);
+      return this;
+    }
+
+    /**
+     * Gives every new sandbox {@code isolation}, for all organizations: a create that asks for none
+     * gets it, one that asks for another is a 400 naming {@code isolation} that says the operator
+     * requires it ({@link Isolation#GVISOR}: no tenant's code reaches the host's kernel). Sandboxes
+     * made before keep theirs, and since a fork keeps its parent's, a fork of one of another
+     * isolation is refused the same way. Replaces a {@link #defaultIsolation} set before.
+     */
+    public Builder forceIsolation(Isolation isolation) {
+      this.isolation = new IsolationPolicy(Objects.requireNonNull(isolation, "isolation"), true);
       return this;
     }
 

@@ -149,14 +149,15 @@ final class Sandboxes {
       Long idleTimeoutMs,
       String deleteAfter,
       Long diskBytes,
-      Long diskInodes) {}
+      Long diskInodes,
+      String isolation) {}
 
   /** A sandbox as the API shows it. */
   record View(Database.SandboxRow row, SandboxInfo info) {}
 
   View create(Organization org, CreateSpec spec) {
     CreateSpecs.checkLabels(spec.labels());
-    ServerEngine.Shape requested = CreateSpecs.requested(spec);
+    ServerEngine.Shape requested = CreateSpecs.requested(spec, limits.isolation());
     if (requested.hasTimers() && !(provider instanceof SupportsTimers)) {
       String field =
           spec.autoSuspendTimeoutMs() != null
@@ -423,6 +424,11 @@ final class Sandboxes {
   Fork fork(Organization org, String id, boolean filesOnly) {
     Database.SandboxRow row = owned(org, id);
     capability(SupportsFork.class, "fork sandboxes");
+    if (limits.isolation().forced()) {
+      limits
+          .isolation()
+          .checkFork(row.id(), info(row.id()).map(SandboxInfo::isolation).orElse(null));
+    }
     // the copy gets its parent's env, working directory and labels where the provider keeps them
     // in the sandbox (docker: in the container); the local engine applies them on attach
     ServerEngine.Shape copy =
@@ -440,7 +446,8 @@ final class Sandboxes {
             null,
             null,
             null,
-            null);
+            null,
+            null); // the copy keeps its parent's isolation
     if (!local()) {
       // only the local engine copies a parent's size into its fork; another provider (docker)
       // gives the copy its default size, capped here at the ceilings as a create's is

@@ -1,5 +1,6 @@
 package dev.sandbox4j.server;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import java.time.Duration;
@@ -68,6 +69,9 @@ public interface ServerEngine {
    * @param sandboxTimeout its lifetime
    * @param idleTimeout idle time before it is destroyed
    * @param deleteAfter when it is destroyed
+   * @param isolation the boundary between its code and the host's kernel, as the server's policy
+   *     resolved the request's {@code isolation}; a provider that cannot give it refuses it ({@link
+   *     UnsupportedOperationException} naming {@code isolation})
    */
   record Shape(
       String image,
@@ -83,7 +87,8 @@ public interface ServerEngine {
       Duration autoSuspendTimeout,
       Duration sandboxTimeout,
       Duration idleTimeout,
-      Instant deleteAfter) {
+      Instant deleteAfter,
+      Isolation isolation) {
 
     /** Copies the maps (null becomes empty). */
     public Shape {
@@ -103,6 +108,7 @@ public interface ServerEngine {
           null,
           env,
           workingDirectory,
+          null,
           null,
           null,
           null,
@@ -135,6 +141,8 @@ public interface ServerEngine {
           + labels
           + ", timers="
           + hasTimers()
+          + ", isolation="
+          + isolation
           + "]";
     }
 

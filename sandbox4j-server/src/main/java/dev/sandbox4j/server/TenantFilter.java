@@ -104,7 +104,7 @@ final class TenantFilter extends HttpFilter {
                   org,
                   new Sandboxes.CreateSpec(
                       null, null, null, null, null, null, null, labels, null, null, null, null,
-                      null, null));
+                      null, null, null)); // the operator's isolation, as for any create
           return sandboxes.workspace(org, v.row().id());
         } catch (ApiException e) {
           throw new WorkspaceException(e.code.spelling() + ": " + e.getMessage());

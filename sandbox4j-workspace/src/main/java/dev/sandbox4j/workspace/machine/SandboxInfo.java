@@ -35,6 +35,9 @@ import java.util.Objects;
  *     provider does not say
  * @param portUrl the URL serving its ports, with {@code {port}} standing for the port, or null if
  *     the provider does not serve them
+ * @param isolation the boundary between its code and the host's kernel, which it keeps for life
+ *     (the local engine and a server on it: {@code container} or {@code gvisor}), or null if the
+ *     provider does not say
  */
 public record SandboxInfo(
     WorkspaceRef ref,
@@ -51,7 +54,8 @@ public record SandboxInfo(
     String workingDirectory,
     List<String> networks,
     String egress,
-    String portUrl) {
+    String portUrl,
+    String isolation) {
 
   /** Checks the ref and state; copies the labels and networks (null becomes empty). */
   public SandboxInfo {
@@ -78,7 +82,8 @@ public record SandboxInfo(
         .workingDirectory(workingDirectory)
         .networks(networks)
         .egress(egress)
-        .portUrl(portUrl);
+        .portUrl(portUrl)
+        .isolation(isolation);
   }
 
   /** Builds a {@link SandboxInfo}; what is not set stays unknown (null, empty or 0). */
@@ -98,6 +103,7 @@ public record SandboxInfo(
     private List<String> networks = List.of();
     private String egress;
     private String portUrl;
+    private String isolation;
 
     private Builder(WorkspaceRef ref, String state) {
       ref(ref);
@@ -180,6 +186,12 @@ public record SandboxInfo(
       return this;
     }
 
+    /** Its isolation ({@code container}, {@code gvisor}), or null. */
+    public Builder isolation(String isolation) {
+      this.isolation = isolation;
+      return this;
+    }
+
     /** The info. */
     public SandboxInfo build() {
       return new SandboxInfo(
@@ -197,7 +209,8 @@ public record SandboxInfo(
           workingDirectory,
           networks,
           egress,
-          portUrl);
+          portUrl,
+          isolation);
     }
   }
 }

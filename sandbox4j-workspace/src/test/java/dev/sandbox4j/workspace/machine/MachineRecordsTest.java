@@ -31,6 +31,7 @@ class MachineRecordsTest {
     assertThat(info.workingDirectory()).isNull();
     assertThat(info.egress()).isNull();
     assertThat(info.portUrl()).isNull();
+    assertThat(info.isolation()).isNull();
   }
 
   @Test
@@ -49,6 +50,7 @@ class MachineRecordsTest {
             .networks(networks)
             .egress("all")
             .portUrl("http://{port}-abc.localhost:7780/")
+            .isolation("gvisor")
             .build();
     labels.put("team", "b");
     networks.add("net2");
@@ -56,6 +58,7 @@ class MachineRecordsTest {
     assertThat(info.labels()).containsExactly(Map.entry("team", "a"));
     assertThat(info.networks()).containsExactly("net1");
     assertThat(info.toBuilder().build()).isEqualTo(info);
+    assertThat(info.toBuilder().build().isolation()).isEqualTo("gvisor");
     assertThat(info.toBuilder().state("running").build().state()).isEqualTo("running");
   }
 
