@@ -1,5 +1,6 @@
 package dev.sandbox4j.bench;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.WorkspaceBackend;
@@ -17,9 +18,10 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The {@code local} engine with its defaults ({@code new LocalSandbox()}: state directory {@code
- * $SANDBOX4J_HOME} or {@code /var/lib/sandbox4j}, crun, the default image). Every sandbox this run
- * creates carries the label {@value #RUN_LABEL} = this run's id, so {@link #close()} finds and
- * destroys whatever is left, including sandboxes other threads were still creating.
+ * $SANDBOX4J_HOME} or {@code /var/lib/sandbox4j}, crun, the default image), or with gVisor
+ * isolation ({@code --provider gvisor}). Every sandbox this run creates carries the label {@value
+ * #RUN_LABEL} = this run's id, so {@link #close()} finds and destroys whatever is left, including
+ * sandboxes other threads were still creating.
  */
 final class LocalTarget implements Target {
 
@@ -33,14 +35,17 @@ final class LocalTarget implements Target {
   private static final long SWEEP_PAUSE_MILLIS = 50;
 
   private final String runId;
+  private final Isolation isolation;
   private final LocalSandbox sandboxes;
   private final WorkspaceProvider provider;
   private volatile boolean closing;
 
-  private LocalTarget() {
+  private LocalTarget(Isolation isolation) {
     this.runId = ProcessHandle.current().pid() + "@" + Instant.now();
+    this.isolation = isolation;
     this.sandboxes =
         LocalSandbox.builder()
+            .isolation(isolation)
             .label(RUN_LABEL, runId)
             .progress(line -> System.err.println("bench: " + line))
             .build();
@@ -49,7 +54,15 @@ final class LocalTarget implements Target {
 
   /** The target; warns on stderr about sandboxes earlier bench runs left (killed with -9). */
   static LocalTarget create() {
-    LocalTarget target = new LocalTarget();
+    return create(Isolation.CONTAINER);
+  }
+
+  /**
+   * The target with sandboxes of {@code isolation}: {@code gvisor} measures the common scenarios
+   * only (its lifecycle differs: no hibernate, no live fork).
+   */
+  static LocalTarget create(Isolation isolation) {
+    LocalTarget target = new LocalTarget(isolation);
     target.warnAboutLeftovers();
     return target;
   }
@@ -71,6 +84,9 @@ final class LocalTarget implements Target {
 
   @Override
   public java.util.Optional<Target.ExtraScenarios> extraScenarios() {
+    if (isolation != Isolation.CONTAINER) {
+      return java.util.Optional.empty();
+    }
     LifecycleScenarios lifecycle =
         new LifecycleScenarios(
             sandboxes,
@@ -110,10 +126,15 @@ final class LocalTarget implements Target {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("home", sandboxes.home().toString());
     // the engine prefers the crun `sandbox4j setup` builds over Debian's (see OciRuntime)
-    String fixed = "/usr/local/libexec/sandbox4j/crun";
-    String crun = java.nio.file.Files.isExecutable(java.nio.file.Path.of(fixed)) ? fixed : "crun";
-    m.put("runtime", crun);
-    m.put("runtime_version", firstLine(crun, "--version"));
+    String fixed =
+        "/usr/local/libexec/sandbox4j/" + (isolation == Isolation.GVISOR ? "runsc" : "crun");
+    String runtime =
+        java.nio.file.Files.isExecutable(java.nio.file.Path.of(fixed))
+            ? fixed
+            : (isolation == Isolation.GVISOR ? "runsc" : "crun");
+    m.put("isolation", isolation.id());
+    m.put("runtime", runtime);
+    m.put("runtime_version", firstLine(runtime, "--version"));
     m.put("image", "default");
     m.put("run_label", RUN_LABEL + "=" + runId);
     return m;

@@ -49,6 +49,8 @@ public final class WorkspaceBench implements AutoCloseable {
           Target::host,
           "local",
           scratch -> LocalTarget.create(),
+          "gvisor",
+          scratch -> LocalTarget.create(dev.sandbox4j.runtime.Isolation.GVISOR),
           "remote",
           RemoteTarget::create,
           "docker",

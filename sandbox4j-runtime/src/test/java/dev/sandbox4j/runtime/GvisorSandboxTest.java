@@ -132,6 +132,37 @@ class GvisorSandboxTest {
     assertThat(sh(ws, "kill -0 $(cat bg.pid) && echo alive")).isEqualTo("alive");
   }
 
+  /**
+   * A timeout kills a command's tree and nothing else: not the sandbox's init, not another
+   * command's background process. Killing the subreaper together with its descendants made gVisor
+   * kill every process of the sandbox (a dying process whose subreaper was exiting found no one to
+   * take its children): the conformance suite saw the Sentry gone after one kill in three.
+   */
+  @Test
+  void aKilledTreeNeverTakesTheSandboxOrAnotherCommandsProcessWithIt() {
+    Workspace ws = create();
+    sh(ws, "nohup sleep 600 >/dev/null 2>&1 & echo $! > bg.pid");
+    String deep =
+        "sh -c 'sh -c \"sleep 300 & sleep 300\" & sleep 300' & "
+            + "setsid sh -c 'sleep 300 & sleep 300' & sleep 300";
+    for (int i = 0; i < 5; i++) {
+      assertThatThrownBy(
+              () ->
+                  ws.run(
+                      Command.shell(deep),
+                      dev.sandbox4j.workspace.RunOptions.withTimeout(
+                          java.time.Duration.ofMillis(800))))
+          .isInstanceOf(dev.sandbox4j.workspace.WorkspaceTimeoutException.class);
+      assertThat(sh(ws, "echo up")).as("kill " + i + " left the sandbox up").isEqualTo("up");
+      assertThat(sh(ws, "kill -0 $(cat bg.pid) && echo alive"))
+          .as("kill " + i + " left the other command's process alone")
+          .isEqualTo("alive");
+      assertThat(sh(ws, "ps -eo args= | grep -c '^sleep 300$' || true"))
+          .as("kill " + i + " left none of the tree's processes")
+          .isEqualTo("0");
+    }
+  }
+
   @Test
   void filesWrittenFromTheHostAndFromInsideAgree() {
     Workspace ws = create();

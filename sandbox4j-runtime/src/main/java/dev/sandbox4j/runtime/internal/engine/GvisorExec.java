@@ -178,9 +178,12 @@ final class GvisorExec {
    * Kills process {@code root} inside the sandbox and all its descendants, from a root shell in the
    * sandbox (one {@code runsc exec}, where a {@code runsc kill} per process would cost one each):
    * the tree is listed from {@code /proc} and stopped with SIGSTOP until a listing finds nothing
-   * new (a stopped process forks no more), then killed. catatonit, the root, is a subreaper: a
-   * child whose parent was stopped and killed is still below it for the next listing. The shell
-   * only signals processes of the sandbox; what it prints is dropped.
+   * new (a stopped process forks no more); then every process but the root is killed, and the root,
+   * catatonit, only once they are dead. catatonit is the subreaper that keeps the tree below it,
+   * and it must outlive the rest: when a process whose subreaper is exiting dies, gVisor's Sentry
+   * (this release) finds no process to hand its children to and kills every process of the sandbox,
+   * the init included, as if a PID namespace's init had died. The shell only signals processes of
+   * the sandbox; what it prints is dropped.
    */
   static void killTree(Engine engine, String id, long root) {
     if (root < 2) {
@@ -226,6 +229,12 @@ final class GvisorExec {
         done
         echo $list
       }
+      running() {
+        while read -r k v; do
+          if [ "$k" = State: ]; then [ "${v%% *}" != Z ]; return; fi
+        done 2>/dev/null < "/proc/$1/status"
+        return 1
+      }
       prev=
       while :; do
         cur=$(tree "$1")
@@ -233,7 +242,17 @@ final class GvisorExec {
         [ "$cur" = "$prev" ] && break
         prev=$cur
       done
-      kill -KILL $cur 2>/dev/null
+      rest=
+      for p in $cur; do [ "$p" = "$1" ] || rest="$rest $p"; done
+      kill -KILL $rest 2>/dev/null
+      tries=0
+      while [ $tries -lt 500 ]; do
+        left=
+        for p in $rest; do running "$p" && left="$left $p"; done
+        [ -z "$left" ] && break
+        rest=$left; tries=$((tries + 1)); sleep 0.01
+      done
+      kill -KILL "$1" 2>/dev/null
       """;
 
   private static Optional<Long> commandPid(Path pidFile) {
