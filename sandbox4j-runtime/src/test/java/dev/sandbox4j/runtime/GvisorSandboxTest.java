@@ -163,6 +163,39 @@ class GvisorSandboxTest {
     }
   }
 
+  /**
+   * Named networks under gVisor: the Sentry's sockets are the host kernel's in the sandbox's own
+   * network namespace, so the engine's veth, /etc/hosts and forwarding rules apply as for crun.
+   */
+  @Test
+  void gvisorSandboxesOnANamedNetworkTalkByNameAndAnIsolatedOneReachesNeither() throws Exception {
+    String net = "gv" + TAG.substring(TAG.length() - 6);
+    LocalSandbox onNet =
+        LocalSandbox.builder().isolation(Isolation.GVISOR).label(LABEL, TAG).network(net).build();
+    Workspace a = Workspace.of(onNet.newBackend());
+    created.add(a.open());
+    Workspace b = Workspace.of(onNet.newBackend());
+    created.add(b.open());
+    Workspace isolated = create();
+    sh(b, "nohup python3 -m http.server 8080 >/dev/null 2>&1 &");
+    for (int i = 0; i < 50 && !connect(b, "127.0.0.1").equals("ok"); i++) {
+      Thread.sleep(100);
+    }
+    assertThat(connect(a, b.open().id())).as("a reaches b by its id as host name").isEqualTo("ok");
+    String addressOfB = sh(b, "getent hosts " + b.open().id() + " | cut -d' ' -f1");
+    assertThat(connect(isolated, addressOfB)).isNotEqualTo("ok");
+  }
+
+  private static String connect(Workspace ws, String host) {
+    String script =
+        "import socket,sys\n"
+            + "try:\n"
+            + "  socket.create_connection((sys.argv[1], 8080), timeout=3); print('ok')\n"
+            + "except Exception as e:\n"
+            + "  print(type(e).__name__)\n";
+    return ws.run(Command.argv("python3", "-c", script, host)).stdoutText().strip();
+  }
+
   @Test
   void filesWrittenFromTheHostAndFromInsideAgree() {
     Workspace ws = create();

@@ -223,7 +223,7 @@ public final class Engine {
   /** The runtimes whose containers this engine may have: for gc and the supervisor. */
   public List<OciRuntime> runtimes() {
     List<OciRuntime> all = new java.util.ArrayList<>(List.of(runtime));
-    if (Gvisor.find().isPresent()) {
+    if (Gvisor.unavailable().isEmpty()) {
       all.add(runtime(Isolation.GVISOR));
     }
     return all;
@@ -596,6 +596,7 @@ public final class Engine {
     for (OciRuntime r : runtimes()) {
       r.delete(id);
     }
+    isolations.remove(id); // the sandbox is going: its id is never used again
   }
 
   /** Tears sandbox {@code id} down; the caller holds its lock. */

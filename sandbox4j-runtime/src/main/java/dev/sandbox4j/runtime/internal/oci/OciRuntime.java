@@ -557,6 +557,10 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
 
   /** Kills every process of the container and forgets it; quiet if it does not exist. */
   public void delete(String id) {
+    if (!hasState(id)) {
+      return; // no container of this runtime: the engine asks every runtime
+      // (Engine.deleteContainer)
+    }
     HostCommand.Result r = HostCommand.run(base("delete", isGvisor() ? "-force" : "-f", id));
     if (!r.ok() && status(id).isPresent()) {
       throw new dev.sandbox4j.workspace.WorkspaceException(
