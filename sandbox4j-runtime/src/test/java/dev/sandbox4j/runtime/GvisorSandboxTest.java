@@ -196,6 +196,31 @@ class GvisorSandboxTest {
     return ws.run(Command.argv("python3", "-c", script, host)).stdoutText().strip();
   }
 
+  /**
+   * What the supervisor's timers read of a sandbox (its processes, whether one is runnable, its CPU
+   * time) sees a gVisor sandbox too: runsc joins only the v1 hierarchies of a hybrid host, where
+   * the engine reads them from v2, so a spinning gVisor sandbox looked idle.
+   */
+  @Test
+  void theEngineSeesAGvisorSandboxsProcessesAndCpu() throws Exception {
+    Workspace ws = create();
+    String id = ws.open().id();
+    var cgroups = sandboxes.engine().cgroups();
+    assertThat(cgroups.pids(id)).as("the Sentry and gofer, on the host").isNotEmpty();
+    long before = cgroups.cpuUsageMicros(id).orElseThrow();
+    sh(ws, "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &");
+    boolean runnable = false;
+    for (int i = 0; i < 100 && !runnable; i++) {
+      runnable = cgroups.anyRunnable(id);
+      Thread.sleep(20);
+    }
+    assertThat(runnable).as("a spinning sandbox has a runnable process").isTrue();
+    Thread.sleep(300);
+    assertThat(cgroups.cpuUsageMicros(id).orElseThrow() - before)
+        .as("its CPU time grows")
+        .isGreaterThan(100_000);
+  }
+
   @Test
   void filesWrittenFromTheHostAndFromInsideAgree() {
     Workspace ws = create();

@@ -40,7 +40,11 @@ final class ContainerStart {
       Overlay.whileStarting(
           dir.resolve("rootfs"),
           () -> {
-            engine.runtimeOf(id).run(id, bundle.path());
+            OciRuntime runtime = engine.runtimeOf(id);
+            runtime.run(id, bundle.path());
+            if (runtime.isGvisor()) {
+              cgroups.joinUnified(id);
+            }
             return null;
           });
       bundle.finishRules(); // written while the runtime started the container

@@ -395,6 +395,40 @@ public final class Cgroups {
     }
   }
 
+  /**
+   * Puts the sandbox's processes into its cgroup v2 group too, where only its v1 groups hold them:
+   * on a hybrid host, runsc (unlike crun) joins the v1 hierarchies only, and the engine reads a
+   * sandbox's processes, whether one is runnable and its CPU time from the v2 group ({@link #pids},
+   * {@link #anyRunnable}, {@link #cpuUsageMicros}); the v2 parent's limits of all sandboxes
+   * together then hold for it too. Twice: a process forked before its parent moved stays where it
+   * was. Nothing to do without a v2 hierarchy.
+   */
+  public void joinUnified(String id) {
+    if (unified == null) {
+      return;
+    }
+    Path dir = unified.resolve(parent).resolve(id);
+    mkdir(dir);
+    for (int round = 0; round < 2; round++) {
+      for (Path h : v1Hierarchies) {
+        Path procs = h.resolve(parent).resolve(id).resolve("cgroup.procs");
+        if (!Files.exists(procs)) {
+          continue;
+        }
+        for (String pid : readOr(procs, "").split("\\s+")) {
+          if (!pid.isBlank()) {
+            try {
+              Files.writeString(dir.resolve("cgroup.procs"), pid.strip());
+            } catch (IOException e) {
+              // exited meanwhile: nothing to move
+            }
+          }
+        }
+        break; // every v1 hierarchy holds the same processes
+      }
+    }
+  }
+
   /** Removes every cgroup directory of the sandbox that crun did not remove itself. */
   public void removeSandbox(String id) {
     List<Path> roots = new ArrayList<>(v1Hierarchies);
