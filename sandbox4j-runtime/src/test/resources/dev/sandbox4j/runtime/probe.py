@@ -1,6 +1,7 @@
 # What confines this process and every process of the sandbox, as the kernel reports it; run by
 # HostileSandboxTest. Arguments: a marker (so the host finds this process) and a file to wait for
 # (so the host can read this process's cgroups while it lives). Prints one JSON object.
+import ctypes
 import json
 import os
 import sys
@@ -43,5 +44,8 @@ for pid in os.listdir("/proc"):
             pass  # ended meanwhile
 me = status("self")
 del me["Name"]
+# gVisor's status has no NoNewPrivs line; the system call answers on every kernel
+libc = ctypes.CDLL(None, use_errno=True)
+me["NoNewPrivs (prctl)"] = str(libc.prctl(39, 0, 0, 0, 0))  # PR_GET_NO_NEW_PRIVS
 print(json.dumps({"self": me, "uid_map": mapping("self", "uid_map"),
                   "gid_map": mapping("self", "gid_map"), "processes": processes}))
