@@ -66,8 +66,9 @@ public final class Checkpoints {
 
   /** Why a gVisor sandbox's processes are not checkpointed. */
   public static final String GVISOR =
-      "checkpoint/restore is not supported with gVisor isolation (the engine checkpoints"
-          + " processes with CRIU, which cannot dump a gVisor sandbox)";
+      "checkpoint/restore is not supported with gVisor isolation: the engine dumps processes with"
+          + " CRIU, which cannot dump gVisor's kernel, and runsc's own checkpoint refuses a sandbox"
+          + " on host networking, which gVisor sandboxes use to keep the engine's network rules";
 
   /** Why {@code runtime} cannot checkpoint, or empty if it can. */
   public static Optional<String> unavailable(OciRuntime runtime) {

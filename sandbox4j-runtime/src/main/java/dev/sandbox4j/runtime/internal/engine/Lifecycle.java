@@ -159,8 +159,8 @@ public final class Lifecycle {
       throw new WorkspaceException(
           "cannot hibernate local:"
               + id
-              + ": checkpoint/restore is unavailable on this host: "
-              + why.get()
+              + ": "
+              + noCheckpoint(why.get())
               + " (suspend keeps the processes in memory; stop ends them)");
     }
     locked(
@@ -342,6 +342,13 @@ public final class Lifecycle {
         id);
   }
 
+  /** Why a sandbox's processes cannot be checkpointed: its isolation, or this host. */
+  private static String noCheckpoint(String why) {
+    return why.equals(Checkpoints.GVISOR)
+        ? why
+        : "checkpoint/restore is unavailable on this host: " + why;
+  }
+
   // ---- fork ---------------------------------------------------------------------------------
 
   /** The reason a fork gives when only its files were asked for. */
@@ -456,7 +463,7 @@ public final class Lifecycle {
               reason =
                   unavailable.get().equals(FILES_ONLY_ASKED)
                       ? FILES_ONLY_ASKED
-                      : "checkpoint/restore is unavailable on this host: " + unavailable.get();
+                      : noCheckpoint(unavailable.get());
             } else if (p.status() == SandboxRecord.Status.RUNNING) {
               write(parentDir, p, SandboxRecord.Status.SUSPENDED); // thawed before RUNNING again
               try {
