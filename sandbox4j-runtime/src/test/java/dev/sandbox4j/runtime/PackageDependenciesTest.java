@@ -46,7 +46,7 @@ class PackageDependenciesTest {
 
   /** The API package's plain values, which the internals take and return. */
   static final Class<?>[] VALUES = {
-    EgressPolicy.class, HostCheck.class, InsufficientDiskException.class
+    EgressPolicy.class, HostCheck.class, InsufficientDiskException.class, Isolation.class
   };
 
   private static final JavaClasses RUNTIME =
