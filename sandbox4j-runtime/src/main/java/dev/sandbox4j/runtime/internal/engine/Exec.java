@@ -56,7 +56,11 @@ public final class Exec {
    */
   private static final long UNSAFE_CRUN_HEADROOM = PIDS_TO_START + 1;
 
-  private static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
+  /**
+   * What a command other than {@code /bin/sh} runs under, so that a missing program exits 127 and a
+   * non-executable one 126, as a shell reports them.
+   */
+  static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
 
   private Exec() {}
 
@@ -121,36 +125,23 @@ public final class Exec {
         inside.addAll(EXEC_AS_SHELL);
       }
       inside.addAll(argv);
-      CommandResult result;
-      try {
-        result =
-            ProcessCommands.run(
-                hostProcess(engine, id, group, user, cwd, env, inside, false),
-                options,
-                clockStart,
-                process -> {
-                  crun.set(process);
-                  if (watching != null && watching.fired()) { // fired before crun existed
-                    killStarting(engine, id, group, process);
-                  }
-                  return () -> killStarting(engine, id, group, process);
-                },
-                drainer -> inCommandCgroups(engine, id, group, drainer));
-      } catch (WorkspaceException e) {
-        if (watchdog != null) {
-          watchdog.close();
-        }
-        if (watchdog != null && watchdog.fired()) {
-          throw watchdog.timeout(new byte[0], new byte[0]);
-        }
-        throw e;
-      }
-      if (watchdog != null) {
-        watchdog.close(); // before asking: a command that ended in time stays a result
-      }
-      if (watchdog != null && watchdog.fired()) {
-        throw watchdog.timeout(result.stdout(), result.stderr());
-      }
+      RunOptions watched = options;
+      CommandResult result =
+          watched(
+              watchdog,
+              () ->
+                  ProcessCommands.run(
+                      hostProcess(engine, id, group, user, cwd, env, inside, false),
+                      watched,
+                      clockStart,
+                      process -> {
+                        crun.set(process);
+                        if (watching != null && watching.fired()) { // fired before crun existed
+                          killStarting(engine, id, group, process);
+                        }
+                        return () -> killStarting(engine, id, group, process);
+                      },
+                      drainer -> inCommandCgroups(engine, id, group, drainer)));
       if (!result.succeeded() && !Files.exists(engine.commandPidFile(id, group))) {
         throw notStarted(engine, id, result.exitCode(), result.stderrText());
       }
@@ -322,8 +313,39 @@ public final class Exec {
     }
   }
 
+  /** A command's host process, run: what {@link #watched} runs. */
+  interface HostRun {
+    CommandResult run() throws IOException;
+  }
+
+  /**
+   * Runs a command's host process under the no-output {@code watchdog}, if not null: a run the
+   * watchdog killed is a timeout carrying the output so far, whatever the kill made of the run.
+   */
+  static CommandResult watched(NoOutputWatchdog watchdog, HostRun run) throws IOException {
+    CommandResult result;
+    try {
+      result = run.run();
+    } catch (WorkspaceException e) {
+      if (watchdog != null) {
+        watchdog.close();
+        if (watchdog.fired()) {
+          throw watchdog.timeout(new byte[0], new byte[0]);
+        }
+      }
+      throw e;
+    }
+    if (watchdog != null) {
+      watchdog.close(); // before asking: a command that ended in time stays a result
+      if (watchdog.fired()) {
+        throw watchdog.timeout(result.stdout(), result.stderr());
+      }
+    }
+    return result;
+  }
+
   /** Waits up to {@code max} for {@code process} to end; an interrupt does not cut it short. */
-  private static boolean awaitExit(Process process, Duration max) {
+  static boolean awaitExit(Process process, Duration max) {
     long end = System.nanoTime() + max.toNanos();
     boolean interrupted = false;
     try {

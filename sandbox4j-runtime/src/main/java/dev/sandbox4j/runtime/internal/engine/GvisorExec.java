@@ -33,8 +33,6 @@ import java.util.concurrent.atomic.AtomicReference;
  * failed run without one never started the command.
  */
 final class GvisorExec {
-  private static final List<String> EXEC_AS_SHELL = List.of("/bin/sh", "-c", "exec \"$@\"", "sh");
-
   /** How long a killed command's {@code runsc exec} may take to end. */
   private static final Duration KILL_WAIT = Duration.ofSeconds(10);
 
@@ -74,7 +72,7 @@ final class GvisorExec {
       }
       List<String> inside = new ArrayList<>(List.of(OciConfig.initPath(), "--"));
       if (!argv.getFirst().equals("/bin/sh")) {
-        inside.addAll(EXEC_AS_SHELL);
+        inside.addAll(Exec.EXEC_AS_SHELL);
       }
       inside.addAll(argv);
       writeProcess(processFile, user, cwd, env, inside);
@@ -82,35 +80,22 @@ final class GvisorExec {
       host.environment().clear();
       host.environment().put("PATH", Engine.BASE_ENV.get("PATH"));
       NoOutputWatchdog watching = watchdog;
-      CommandResult result;
-      try {
-        result =
-            dev.sandbox4j.workspace.spi.ProcessCommands.run(
-                host,
-                options,
-                clockStart,
-                process -> {
-                  started.set(process);
-                  if (watching != null && watching.fired()) { // fired before runsc existed
-                    kill(engine, id, pidFile, process);
-                  }
-                  return () -> kill(engine, id, pidFile, process);
-                });
-      } catch (WorkspaceException e) {
-        if (watchdog != null) {
-          watchdog.close();
-        }
-        if (watchdog != null && watchdog.fired()) {
-          throw watchdog.timeout(new byte[0], new byte[0]);
-        }
-        throw e;
-      }
-      if (watchdog != null) {
-        watchdog.close(); // before asking: a command that ended in time stays a result
-      }
-      if (watchdog != null && watchdog.fired()) {
-        throw watchdog.timeout(result.stdout(), result.stderr());
-      }
+      RunOptions watched = options;
+      CommandResult result =
+          Exec.watched(
+              watchdog,
+              () ->
+                  dev.sandbox4j.workspace.spi.ProcessCommands.run(
+                      host,
+                      watched,
+                      clockStart,
+                      process -> {
+                        started.set(process);
+                        if (watching != null && watching.fired()) { // fired before runsc existed
+                          kill(engine, id, pidFile, process);
+                        }
+                        return () -> kill(engine, id, pidFile, process);
+                      }));
       if (!result.succeeded() && !Files.exists(pidFile)) {
         String said = result.stderrText().strip();
         throw new WorkspaceException(
@@ -159,11 +144,11 @@ final class GvisorExec {
       boolean ended;
       do {
         commandPid(pidFile).ifPresent(pid -> killTree(engine, id, pid));
-        ended = awaitExit(runsc, Duration.ofMillis(20));
+        ended = Exec.awaitExit(runsc, Duration.ofMillis(20));
       } while (!ended && System.nanoTime() < end);
       if (!ended) {
         runsc.destroyForcibly();
-        awaitExit(runsc, KILL_WAIT);
+        Exec.awaitExit(runsc, KILL_WAIT);
       }
       // runsc may have started the command just before it ended: its pid file says so
       commandPid(pidFile).ifPresent(pid -> killTree(engine, id, pid));
@@ -261,26 +246,6 @@ final class GvisorExec {
       return text.matches("\\d{1,10}") ? Optional.of(Long.parseLong(text)) : Optional.empty();
     } catch (IOException e) {
       return Optional.empty();
-    }
-  }
-
-  /** Waits up to {@code max} for {@code process} to end; an interrupt does not cut it short. */
-  private static boolean awaitExit(Process process, Duration max) {
-    long end = System.nanoTime() + max.toNanos();
-    boolean interrupted = false;
-    try {
-      while (true) {
-        try {
-          return process.waitFor(
-              Math.max(0, end - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
-        } catch (InterruptedException e) {
-          interrupted = true;
-        }
-      }
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
-      }
     }
   }
 }
