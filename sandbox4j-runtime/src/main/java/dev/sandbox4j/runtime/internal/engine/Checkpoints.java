@@ -65,23 +65,27 @@ public final class Checkpoints {
   private Checkpoints() {}
 
   /** Why a gVisor sandbox's processes are not checkpointed. */
+  /** How a reason of this host's (not of the sandbox's isolation) starts. */
+  private static final String ON_THIS_HOST = "checkpoint/restore is unavailable on this host: ";
+
   public static final String GVISOR =
       "checkpoint/restore is not supported with gVisor isolation: the engine dumps processes with"
           + " CRIU, which cannot dump gVisor's kernel, and runsc's own checkpoint refuses a sandbox"
           + " on host networking, which gVisor sandboxes use to keep the engine's network rules";
 
-  /** Why {@code runtime} cannot checkpoint, or empty if it can. */
+  /** Why {@code runtime} cannot checkpoint, in a sentence of its own, or empty if it can. */
   public static Optional<String> unavailable(OciRuntime runtime) {
     if (runtime.isGvisor()) {
       return Optional.of(GVISOR);
     }
     if (!Criu.installed()) {
-      return Optional.of("CRIU is not installed: run `sandbox4j setup`");
+      return Optional.of(ON_THIS_HOST + "CRIU is not installed: run `sandbox4j setup`");
     }
     if (!runtime.binary().getFileName().toString().startsWith("crun")
         || !OciRuntime.supportsCheckpoint(runtime.binary())) {
       return Optional.of(
-          runtime.binary()
+          ON_THIS_HOST
+              + runtime.binary()
               + " has no checkpoint/restore support: `sandbox4j setup` builds a crun with CRIU");
     }
     return Optional.empty();
@@ -354,7 +358,7 @@ public final class Checkpoints {
     unavailable(engine.runtimeOf(id))
         .ifPresent(
             why -> {
-              throw new WorkspaceException("checkpoint/restore is unavailable: " + why);
+              throw new WorkspaceException(why);
             });
   }
 

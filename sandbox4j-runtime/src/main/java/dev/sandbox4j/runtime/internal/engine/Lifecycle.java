@@ -160,7 +160,7 @@ public final class Lifecycle {
           "cannot hibernate local:"
               + id
               + ": "
-              + noCheckpoint(why.get())
+              + why.get()
               + " (suspend keeps the processes in memory; stop ends them)");
     }
     locked(
@@ -342,13 +342,6 @@ public final class Lifecycle {
         id);
   }
 
-  /** Why a sandbox's processes cannot be checkpointed: its isolation, or this host. */
-  private static String noCheckpoint(String why) {
-    return why.equals(Checkpoints.GVISOR)
-        ? why
-        : "checkpoint/restore is unavailable on this host: " + why;
-  }
-
   // ---- fork ---------------------------------------------------------------------------------
 
   /** The reason a fork gives when only its files were asked for. */
@@ -460,10 +453,7 @@ public final class Lifecycle {
             int parentBase = p.hostBase();
             Copier copyUpper = (from, to) -> copyTree(from, to, parentBase, childBase);
             if (unavailable.isPresent()) {
-              reason =
-                  unavailable.get().equals(FILES_ONLY_ASKED)
-                      ? FILES_ONLY_ASKED
-                      : noCheckpoint(unavailable.get());
+              reason = unavailable.get();
             } else if (p.status() == SandboxRecord.Status.RUNNING) {
               write(parentDir, p, SandboxRecord.Status.SUSPENDED); // thawed before RUNNING again
               try {

@@ -134,18 +134,7 @@ final class DebianSource {
               + exit
               + ", see above)");
     }
-    String actual = sha256(tarball);
-    if (!actual.equals(entry.sha256())) {
-      throw new WorkspaceException(
-          pkg
-              + ": "
-              + entry.file()
-              + " does not match Debian's signed index (SHA-256 "
-              + actual
-              + ", expected "
-              + entry.sha256()
-              + ")");
-    }
+    requireIndexedSha256(pkg, tarball, entry.sha256());
     progress.accept(
         pkg
             + ": "
@@ -268,18 +257,7 @@ final class DebianSource {
               + ", see above)");
     }
     Path deb = downloaded.getFirst();
-    String actual = sha256(deb);
-    if (!actual.equals(entry.sha256())) {
-      throw new WorkspaceException(
-          pkg
-              + ": "
-              + deb.getFileName()
-              + " does not match Debian's signed index (SHA-256 "
-              + actual
-              + ", expected "
-              + entry.sha256()
-              + ")");
-    }
+    requireIndexedSha256(pkg, deb, entry.sha256());
     progress.accept(
         pkg
             + ": "
@@ -288,6 +266,22 @@ final class DebianSource {
             + SUITE
             + "'s signed index");
     return new Binary(entry.version(), deb);
+  }
+
+  /** Fails unless {@code file}'s SHA-256 is {@code expected}, the one the signed index gives. */
+  private static void requireIndexedSha256(String pkg, Path file, String expected) {
+    String actual = sha256(file);
+    if (!actual.equals(expected)) {
+      throw new WorkspaceException(
+          pkg
+              + ": "
+              + file.getFileName()
+              + " does not match Debian's signed index (SHA-256 "
+              + actual
+              + ", expected "
+              + expected
+              + ")");
+    }
   }
 
   /**
