@@ -19,9 +19,11 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * An OCI runtime's command line: {@code crun} by default; {@code runc} and {@code runsc} (gVisor)
- * speak the same {@code run -d / exec / state / delete} dialect. Its state lives in the engine's
- * own root directory, so {@code gc} can tell our containers from anyone else's.
+ * An OCI runtime's command line: {@code crun} by default, {@code runc} alike; gVisor's {@code
+ * runsc} for sandboxes with gVisor isolation, whose dialect differs in places ({@code -detach},
+ * {@code -force}, {@code -quiet}, {@code exec --process}, {@link #GVISOR_FLAGS}, its state kept in
+ * a file per container rather than a directory): {@link #isGvisor} says which. Its state lives in
+ * the engine's own root directory, so {@code gc} can tell our containers from anyone else's.
  *
  * <p>The default crun is the one {@code sandbox4j setup} builds into {@link #FIXED_CRUN} when the
  * system's is older than 1.9 (see {@link #unsafeWhenForkFails}), else {@code crun} on PATH.
