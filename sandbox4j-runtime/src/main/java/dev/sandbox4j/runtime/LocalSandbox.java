@@ -77,9 +77,14 @@ import java.util.function.Consumer;
  * Builder#portToken}, {@link #portToken}); {@link #forwardTcp} forwards a host port to a sandbox
  * port for any other protocol.
  *
- * <p>Constructing does no I/O. The first operation needs root, Linux, an OCI runtime and a prepared
- * host ({@code sandbox4j doctor}); the first sandbox on a machine builds the default image (about a
- * minute; {@code progress} reports it). Instances are thread-safe.
+ * <p>A warm pool ({@link Builder#warmPool}) keeps sandboxes of this shape created ahead of need, so
+ * that a new backend's first operation takes about as long as a command; {@link #close} destroys
+ * the ones not handed out.
+ *
+ * <p>Constructing does no I/O (with a warm pool, a thread of its own starts creating). The first
+ * operation needs root, Linux, an OCI runtime and a prepared host ({@code sandbox4j doctor}); the
+ * first sandbox on a machine builds the default image (about a minute; {@code progress} reports
+ * it). Instances are thread-safe.
  */
 public final class LocalSandbox
     implements WorkspaceProvider,
@@ -91,7 +96,8 @@ public final class LocalSandbox
         SupportsSnapshots,
         SupportsTimers,
         SupportsEgress,
-        SupportsPorts {
+        SupportsPorts,
+        AutoCloseable {
 
   /** The provider name in refs. */
   public static final String NAME = "local";
@@ -100,6 +106,9 @@ public final class LocalSandbox
   public static final Path DEFAULT_HOME = SandboxHome.DEFAULT;
 
   private static final long GIB = 1L << 30;
+
+  /** The largest warm pool a builder takes: each member holds memory and a share of the host. */
+  static final int MAX_WARM_POOL = 64;
 
   private final Path home;
   private final String runtimeName;
@@ -115,6 +124,7 @@ public final class LocalSandbox
   private final LocalNetworking networking;
   private final HostLimits.Sandboxes sandboxesLimits;
   private final Runnable beforeCreate;
+  private final WarmPool warmPool; // null: none
   private volatile Engine engine;
 
   /** Sandboxes with every default: see {@link Builder}. */
@@ -155,6 +165,7 @@ public final class LocalSandbox
     this.images = new LocalImages(Engine.imageStore(home), progress);
     this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
+    this.warmPool = b.warmPool > 0 ? new WarmPool(this, b.warmPool) : null;
   }
 
   /** A builder starting from the defaults. */
@@ -539,6 +550,33 @@ public final class LocalSandbox
     return env;
   }
 
+  /**
+   * How many sandboxes the warm pool holds ready now ({@link Builder#warmPool}); 0 without one. A
+   * new backend's first operation takes one if there is one, and the pool makes another in the
+   * background.
+   */
+  public int warmSandboxes() {
+    return warmPool == null ? 0 : warmPool.ready();
+  }
+
+  /**
+   * Stops the warm pool, if there is one, and destroys the sandboxes it holds ready (after the one
+   * it may be creating). Sandboxes it handed out, and every other one, stay. A backend's first
+   * operation after this creates its sandbox afresh. Idempotent; without a warm pool it does
+   * nothing. A shutdown hook does the same when the JVM exits.
+   */
+  @Override
+  public void close() {
+    if (warmPool != null) {
+      warmPool.close();
+    }
+  }
+
+  /** The warm pool, if there is one. */
+  Optional<WarmPool> warmPool() {
+    return Optional.ofNullable(warmPool);
+  }
+
   /** Runs before each creation (a test seam, see {@link Builder#beforeCreate}). */
   Runnable beforeCreate() {
     return beforeCreate;
@@ -620,6 +658,7 @@ public final class LocalSandbox
     private Consumer<String> progress =
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
     private Runnable beforeCreate = () -> {};
+    private int warmPool;
 
     private Builder() {}
 
@@ -895,13 +934,36 @@ public final class LocalSandbox
     }
 
     /**
-     * Returns the provider.
+     * Keeps {@code size} sandboxes of this shape created ahead of need (default 0: none), so that a
+     * new backend's first operation only finishes a create: about a command's time instead of a
+     * whole create. A claimed sandbox is a new one in every respect: an id never shown before, this
+     * builder's labels, its timers counted from the claim, the same image, limits, egress policy,
+     * networks and isolation, and nothing run in it but its init. The pool refills in the
+     * background, one create at a time, within the same host limits as any create; when it is
+     * empty, a backend creates its sandbox as without a pool. Members use memory and count against
+     * the host's limits while they wait; {@link LocalSandbox#close} destroys them.
+     *
+     * @throws IllegalArgumentException if {@code size} is negative or above 64
+     */
+    public Builder warmPool(int size) {
+      if (size < 0 || size > MAX_WARM_POOL) {
+        throw new IllegalArgumentException(
+            "warmPool must be between 0 and " + MAX_WARM_POOL + ", not " + size);
+      }
+      this.warmPool = size;
+      return this;
+    }
+
+    /**
+     * Returns the provider; with a warm pool, its thread starts creating sandboxes now.
      *
      * @throws IllegalArgumentException if a snapshot is combined with a size or an image
      */
     public LocalSandbox build() {
       SettingChecks.snapshotAlone(snapshot, sizeSettings, imageSet);
-      return new LocalSandbox(this);
+      LocalSandbox built = new LocalSandbox(this);
+      built.warmPool().ifPresent(WarmPool::start);
+      return built;
     }
   }
 }

@@ -68,12 +68,17 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
     if (id == null) {
       settings.beforeCreate().run();
       id =
-          engine.create(
-              settings.spec(),
-              settings.progress(),
-              EnginePorts.creatingWith(
-                  settings.portToken(),
-                  Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer)));
+          settings
+              .warmPool()
+              .flatMap(pool -> pool.claim(dir -> Timers.write(dir, settings.timers())))
+              .orElseGet(
+                  () ->
+                      engine.create(
+                          settings.spec(),
+                          settings.progress(),
+                          EnginePorts.creatingWith(
+                              settings.portToken(),
+                              Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer))));
       ready = true;
       Supervisor.ensureRunning(engine);
     } else if (!ready) {

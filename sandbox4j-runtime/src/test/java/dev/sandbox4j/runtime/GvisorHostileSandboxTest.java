@@ -50,7 +50,7 @@ class GvisorHostileSandboxTest extends HostileSandboxTest {
   private static final int CAP_SYS_ADMIN = 21;
 
   /** The release gVisor's kernel reports (the host's is a real Linux release). */
-  private static final String GVISOR_RELEASE = "4.4.0";
+  static final String GVISOR_RELEASE = "4.4.0";
 
   /** The system calls {@code hostile.py} expects a container's seccomp profile to refuse. */
   private static final Set<String> SYSTEM_CALLS =

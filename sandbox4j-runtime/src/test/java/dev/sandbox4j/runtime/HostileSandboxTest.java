@@ -186,6 +186,7 @@ class HostileSandboxTest {
       hostSleep.destroyForcibly();
     }
     if (sandboxes != null) {
+      sandboxes.close(); // its warm pool's members, if any
       for (SnapshotInfo s : sandboxes.snapshots()) {
         sandboxes.removeSnapshot(s.name());
       }
@@ -252,6 +253,11 @@ class HostileSandboxTest {
   /** The isolation of every sandbox this class makes. */
   Isolation isolation() {
     return Isolation.CONTAINER;
+  }
+
+  /** The warm pool of the provider that makes the sandboxes attacked (0: none). */
+  int warmPool() {
+    return 0;
   }
 
   /** What {@code uname -r} says inside: a container runs on the host's kernel. */
@@ -433,6 +439,7 @@ class HostileSandboxTest {
    * which starts or restores it.
    */
   private List<Target> afterReboot(List<Target> targets) throws Exception {
+    sandboxes.close(); // its JVM goes with the reboot: so do the members of its warm pool
     simulateReboot();
     OciRuntime.forgetCompiledSeccomp();
     sandboxes = provider();
@@ -944,6 +951,7 @@ class HostileSandboxTest {
         .memory(MEMORY)
         .pids(PIDS)
         .egress(policy())
+        .warmPool(warmPool())
         .progress(line -> {})
         .build();
   }

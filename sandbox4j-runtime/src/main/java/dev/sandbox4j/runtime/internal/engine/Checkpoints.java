@@ -265,7 +265,7 @@ public final class Checkpoints {
       bundle = engine.prepareBundle(id);
       Trees.delete(work);
       PrivateFiles.createPrivateDirectories(work);
-      int hostBase = engine.record(id).hostBase();
+      int hostBase = engine.lockedRecord(id).hostBase();
       // Its own block: a fork's images name its parent's (see CriuUserns).
       CriuUserns.moveTo(images, hostBase);
       StateDirectory.shareWithSandbox(images, hostBase);
@@ -321,8 +321,8 @@ public final class Checkpoints {
     }
     long[] frozen = new long[2];
     // The copy is owned by the child's own block of host ids (IdBlocks), as restore maps it.
-    int parentBase = engine.record(parent).hostBase();
-    int childBase = engine.record(child).hostBase();
+    int parentBase = engine.lockedRecord(parent).hostBase();
+    int childBase = engine.lockedRecord(child).hostBase();
     Dump dump =
         dumpLeavingRunning(
             engine,

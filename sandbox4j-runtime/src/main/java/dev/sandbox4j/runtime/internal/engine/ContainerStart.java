@@ -129,7 +129,7 @@ final class ContainerStart {
    * checkpoint instead. The caller holds the sandbox's lock.
    */
   Path prepareBundle(String id) throws IOException {
-    SandboxRecord record = engine.record(id);
+    SandboxRecord record = engine.lockedRecord(id);
     Image image = images.layersFor(record.image(), record.layers());
     if (!image.layers().stream().allMatch(Files::isDirectory)) {
       throw Engine.unavailable(id, "the layers of its image '" + record.image() + "' are gone");

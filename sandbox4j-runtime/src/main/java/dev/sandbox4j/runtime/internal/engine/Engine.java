@@ -23,6 +23,7 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.security.SecureRandom;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -325,6 +326,52 @@ public final class Engine {
 
   /** {@link #create(Spec, Consumer)} with the writable layer {@code upper} makes (for a fork). */
   public String create(Spec spec, Consumer<String> progress, UpperLayer upper) {
+    return commit(park(spec, progress, upper), spec.labels(), dir -> {});
+  }
+
+  /**
+   * A sandbox created up to its one durable step, and held there: its container runs, but its
+   * record still says {@code CREATING}, the file {@link #PARKED} marks it and its lock stays held.
+   * So no one can attach to it, {@link #list} leaves it out, and if this JVM dies with it parked,
+   * its lock dies too and {@code gc} removes it as an interrupted create. {@link #commit} finishes
+   * the create; {@link #discard} tears it down. A warm pool's member is one. Its lock belongs to
+   * this JVM, so any thread may commit or discard it.
+   */
+  public static final class Parked {
+    private final String id;
+    private final SandboxRecord record;
+    private final FileLock lock;
+    private final List<String> networks;
+
+    private Parked(String id, SandboxRecord record, FileLock lock, List<String> networks) {
+      this.id = id;
+      this.record = record;
+      this.lock = lock;
+      this.networks = networks;
+    }
+
+    public String id() {
+      return id;
+    }
+
+    /** Its record as parked: image layers, limits, isolation; status {@code CREATING}. */
+    public SandboxRecord record() {
+      return record;
+    }
+  }
+
+  /** The file in a {@linkplain Parked parked} sandbox's directory that says it is one. */
+  static final String PARKED = "parked";
+
+  /** What finishes a parked sandbox's create before its record is written: its timers, say. */
+  public interface Finish {
+    void prepare(Path dir) throws IOException;
+  }
+
+  /**
+   * Creates sandbox up to its one durable step ({@link Parked}). On failure nothing is left behind.
+   */
+  public Parked park(Spec spec, Consumer<String> progress, UpperLayer upper) {
     SandboxDisk.checkReserve(home, diskReserve());
     try {
       // before the image: a default-image build in a home no sandbox can use is wasted (and
@@ -337,8 +384,9 @@ public final class Engine {
     Reservation reserved = Reservation.reserve(home, image, spec);
     String id = reserved.id();
     Path dir = sandboxes.resolve(id);
-    SandboxRecord record = reserved.record();
-    try (FileLock lock = reserved.lock()) {
+    try {
+      Files.write(dir.resolve(PARKED), new byte[0]);
+      isolations.put(id, spec.isolation()); // what its commands ask while record() denies it
       // Its record names the image's layers: once the store has seen them all still there, no
       // image removal, rebuild or gc deletes them.
       images.checkLayersKept(image);
@@ -358,27 +406,80 @@ public final class Engine {
       if (spec.network() != null && spec.network().egress().interceptTls()) {
         installCaIfIntercepting(id);
       }
+      return new Parked(
+          id,
+          reserved.record(),
+          reserved.lock(),
+          spec.network() == null ? List.of() : List.copyOf(spec.network().networks()));
+    } catch (IOException | RuntimeException e) {
+      throw failedCreate(id, reserved.lock(), e);
+    }
+  }
+
+  /**
+   * Finishes the create of {@code parked}: {@code finish} first, then its {@code RUNNING} record,
+   * created now and labelled {@code labels}, written durably. Returns its id. On failure nothing is
+   * left behind.
+   */
+  public String commit(Parked parked, Map<String, String> labels, Finish finish) {
+    String id = parked.id;
+    Path dir = sandboxes.resolve(id);
+    try {
+      finish.prepare(dir);
+      // Unmarked first: a crash from here on leaves a CREATING record that no one holds, which gc
+      // removes; once the record says RUNNING, it is a sandbox like any other.
+      Files.delete(dir.resolve(PARKED));
       // The one durable step of a create: from here on the sandbox survives a power loss (its
       // name in sandboxes/ too, which reserve did not sync).
-      record.withStatus(SandboxRecord.Status.RUNNING).write(dir.resolve("state.json"));
+      parked.record.running(Instant.now(), labels).write(dir.resolve("state.json"));
       AtomicFiles.syncDirectory(sandboxes);
-      if (spec.network() != null) {
-        for (String network : spec.network().networks()) {
-          networks.refreshHosts(network, null); // its peers learn its name
-        }
+      for (String network : parked.networks) {
+        networks.refreshHosts(network, null); // its peers learn its name
       }
-      LOG.log(System.Logger.Level.INFO, "Created local sandbox {0}", id);
-      return id;
+      parked.lock.close();
     } catch (IOException | RuntimeException e) {
-      try {
-        destroy(id);
-      } catch (RuntimeException cleanup) {
-        e.addSuppressed(cleanup);
-      }
-      if (e instanceof WorkspaceException w) {
-        throw w;
-      }
-      throw new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
+      throw failedCreate(id, parked.lock, e);
+    }
+    LOG.log(System.Logger.Level.INFO, "Created local sandbox {0}", id);
+    return id;
+  }
+
+  /** Tears a {@linkplain Parked parked} sandbox down, never to be used. */
+  public void discard(Parked parked) {
+    RuntimeException failed = tearDown(parked.id, parked.lock);
+    if (failed != null) {
+      throw failed;
+    }
+  }
+
+  /**
+   * The exception for a create of sandbox {@code id} that failed with {@code e}, once the sandbox
+   * is torn down (a failure of that added to it).
+   */
+  private WorkspaceException failedCreate(String id, FileLock lock, Exception e) {
+    RuntimeException cleanup = tearDown(id, lock);
+    if (cleanup != null) {
+      e.addSuppressed(cleanup);
+    }
+    if (e instanceof WorkspaceException w) {
+      return w;
+    }
+    return new WorkspaceException("cannot create a sandbox: " + e.getMessage(), e);
+  }
+
+  /**
+   * Releases the lock of a sandbox being created, then destroys it; returns what failed, if
+   * anything.
+   */
+  private RuntimeException tearDown(String id, FileLock lock) {
+    try {
+      lock.close();
+      destroy(id);
+      return null;
+    } catch (IOException e) {
+      return new WorkspaceException("cannot destroy local:" + id + ": " + e, e);
+    } catch (RuntimeException e) {
+      return e;
     }
   }
 
@@ -534,6 +635,18 @@ public final class Engine {
   /** The sandbox's record; unavailable if it has none. */
   public SandboxRecord record(String id) {
     SandboxHome.checkId(id);
+    if (Files.exists(sandboxes.resolve(id).resolve(PARKED))) {
+      // a warm pool's member is no one's sandbox yet: nothing may attach to it or wait for its lock
+      throw gone(id, "it does not exist (destroyed, or never created on this machine)");
+    }
+    return lockedRecord(id);
+  }
+
+  /**
+   * The record of sandbox {@code id}, whose lock the caller holds: also of one being created (and
+   * {@linkplain Parked parked}), which {@link #record} treats as absent.
+   */
+  SandboxRecord lockedRecord(String id) {
     try {
       return SandboxRecord.read(sandboxes.resolve(id).resolve("state.json"));
     } catch (NoSuchFileException e) {
@@ -571,7 +684,13 @@ public final class Engine {
     SandboxHome.checkId(id);
     Path dir = sandboxes.resolve(id);
     if (Files.isDirectory(dir)) {
-      try (FileLock lock = FileLock.acquire(dir.resolve("lock"))) {
+      try (FileLock lock =
+          Files.exists(dir.resolve(PARKED))
+              ? FileLock.tryAcquire(dir.resolve("lock")).orElse(null)
+              : FileLock.acquire(dir.resolve("lock"))) {
+        if (lock == null) {
+          return; // a warm pool's member that its pool holds: no one else's to destroy
+        }
         Path state = dir.resolve("state.json");
         if (Files.exists(state) && !SandboxRecord.isTorn(state)) {
           SandboxRecord.read(state).withStatus(SandboxRecord.Status.DESTROYING).write(state);
@@ -648,8 +767,8 @@ public final class Engine {
     try (Stream<Path> dirs = Files.list(sandboxes)) {
       for (Path dir : dirs.sorted().toList()) {
         String name = dir.getFileName().toString();
-        if (!SandboxHome.isId(name)) {
-          continue;
+        if (!SandboxHome.isId(name) || Files.exists(dir.resolve(PARKED))) {
+          continue; // a warm pool's member is no one's sandbox yet
         }
         try {
           records.add(SandboxRecord.read(dir.resolve("state.json")));

@@ -11,6 +11,7 @@ import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -170,6 +171,28 @@ public record SandboxRecord(
         image,
         created,
         labels,
+        cpus,
+        memoryBytes,
+        pids,
+        layers,
+        diskBytes,
+        diskInodes,
+        idBase,
+        isolation);
+  }
+
+  /**
+   * The record of a sandbox whose create finishes now, {@code labels} its labels: a warm pool's
+   * member is created long before it is claimed, and says when it was claimed.
+   */
+  SandboxRecord running(Instant now, Map<String, String> finalLabels) {
+    return new SandboxRecord(
+        formatVersion,
+        id,
+        Status.RUNNING,
+        image,
+        now.toString(),
+        finalLabels,
         cpus,
         memoryBytes,
         pids,

@@ -8,13 +8,19 @@ import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.Semaphore;
 
 /**
- * An exclusive lock shared by threads and processes: a {@link ReentrantLock} per file within this
- * JVM (a second {@code FileChannel.lock()} of one file from the same JVM throws instead of
+ * An exclusive lock shared by threads and processes: a one-permit {@link Semaphore} per file within
+ * this JVM (a second {@code FileChannel.lock()} of one file from the same JVM throws instead of
  * waiting), then an OS file lock across JVMs. A lock dies with its process, so a JVM killed while
  * holding one never blocks the next.
+ *
+ * <p>A lock belongs to this JVM, not to the thread that took it: another thread may close it (a
+ * warm pool's member is created, and its lock taken, by the pool's thread; the thread that claims
+ * it finishes the create and releases the lock). It is not reentrant: a thread that waits for a
+ * lock it took itself and still holds gets an {@link IllegalStateException} instead of waiting
+ * forever.
  *
  * <p>Files are told apart by identity (device and inode), not by path, so a lock taken before its
  * directory was renamed is still the same lock under the new name. The in-JVM locks are counted and
@@ -25,7 +31,11 @@ public final class FileLock implements AutoCloseable {
 
   /** A JVM-wide lock and how many threads hold or wait for it. Guarded by the map's compute. */
   private static final class Shared {
-    final ReentrantLock lock = new ReentrantLock();
+    final Semaphore lock = new Semaphore(1);
+
+    /** The thread that took the lock, while it is held (the thread that closes it may differ). */
+    volatile Thread holder;
+
     int users;
   }
 
@@ -33,22 +43,29 @@ public final class FileLock implements AutoCloseable {
   private final Shared shared;
   private final FileChannel channel;
   private final java.nio.channels.FileLock osLock;
+  private final java.util.concurrent.atomic.AtomicBoolean closed =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   private FileLock(Object key, Shared shared, FileChannel channel, java.nio.channels.FileLock os) {
     this.key = key;
     this.shared = shared;
     this.channel = channel;
     this.osLock = os;
+    shared.holder = Thread.currentThread();
   }
 
   /** Waits for the lock on {@code file}, creating the file if needed. */
   public static FileLock acquire(Path file) throws IOException {
     Opened o = Opened.of(file);
-    o.shared.lock.lock();
+    if (o.shared.holder == Thread.currentThread()) {
+      o.close();
+      throw new IllegalStateException("this thread holds the lock on " + file + " already");
+    }
+    o.shared.lock.acquireUninterruptibly();
     try {
       return new FileLock(o.key, o.shared, o.channel, o.channel.lock());
     } catch (IOException | RuntimeException e) {
-      o.shared.lock.unlock();
+      o.shared.lock.release();
       o.close();
       throw e;
     }
@@ -69,7 +86,7 @@ public final class FileLock implements AutoCloseable {
   }
 
   private static Optional<FileLock> tryAcquire(Opened o) throws IOException {
-    if (!o.shared.lock.tryLock()) {
+    if (!o.shared.lock.tryAcquire()) {
       o.close();
       return Optional.empty();
     }
@@ -79,11 +96,11 @@ public final class FileLock implements AutoCloseable {
         return Optional.of(new FileLock(o.key, o.shared, o.channel, os));
       }
     } catch (IOException | RuntimeException e) {
-      o.shared.lock.unlock();
+      o.shared.lock.release();
       o.close();
       throw e;
     }
-    o.shared.lock.unlock();
+    o.shared.lock.release();
     o.close();
     return Optional.empty();
   }
@@ -144,11 +161,15 @@ public final class FileLock implements AutoCloseable {
 
   @Override
   public void close() throws IOException {
+    if (closed.getAndSet(true)) {
+      return; // a second release would let two holders in
+    }
+    shared.holder = null;
     try {
       osLock.release();
       channel.close();
     } finally {
-      shared.lock.unlock();
+      shared.lock.release();
       release(key);
     }
   }
