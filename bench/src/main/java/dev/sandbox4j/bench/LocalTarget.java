@@ -84,8 +84,15 @@ final class LocalTarget implements Target {
 
   @Override
   public java.util.Optional<Target.ExtraScenarios> extraScenarios() {
+    WarmPoolScenarios warm =
+        new WarmPoolScenarios(
+            LocalSandbox.builder()
+                .isolation(isolation)
+                .label(RUN_LABEL, runId)
+                .progress(line -> System.err.println("bench: " + line)),
+            NODE_VERSION);
     if (isolation != Isolation.CONTAINER) {
-      return java.util.Optional.empty();
+      return java.util.Optional.of(warm);
     }
     LifecycleScenarios lifecycle =
         new LifecycleScenarios(
@@ -109,12 +116,14 @@ final class LocalTarget implements Target {
             java.util.List<WorkspaceBench.Scenario> all =
                 new java.util.ArrayList<>(lifecycle.scenarios(iterations, warmup));
             all.addAll(neighbours.scenarios(iterations, warmup));
+            all.addAll(warm.scenarios(iterations, warmup));
             return all;
           }
 
           @Override
           public void close() throws Exception {
-            try (neighbours) {
+            try (warm;
+                neighbours) {
               lifecycle.close();
             }
           }
