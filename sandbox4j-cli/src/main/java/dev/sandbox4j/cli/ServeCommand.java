@@ -143,6 +143,17 @@ final class ServeCommand implements Callable<Integer> {
               + " all tenants' code off this machine's kernel. Sandboxes made before keep theirs.")
   Isolation forceIsolation;
 
+  @Option(
+      names = "--warm-pool",
+      paramLabel = "N",
+      description =
+          "Keep N sandboxes created ahead of need (0 to 64), so that a create asking for the"
+              + " defaults (no image, snapshot, size, working directory or network of its own; the"
+              + " default isolation) only finishes one: any organization's labels and timers are set"
+              + " when it is taken, and nothing ran in it before. They count against the host like"
+              + " other sandboxes and are destroyed when the server stops. Default: 0.")
+  int warmPool;
+
   @Override
   public Integer call() {
     CountDownLatch stopped = new CountDownLatch(1);
@@ -253,6 +264,9 @@ final class ServeCommand implements Callable<Integer> {
     if (forceIsolation == Isolation.GVISOR) {
       set.add("--force-isolation gvisor");
     }
+    if (warmPool != 0) {
+      set.add("--warm-pool");
+    }
     return set;
   }
 
@@ -271,15 +285,21 @@ final class ServeCommand implements Callable<Integer> {
               + forceIsolation
               + ", which is every sandbox's isolation: leave --default-isolation out");
     }
+    if (warmPool < 0 || warmPool > 64) {
+      throw new IllegalArgumentException("--warm-pool must be between 0 and 64, not " + warmPool);
+    }
     switch (provider) {
       case LocalSandbox.NAME -> {
         LocalSandbox engine = root.providers().local();
-        if (diskOvercommit != null) {
+        if (diskOvercommit != null || warmPool != 0) {
+          Isolation poolIsolation = forceIsolation != null ? forceIsolation : defaultIsolation;
           engine =
               LocalSandbox.builder()
                   .home(engine.home())
                   .diskReserve(engine.diskReserve())
-                  .diskOvercommit(diskOvercommit)
+                  .diskOvercommit(diskOvercommit != null ? diskOvercommit : engine.diskOvercommit())
+                  .isolation(poolIsolation != null ? poolIsolation : Isolation.CONTAINER)
+                  .warmPool(warmPool)
                   .build();
         }
         return ServerEngine.local(engine);

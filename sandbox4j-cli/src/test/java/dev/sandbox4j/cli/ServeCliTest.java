@@ -21,6 +21,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Instant;
+import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -201,6 +202,19 @@ class ServeCliTest {
     Run unknown = run("serve", "--port", "0", "--default-isolation", "vm");
     assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(unknown.err()).contains("unknown isolation 'vm': expected one of container, gvisor");
+  }
+
+  @Test
+  void serveRefusesAWarmPoolOutOfRangeOrOnDocker() {
+    for (String size : List.of("-1", "65")) {
+      Run refused = run("serve", "--port", "0", "--warm-pool", size);
+      assertThat(refused.exitCode()).isEqualTo(ExitCodes.USAGE);
+      assertThat(refused.err()).contains("--warm-pool must be between 0 and 64, not " + size);
+    }
+    Run docker = run("serve", "--provider", "docker", "--port", "0", "--warm-pool", "2");
+    assertThat(docker.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(docker.err())
+        .contains("--warm-pool is for the local engine only, not --provider docker");
   }
 
   @Test

@@ -125,6 +125,7 @@ public final class LocalSandbox
   private final HostLimits.Sandboxes sandboxesLimits;
   private final Runnable beforeCreate;
   private final WarmPool warmPool; // null: none
+  private final LocalSandbox poolOwner; // null: none; see Builder#warmPoolOf
   private volatile Engine engine;
 
   /** Sandboxes with every default: see {@link Builder}. */
@@ -166,6 +167,7 @@ public final class LocalSandbox
     this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
     this.warmPool = b.warmPool > 0 ? new WarmPool(this, b.warmPool) : null;
+    this.poolOwner = b.poolOwner;
   }
 
   /** A builder starting from the defaults. */
@@ -572,9 +574,30 @@ public final class LocalSandbox
     }
   }
 
-  /** The warm pool, if there is one. */
+  /**
+   * The warm pool a new backend takes its sandbox from: this provider's own, or that of the
+   * provider {@link Builder#warmPoolOf} named if it makes the same sandboxes.
+   */
   Optional<WarmPool> warmPool() {
-    return Optional.ofNullable(warmPool);
+    if (warmPool != null) {
+      return Optional.of(warmPool);
+    }
+    if (poolOwner != null && poolOwner.warmPool != null && sameSandboxesAs(poolOwner)) {
+      return Optional.of(poolOwner.warmPool);
+    }
+    return Optional.empty();
+  }
+
+  /**
+   * Whether this provider and {@code other} make the same sandboxes but for labels, timers and env
+   * (what a claim from a warm pool sets): same home, runtime, image or snapshot, size, working
+   * directory, egress policy, networks, isolation and port token.
+   */
+  boolean sameSandboxesAs(LocalSandbox other) {
+    return home.equals(other.home)
+        && Objects.equals(runtimeName, other.runtimeName)
+        && portToken == other.portToken
+        && shape.withLabels(Map.of()).equals(other.shape.withLabels(Map.of()));
   }
 
   /** Runs before each creation (a test seam, see {@link Builder#beforeCreate}). */
@@ -659,6 +682,7 @@ public final class LocalSandbox
         line -> System.getLogger(LocalSandbox.class.getName()).log(System.Logger.Level.INFO, line);
     private Runnable beforeCreate = () -> {};
     private int warmPool;
+    private LocalSandbox poolOwner;
 
     private Builder() {}
 
@@ -951,6 +975,19 @@ public final class LocalSandbox
             "warmPool must be between 0 and " + MAX_WARM_POOL + ", not " + size);
       }
       this.warmPool = size;
+      return this;
+    }
+
+    /**
+     * Takes new sandboxes from {@code owner}'s warm pool ({@link #warmPool}) whenever this builder
+     * makes the same sandboxes as {@code owner} but for labels, timers and env (home, runtime,
+     * image or snapshot, size, working directory, egress policy, networks, isolation and port token
+     * equal): a claimed sandbox gets this builder's labels and timers, and its commands this
+     * builder's env. One pool then serves many label sets, a server's tenants say. Where the shape
+     * differs, or {@code owner} has no pool, a backend creates its sandbox afresh.
+     */
+    public Builder warmPoolOf(LocalSandbox owner) {
+      this.poolOwner = Objects.requireNonNull(owner, "owner");
       return this;
     }
 

@@ -70,7 +70,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
       id =
           settings
               .warmPool()
-              .flatMap(pool -> pool.claim(dir -> Timers.write(dir, settings.timers())))
+              .flatMap(pool -> pool.claim(settings, dir -> Timers.write(dir, settings.timers())))
               .orElseGet(
                   () ->
                       engine.create(

@@ -32,6 +32,22 @@ record SandboxShape(
     List<String> networks,
     Isolation isolation) {
 
+  /** This shape with {@code other} labels. */
+  SandboxShape withLabels(Map<String, String> other) {
+    return new SandboxShape(
+        image,
+        workingDirectory,
+        cpus,
+        memoryBytes,
+        pids,
+        disk,
+        other,
+        snapshot,
+        egress,
+        networks,
+        isolation);
+  }
+
   /**
    * The engine's spec of a new sandbox; from a snapshot, its layers and size.
    *

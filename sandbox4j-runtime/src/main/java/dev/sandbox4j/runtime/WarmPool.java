@@ -71,13 +71,14 @@ final class WarmPool implements AutoCloseable {
   }
 
   /**
-   * A member's create finished as a sandbox created now ({@link Engine#commit}), {@code finish}
-   * done first; empty if no member is ready (the caller creates one instead). The filler replaces
-   * it in the background.
+   * A member's create finished as a sandbox created now ({@link Engine#commit}) for {@code
+   * claimer}, a provider of the same shape but for labels, timers and env ({@link
+   * LocalSandbox#sameSandboxesAs}): its labels, {@code finish} (its timers) done first. Empty if no
+   * member is ready (the caller creates one instead). The filler replaces it in the background.
    */
-  Optional<String> claim(Engine.Finish finish) {
+  Optional<String> claim(LocalSandbox claimer, Engine.Finish finish) {
     Engine engine = settings.engine();
-    Engine.Spec spec = settings.spec();
+    Engine.Spec spec = claimer.spec();
     while (true) {
       Engine.Parked member;
       synchronized (this) {
@@ -138,22 +139,25 @@ final class WarmPool implements AutoCloseable {
                 + "); it tries again later and a claim meanwhile creates one afresh: "
                 + e.getMessage());
       }
-      boolean keep;
+      if (member != null && isClosed()) {
+        discardQuietly(settings.engine(), member); // before close() returns: it waits for this
+        member = null;
+      }
       synchronized (this) {
         creating = false;
-        keep = member != null && !closed;
-        if (keep) {
+        if (member != null) {
           ready.addLast(member);
         }
         notifyAll(); // close() may wait for this create
-        if (member == null && !closed) {
+        if (member == null && failures > 0 && !closed) {
           waitQuietly(pause(failures).toMillis());
         }
       }
-      if (member != null && !keep) {
-        discardQuietly(settings.engine(), member);
-      }
     }
+  }
+
+  private synchronized boolean isClosed() {
+    return closed;
   }
 
   /** The pause after {@code failures} failed creates in a row: 1 s doubling up to a minute. */
@@ -176,7 +180,7 @@ final class WarmPool implements AutoCloseable {
       closed = true;
       notifyAll();
       while (creating) {
-        waitQuietly(0); // a create under way ends as a member, discarded below
+        waitQuietly(0); // a create under way: the filler discards what it makes
       }
       members = new ArrayList<>(ready);
       ready.clear();

@@ -4,7 +4,10 @@ import dev.sandbox4j.runtime.LocalSandbox;
 
 /**
  * {@link ServerEngine#local}: each shape a {@link LocalSandbox} on the engine's home, with its disk
- * reserve and overcommit; a value the builder refuses is named by its request field.
+ * reserve and overcommit; a value the builder refuses is named by its request field. A shape that
+ * makes the sandboxes the engine makes takes them from the engine's warm pool, if it has one
+ * ({@link LocalSandbox.Builder#warmPoolOf}): any tenant's labels and timers are set when it is
+ * taken.
  */
 final class LocalEngine implements ServerEngine {
 
@@ -25,7 +28,8 @@ final class LocalEngine implements ServerEngine {
         LocalSandbox.builder()
             .home(engine.home())
             .diskReserve(engine.diskReserve())
-            .diskOvercommit(engine.diskOvercommit());
+            .diskOvercommit(engine.diskOvercommit())
+            .warmPoolOf(engine); // a shape like the engine's, the request's labels and timers
     field(
         "image",
         () -> {
