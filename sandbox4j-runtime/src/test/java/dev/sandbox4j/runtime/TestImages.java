@@ -292,4 +292,38 @@ public final class TestImages {
   public static Engine engineOf(LocalSandbox sandboxes) {
     return sandboxes.engine();
   }
+
+  /** The ids of the sandboxes in {@code home} that warm pools hold (parked, not yet claimed). */
+  static java.util.Set<String> parked(Path home) throws IOException {
+    java.util.Set<String> ids = new java.util.TreeSet<>();
+    Path sandboxes = home.resolve("sandboxes");
+    if (!Files.isDirectory(sandboxes)) {
+      return ids;
+    }
+    try (java.util.stream.Stream<Path> dirs = Files.list(sandboxes)) {
+      for (Path dir : dirs.toList()) {
+        if (Files.exists(dir.resolve("parked"))) {
+          ids.add(dir.getFileName().toString());
+        }
+      }
+    }
+    return ids;
+  }
+
+  /** Waits until {@code pool}'s warm pool holds {@code size} sandboxes; fails after 2 minutes. */
+  static void awaitWarm(LocalSandbox pool, int size) {
+    long end = System.nanoTime() + Duration.ofMinutes(2).toNanos();
+    try {
+      while (pool.warmSandboxes() < size) {
+        if (System.nanoTime() > end) {
+          throw new AssertionError(
+              "the warm pool held " + pool.warmSandboxes() + " of " + size + " after 2 minutes");
+        }
+        Thread.sleep(20);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted while waiting for the warm pool", e);
+    }
+  }
 }

@@ -3,12 +3,7 @@ package dev.sandbox4j.runtime;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.time.Duration;
 import java.util.Set;
-import java.util.TreeSet;
-import java.util.stream.Stream;
 
 /**
  * The hostile-sandbox suite against sandboxes a warm pool made ahead of need: every sandbox it
@@ -17,7 +12,6 @@ import java.util.stream.Stream;
  */
 class WarmPoolHostileSandboxTest extends HostileSandboxTest {
   private static final int SIZE = 2;
-  private static final Duration FILL = Duration.ofMinutes(2);
 
   @Override
   int warmPool() {
@@ -37,29 +31,11 @@ class WarmPoolHostileSandboxTest extends HostileSandboxTest {
   }
 
   private Set<String> awaitMembers() {
-    long end = System.nanoTime() + FILL.toNanos();
+    TestImages.awaitWarm(sandboxes, 1);
     try {
-      while (sandboxes.warmSandboxes() < 1) {
-        if (System.nanoTime() > end) {
-          throw new AssertionError("the warm pool held no sandbox after " + FILL);
-        }
-        Thread.sleep(20);
-      }
-      return parked();
-    } catch (InterruptedException | IOException e) {
-      throw new AssertionError(e);
+      return TestImages.parked(home);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
     }
-  }
-
-  private Set<String> parked() throws IOException {
-    Set<String> ids = new TreeSet<>();
-    try (Stream<Path> dirs = Files.list(home.resolve("sandboxes"))) {
-      for (Path dir : dirs.toList()) {
-        if (Files.exists(dir.resolve("parked"))) {
-          ids.add(dir.getFileName().toString());
-        }
-      }
-    }
-    return ids;
   }
 }

@@ -34,8 +34,6 @@ import org.junit.jupiter.api.io.TempDir;
  * that died holding them ({@code gc}).
  */
 class WarmPoolTest {
-  private static final Duration FILL = Duration.ofMinutes(2);
-
   @TempDir static Path temp;
   private static Path home;
   private static LocalSandbox plain;
@@ -230,26 +228,13 @@ class WarmPoolTest {
     }
   }
 
-  private static void awaitReady(LocalSandbox pool, int size) throws InterruptedException {
-    long end = System.nanoTime() + FILL.toNanos();
-    while (pool.warmSandboxes() < size) {
-      if (System.nanoTime() > end) {
-        throw new AssertionError(
-            "the warm pool held " + pool.warmSandboxes() + " of " + size + " after " + FILL);
-      }
-      Thread.sleep(20);
-    }
+  private static void awaitReady(LocalSandbox pool, int size) {
+    TestImages.awaitWarm(pool, size);
   }
 
   /** The ids of the home's parked sandboxes (warm pools' members). */
   private static Set<String> parked() throws IOException {
-    Set<String> ids = new TreeSet<>();
-    for (String id : sandboxDirectories()) {
-      if (Files.exists(home.resolve("sandboxes").resolve(id).resolve("parked"))) {
-        ids.add(id);
-      }
-    }
-    return ids;
+    return TestImages.parked(home);
   }
 
   private static Set<String> sandboxDirectories() throws IOException {

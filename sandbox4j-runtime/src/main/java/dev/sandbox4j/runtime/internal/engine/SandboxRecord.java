@@ -164,35 +164,25 @@ public record SandboxRecord(
   }
 
   public SandboxRecord withStatus(Status next) {
+    return with(next, created, labels);
+  }
+
+  /**
+   * The record of a sandbox whose create finishes now, {@code finalLabels} its labels: a warm
+   * pool's member is created long before it is claimed, and says when it was claimed.
+   */
+  SandboxRecord running(Instant now, Map<String, String> finalLabels) {
+    return with(Status.RUNNING, now.toString(), finalLabels);
+  }
+
+  private SandboxRecord with(Status next, String createdAt, Map<String, String> withLabels) {
     return new SandboxRecord(
         formatVersion,
         id,
         next,
         image,
-        created,
-        labels,
-        cpus,
-        memoryBytes,
-        pids,
-        layers,
-        diskBytes,
-        diskInodes,
-        idBase,
-        isolation);
-  }
-
-  /**
-   * The record of a sandbox whose create finishes now, {@code labels} its labels: a warm pool's
-   * member is created long before it is claimed, and says when it was claimed.
-   */
-  SandboxRecord running(Instant now, Map<String, String> finalLabels) {
-    return new SandboxRecord(
-        formatVersion,
-        id,
-        Status.RUNNING,
-        image,
-        now.toString(),
-        finalLabels,
+        createdAt,
+        withLabels,
         cpus,
         memoryBytes,
         pids,
