@@ -338,9 +338,28 @@ final class Providers {
     }
   }
 
+  /**
+   * The create options a server's sandbox cannot take, as the command line names them: refused,
+   * never dropped (a policy or a token silently left out would leave a sandbox more open than
+   * asked).
+   */
+  private static final List<String> NOT_FOR_REMOTE =
+      List.of("--egress", "--network", "--port-token");
+
   private static RemoteSandbox newRemote(Providers providers, Settings settings) {
     if (providers.server == null) {
       throw new IllegalStateException("no sandbox4j server: use --server URL or set SANDBOX4J_URL");
+    }
+    List<String> unsupported =
+        settings.localOnlyOptions().stream().filter(NOT_FOR_REMOTE::contains).toList();
+    if (!unsupported.isEmpty()) {
+      throw new IllegalArgumentException(
+          String.join(", ", unsupported)
+              + (unsupported.size() == 1 ? " is" : " are")
+              + " not supported for a sandbox on a server"
+              + (unsupported.contains("--egress")
+                  ? ": create it, then set its egress policy with `sandbox4j egress REF ...`"
+                  : ""));
     }
     RemoteSandbox.Builder b;
     try {

@@ -151,6 +151,19 @@ class RemoteCliTest {
   }
 
   @Test
+  void createOptionsAServersSandboxCannotTakeAreRefusedNotDropped() {
+    Run egress = run("create", "--egress", "none");
+    assertThat(egress.exitCode()).as(egress.err()).isEqualTo(ExitCodes.USAGE);
+    assertThat(egress.err())
+        .contains("--egress is not supported for a sandbox on a server")
+        .contains("sandbox4j egress REF");
+    Run others = run("create", "--network", "team", "--port-token");
+    assertThat(others.exitCode()).as(others.err()).isEqualTo(ExitCodes.USAGE);
+    assertThat(others.err())
+        .contains("--port-token, --network are not supported for a sandbox on a server");
+  }
+
+  @Test
   void createExecAndLsWorkOnTheServersSandboxes() throws Exception {
     String ref = create("--label", "team=cli");
     String id = ref.substring("remote:".length());
