@@ -406,6 +406,10 @@ public final class Engine {
       if (spec.network() != null && spec.network().egress().interceptTls()) {
         installCaIfIntercepting(id);
       }
+      // Its name in sandboxes/ made durable here, which reserve did not, and not in commit: a
+      // warm pool's claim waits for one fsync fewer. A power loss before the commit leaves a
+      // CREATING record, which gc removes.
+      AtomicFiles.syncDirectory(sandboxes);
       return new Parked(
           id,
           reserved.record(),
@@ -430,9 +434,8 @@ public final class Engine {
       // removes; once the record says RUNNING, it is a sandbox like any other.
       Files.delete(dir.resolve(PARKED));
       // The one durable step of a create: from here on the sandbox survives a power loss (its
-      // name in sandboxes/ too, which reserve did not sync).
+      // name in sandboxes/ was synced by park).
       parked.record.running(Instant.now(), labels).write(dir.resolve("state.json"));
-      AtomicFiles.syncDirectory(sandboxes);
       for (String network : parked.networks) {
         networks.refreshHosts(network, null); // its peers learn its name
       }
