@@ -68,6 +68,7 @@ public final class Main {
     } catch (IllegalStateException shuttingDown) {
       return; // a signal is ending the JVM, with its own status; System.exit would block
     }
+    ResidentClient.startIfMissing();
     System.exit(code);
   }
 

@@ -79,7 +79,22 @@ final class ResidentClient {
   /** How long a signal waits for the resident to kill the command, as the in-process CLI does. */
   private static final long KILL_WAIT_SECONDS = 10;
 
+  /** The socket of a resident to start once the in-process run is done; null if none. */
+  private static Path toStart;
+
   private ResidentClient() {}
+
+  /**
+   * Starts the resident that the last {@link #tryServe} found missing, if any: called after the
+   * command ran in-process, so that the two JVMs do not compete for the CPU during the command.
+   */
+  static void startIfMissing() {
+    Path socket = toStart;
+    toStart = null;
+    if (socket != null) {
+      start(socket);
+    }
+  }
 
   /**
    * Whether the resident may run {@code args}: a served command or {@code --version}/{@code
@@ -183,7 +198,7 @@ final class ResidentClient {
       return SIGNALLED; // the hook waited for the exit frame; System.exit would block
     }
     if (code2 == NOT_SERVED && call.shouldStart() && !require) {
-      start(socket);
+      toStart = socket;
     }
     return code2;
   }
