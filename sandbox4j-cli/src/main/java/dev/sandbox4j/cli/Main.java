@@ -30,7 +30,10 @@ public final class Main {
       return;
     }
     if (served != ResidentClient.NOT_SERVED) {
-      System.exit(served);
+      // Not System.exit: it logs the exit through System.Logger, whose lookup opens every jar on
+      // the class path, the big one too. Nothing is left to run: the output went out unbuffered
+      // and the only shutdown hook was removed.
+      Runtime.getRuntime().halt(served);
       return;
     }
     Cli.ENGINE_LOG.setLevel(java.util.logging.Level.WARNING);

@@ -177,6 +177,7 @@ final class ResidentClient {
             terminal(),
             List.of(args),
             env);
+    avoidServiceScan();
     Call call = new Call(socket, request);
     Thread onSignal =
         new Thread(
@@ -219,6 +220,26 @@ final class ResidentClient {
   private static boolean tty(int fd) throws IOException {
     String target = Files.readSymbolicLink(Path.of("/proc/self/fd/" + fd)).toString();
     return target.startsWith("/dev/pts/") || target.startsWith("/dev/tty");
+  }
+
+  /**
+   * Names the platform's own selector provider, which {@code SelectorProvider.provider()} would
+   * otherwise look for as a service in every jar on the class path, opening the fat jar (tens of
+   * thousands of entries) that the thin client has no other use for. Only on Linux, only if the
+   * class is there and nobody chose one: it is the provider the JDK picks there by default.
+   */
+  private static void avoidServiceScan() {
+    String property = "java.nio.channels.spi.SelectorProvider";
+    String linux = "sun.nio.ch.EPollSelectorProvider";
+    if (System.getProperty(property) != null || !"Linux".equals(System.getProperty("os.name"))) {
+      return;
+    }
+    try {
+      Class.forName(linux, false, null);
+      System.setProperty(property, linux);
+    } catch (ClassNotFoundException | LinkageError another) {
+      // another JDK: the service lookup it is
+    }
   }
 
   private static String encoding(String property) {
