@@ -50,10 +50,11 @@ import jdk.net.UnixDomainPrincipal;
  * volatile variables), or of a command it does not run ({@link ResidentClient#servable}).
  *
  * <p><b>Lifecycle.</b> One per socket: it holds a lock file beside it for as long as it runs. It
- * exits after {@link #IDLE} without a request, and as soon as the code it runs from changes on disk
- * (a rebuilt or replaced jar), since classes it has not loaded yet would come from the new jar:
- * then it refuses with {@link #STALE} and the client starts a new one. A command being served when
- * it decides to exit runs to its end.
+ * exits after {@link #IDLE} without a request, when its socket or its environment's sandbox4j home
+ * (if that existed when it started) is deleted, and as soon as the code it runs from changes on
+ * disk (a rebuilt or replaced jar), since classes it has not loaded yet would come from the new
+ * jar: then it refuses with {@link #STALE} and the client starts a new one. A command being served
+ * when it decides to exit runs to its end.
  *
  * <p><b>Threads.</b> The accept loop on the caller's thread; per connection a virtual thread that
  * reads the client's frames, and a platform thread for the command (as the in-process CLI runs it
@@ -80,6 +81,8 @@ final class Resident implements AutoCloseable {
   private final Map<String, String> env;
   private final AtomicInteger active = new AtomicInteger();
   private final AtomicInteger served = new AtomicInteger();
+  private final Path home;
+  private final boolean homeExisted;
   private volatile long lastUsed = System.nanoTime();
   private volatile boolean stopping;
 
@@ -89,6 +92,12 @@ final class Resident implements AutoCloseable {
     this.self = self;
     this.code = code;
     this.env = ResidentClient.stable(System.getenv());
+    this.home =
+        Main.home(
+            System.getenv(),
+            System.getProperty("user.home"),
+            "root".equals(System.getProperty("user.name")));
+    this.homeExisted = Files.isDirectory(home);
   }
 
   /**
@@ -210,6 +219,8 @@ final class Resident implements AutoCloseable {
         stop("its code changed on disk");
       } else if (!Files.exists(socket, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
         stop("its socket was deleted"); // with its directory, say: nobody can reach it
+      } else if (homeExisted && !Files.isDirectory(home)) {
+        stop("its home " + home + " was deleted"); // a temporary one: nothing left to serve
       } else if (active.get() == 0 && System.nanoTime() - lastUsed > IDLE.toNanos()) {
         stop("idle for " + IDLE.toMinutes() + " minutes");
       }
