@@ -144,6 +144,12 @@ final class Resident implements AutoCloseable {
           resident.serve();
           resident.awaitIdle();
         }
+        // Gone for good: leave nothing behind. The lock file goes while still held, so that a
+        // resident started meanwhile either fails its lock or makes a new file (and one that
+        // locked the old file after all loses its socket to the next, and exits).
+        String base = name.endsWith(".sock") ? name.substring(0, name.length() - 5) : name;
+        Files.deleteIfExists(dir.resolve(name + ".lock"));
+        Files.deleteIfExists(dir.resolve(base + ".log"));
       }
     } catch (IOException | RuntimeException e) {
       say("failed: " + e);
