@@ -3,6 +3,19 @@
 # --release 25. Order: JAVA_HOME if it is already 25+, then the usual install places.
 sandbox4j_java_feature() { # prints the feature version of the JDK at $1, or nothing
   [ -x "$1/bin/java" ] && [ -x "$1/bin/javac" ] || return 0
+  # A JDK's release file names its version: reading it costs no JVM start (tens of ms on every
+  # ./sandbox4j call). Without one, ask the JVM.
+  if [ -f "$1/release" ]; then
+    while IFS= read -r sandbox4j_line; do
+      case $sandbox4j_line in
+        JAVA_VERSION=\"[0-9]*)
+          sandbox4j_rv=${sandbox4j_line#JAVA_VERSION=\"}
+          echo "${sandbox4j_rv%%[!0-9]*}"
+          return 0
+          ;;
+      esac
+    done <"$1/release"
+  fi
   "$1/bin/java" -XshowSettings:properties -version 2>&1 |
     sed -n 's/^ *java\.specification\.version = \([0-9][0-9]*\).*/\1/p' | head -n 1
 }

@@ -7,6 +7,13 @@ import picocli.CommandLine;
 
 /** Builds the {@code sandbox4j} command line over a {@link CliContext} and runs it. */
 final class Cli {
+  /**
+   * The engine logs each sandbox it creates or restarts at INFO; on a command line that is noise on
+   * stderr, so only warnings show unless {@code --debug}. Held here: JUL keeps loggers weakly.
+   */
+  static final java.util.logging.Logger ENGINE_LOG =
+      java.util.logging.Logger.getLogger("dev.sandbox4j");
+
   private Cli() {}
 
   /** Runs the CLI with {@code args} and returns its exit code; never throws, never exits. */

@@ -18,6 +18,8 @@ import java.util.Objects;
  *     SANDBOX4J_API_KEY}, and {@code TERM}, {@code CI} and {@code COLUMNS} for progress); never
  *     passed on to a sandbox
  * @param terminal whether {@code err} is a terminal, where progress may redraw its line
+ * @param cwd the caller's working directory, against which host paths ({@code cp}) resolve: a
+ *     resident process's own is not its client's
  */
 record CliContext(
     Path home,
@@ -25,7 +27,8 @@ record CliContext(
     PrintStream out,
     PrintStream err,
     Map<String, String> env,
-    boolean terminal) {
+    boolean terminal,
+    Path cwd) {
   CliContext {
     Objects.requireNonNull(home, "home");
     Objects.requireNonNull(in, "in");
@@ -33,6 +36,23 @@ record CliContext(
     Objects.requireNonNull(err, "err");
     home = home.toAbsolutePath().normalize();
     env = Map.copyOf(Objects.requireNonNull(env, "env"));
+    cwd = cwd.toAbsolutePath().normalize();
+  }
+
+  /** In this JVM's working directory. */
+  CliContext(
+      Path home,
+      InputStream in,
+      PrintStream out,
+      PrintStream err,
+      Map<String, String> env,
+      boolean terminal) {
+    this(home, in, out, err, env, terminal, Path.of(""));
+  }
+
+  /** {@code path} as the caller means it: relative to its working directory. */
+  Path hostPath(String path) {
+    return cwd.resolve(path);
   }
 
   /** Not on a terminal. */

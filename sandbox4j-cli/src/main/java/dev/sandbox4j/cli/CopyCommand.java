@@ -92,7 +92,7 @@ final class CopyCommand implements Callable<Integer> {
       ws.write(path, root.context().in());
       return;
     }
-    Path file = Path.of(hostPath);
+    Path file = root.context().hostPath(hostPath);
     if (Files.isDirectory(file)) {
       throw new WorkspaceException(
           hostPath
@@ -122,7 +122,7 @@ final class CopyCommand implements Callable<Integer> {
       }
       return;
     }
-    Path file = Path.of(hostPath);
+    Path file = root.context().hostPath(hostPath);
     if (Files.isDirectory(file)) {
       file = file.resolve(Path.of(from.path()).getFileName().toString());
     }

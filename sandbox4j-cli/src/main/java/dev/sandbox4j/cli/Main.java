@@ -12,18 +12,31 @@ public final class Main {
   /** How long a signal (Ctrl-C, SIGTERM) waits for a running command to be killed. */
   private static final long KILL_WAIT_SECONDS = 10;
 
-  /**
-   * The engine logs each sandbox it creates or restarts at INFO; on a command line that is noise on
-   * stderr, so only warnings show unless {@code --debug}. Held here: JUL keeps loggers weakly.
-   */
-  static final java.util.logging.Logger ENGINE_LOG =
-      java.util.logging.Logger.getLogger("dev.sandbox4j");
-
   private Main() {}
 
-  /** Runs the CLI and exits with its exit code. */
+  /**
+   * Runs the CLI and exits with its exit code: through this user's resident process if one serves
+   * the command ({@link ResidentClient}), else in this JVM.
+   */
   public static void main(String[] args) {
-    ENGINE_LOG.setLevel(java.util.logging.Level.WARNING);
+    String resident = System.getProperty(ResidentClient.PROPERTY);
+    if (resident != null) {
+      Resident.main(Path.of(resident));
+      System.exit(0);
+      return;
+    }
+    int served = ResidentClient.tryServe(args);
+    if (served == ResidentClient.SIGNALLED) {
+      return;
+    }
+    if (served != ResidentClient.NOT_SERVED) {
+      // Not System.exit: it logs the exit through System.Logger, whose lookup opens every jar on
+      // the class path, the big one too. Nothing is left to run: the output went out unbuffered
+      // and the only shutdown hook was removed.
+      Runtime.getRuntime().halt(served);
+      return;
+    }
+    Cli.ENGINE_LOG.setLevel(java.util.logging.Level.WARNING);
     CliContext context =
         new CliContext(
             home(
@@ -58,6 +71,7 @@ public final class Main {
     } catch (IllegalStateException shuttingDown) {
       return; // a signal is ending the JVM, with its own status; System.exit would block
     }
+    ResidentClient.startIfMissing();
     System.exit(code);
   }
 

@@ -133,7 +133,7 @@ final class SandboxCommand implements Runnable {
   void setDebug(boolean debug) {
     this.debug = debug;
     if (debug) {
-      Main.ENGINE_LOG.setLevel(java.util.logging.Level.INFO);
+      Cli.ENGINE_LOG.setLevel(java.util.logging.Level.INFO);
     }
   }
 
