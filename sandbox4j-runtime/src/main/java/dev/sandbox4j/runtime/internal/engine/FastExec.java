@@ -59,6 +59,11 @@ final class FastExec {
       RunOptions options,
       long clockStart,
       Duration noOutput) {
+    // As for crun exec: a sandbox with fewer than PIDS_TO_START pids left gets the process limit
+    // error, not a command whose shell then cannot fork (the keeper and the command take two).
+    if (engine.cgroups().pidsHeadroom(id) < Exec.PIDS_TO_START) {
+      throw Exec.atProcessLimit(id);
+    }
     String group = engine.cgroups().newCommandGroup(id);
     NoOutputWatchdog watchdog =
         noOutput == null
