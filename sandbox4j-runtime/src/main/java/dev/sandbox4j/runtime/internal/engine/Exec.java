@@ -127,8 +127,19 @@ public final class Exec {
     int[] ids = numericUser(user);
     ExecHelper helper = ids == null ? null : engine.execHelper(id);
     if (helper != null) {
-      return FastExec.run(
-          engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+      try {
+        return FastExec.run(
+            engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+      } catch (FastExec.HelperGoneException gone) {
+        // it died before the request reached it (killed by the previous command, say): nothing
+        // ran, so once more with a new one
+        helper = engine.execHelper(id);
+        if (helper == null) {
+          throw gone;
+        }
+        return FastExec.run(
+            engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+      }
     }
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);

@@ -205,7 +205,7 @@ final class ExecHelper implements AutoCloseable {
       int[] fds, int uid, int gid, String cwd, List<String> argv, Map<String, String> env)
       throws IOException {
     if (lost != null) {
-      throw new IOException("the exec helper is gone: " + lost);
+      throw new FastExec.HelperGone(lost);
     }
     int request = nextRequest.getAndIncrement();
     byte[] payload = payload(request, uid, gid, cwd, argv, env);
@@ -216,7 +216,7 @@ final class ExecHelper implements AutoCloseable {
     try {
       synchronized (sendLock) {
         if (socketClosed) {
-          throw new IOException("the exec helper's socket is closed");
+          throw new FastExec.HelperGone("its socket is closed");
         }
         HelperCalls.sendWithFds(socket, header.array(), fds);
         HelperCalls.writeFully(socket, payload);
@@ -224,7 +224,7 @@ final class ExecHelper implements AutoCloseable {
     } catch (IOException e) {
       pending.remove(request);
       lose("cannot send it a request: " + e.getMessage());
-      throw e;
+      throw e instanceof FastExec.HelperGone ? e : new FastExec.HelperGone(lost);
     }
     if (lost != null) { // lost while sending: the reader may have missed this request
       fail(p, lost);

@@ -126,6 +126,8 @@ final class FastExec {
         throw notStarted(id, outcome);
       }
       return result;
+    } catch (HelperGone e) {
+      throw new HelperGoneException(e);
     } catch (IOException e) {
       throw new WorkspaceException(
           "cannot start the command in sandbox local:" + id + ": " + e.getMessage(), e);
@@ -133,7 +135,30 @@ final class FastExec {
       if (watchdog != null) {
         watchdog.close();
       }
+      try {
+        java.nio.file.Files.deleteIfExists(engine.commandPidFile(id, group));
+      } catch (IOException e) {
+        // the sandbox directory is gone with its destroy, pid files and all
+      }
       engine.cgroups().removeCommandGroup(id, group);
+    }
+  }
+
+  /**
+   * The helper was found gone before the request reached it: nothing of the command ran, and the
+   * caller may try once more with a new helper ({@link HelperGoneException} carries it out of
+   * {@link #run}).
+   */
+  static final class HelperGone extends IOException {
+    HelperGone(String why) {
+      super("the exec helper is gone: " + why);
+    }
+  }
+
+  /** {@link HelperGone} out of {@link #run}: nothing of the command ran. */
+  static final class HelperGoneException extends WorkspaceException {
+    HelperGoneException(HelperGone cause) {
+      super(cause.getMessage(), cause);
     }
   }
 
@@ -223,8 +248,16 @@ final class FastExec {
                 + " (was the helper's process killed inside the sandbox?)",
             e);
       }
+      // as crun exec's --pid-file: the supervisor sees a sandbox running a command as busy
+      java.nio.file.Files.writeString(
+          engine.commandPidFile(id, group), Long.toString(hostPid) + "\n");
       HelperCommand command = new HelperCommand(hostPid, in[1], pending);
-      HelperCalls.writeFully(go[1], new byte[] {1}); // from here on it runs, in its cgroup
+      try {
+        HelperCalls.writeFully(go[1], new byte[] {1}); // from here on it runs, in its cgroup
+      } catch (IOException e) {
+        command.getOutputStream().close();
+        throw e;
+      }
       return command;
     } finally {
       // closing the go pipe's write end without a byte tells a waiting keeper not to run anything
