@@ -8,6 +8,7 @@ import dev.sandbox4j.runtime.internal.linux.Mounts;
 import dev.sandbox4j.runtime.internal.net.ForwardingFirewall;
 import dev.sandbox4j.runtime.internal.net.NetworkTools;
 import dev.sandbox4j.runtime.internal.oci.Criu;
+import dev.sandbox4j.runtime.internal.oci.ExecHelperBuild;
 import dev.sandbox4j.runtime.internal.oci.FixedCrun;
 import dev.sandbox4j.runtime.internal.oci.Gvisor;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
@@ -67,6 +68,7 @@ public final class HostSetup {
     checks.add(userNamespaces());
     checks.add(FixedCrun.check());
     checks.add(Criu.check());
+    checks.add(ExecHelperBuild.check());
     checks.add(Gvisor.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
@@ -112,6 +114,12 @@ public final class HostSetup {
     }
     try {
       FixedCrun.install(progress);
+    } catch (WorkspaceException e) {
+      progress.accept("  failed: " + e.getMessage());
+    }
+    // optional (without it, commands take the slower crun exec path): a failure is reported
+    try {
+      ExecHelperBuild.install(progress);
     } catch (WorkspaceException e) {
       progress.accept("  failed: " + e.getMessage());
     }

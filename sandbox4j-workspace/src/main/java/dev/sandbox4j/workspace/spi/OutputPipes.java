@@ -88,10 +88,13 @@ final class OutputPipes implements AutoCloseable {
     return new OutputPipes(out, err);
   }
 
-  /** Points the builder's stdout and stderr at the write ends. */
-  void redirect(ProcessBuilder builder) {
-    builder.redirectOutput(ProcessBuilder.Redirect.to(procFd(stdout[1])));
-    builder.redirectError(ProcessBuilder.Redirect.to(procFd(stderr[1])));
+  /** The write end of stdout or stderr, as a file a child's output can be redirected to. */
+  File writeEnd(boolean isStderr) {
+    int fd = (isStderr ? stderr : stdout)[1];
+    if (fd < 0 || writeEndsClosed) {
+      throw new IllegalStateException("the write ends are closed");
+    }
+    return procFd(fd);
   }
 
   /** Closes this JVM's write ends: call once the child has started (it holds its own). */

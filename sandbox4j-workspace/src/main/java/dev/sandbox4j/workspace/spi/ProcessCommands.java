@@ -123,13 +123,56 @@ public final class ProcessCommands {
       KillerFactory killer,
       LeftoverOutput leftover)
       throws IOException {
+    return run(
+        (stdout, stderr) -> {
+          builder.redirectOutput(stdout);
+          builder.redirectError(stderr);
+          return builder.start();
+        },
+        options,
+        clockStartNanos,
+        killer,
+        leftover);
+  }
+
+  /**
+   * Starts a command's process, its stdout and stderr going to {@code stdout} and {@code stderr}:
+   * for a backend whose command is not a {@link ProcessBuilder}'s (one that a helper forks, say).
+   */
+  @FunctionalInterface
+  public interface Launcher {
+    /**
+     * Starts the command. Where the redirects are {@linkplain ProcessBuilder.Redirect#file files}
+     * ({@code /proc/self/fd/N} of a pipe's write end, valid until this returns), the command must
+     * write to those pipes; where they are {@link ProcessBuilder.Redirect#PIPE}, the returned
+     * process's own streams are read.
+     */
+    Process start(ProcessBuilder.Redirect stdout, ProcessBuilder.Redirect stderr)
+        throws IOException;
+  }
+
+  /**
+   * {@link #run(ProcessBuilder, RunOptions, long, KillerFactory, LeftoverOutput)} for a command
+   * that {@code launcher} starts. The process it returns gives the command's stdin ({@link
+   * Process#getOutputStream}), its exit ({@link Process#onExit}, {@link Process#exitValue}) and its
+   * pid (a name only).
+   */
+  public static CommandResult run(
+      Launcher launcher,
+      RunOptions options,
+      long clockStartNanos,
+      KillerFactory killer,
+      LeftoverOutput leftover)
+      throws IOException {
     OutputPipes pipes = OutputPipes.open();
     Process process;
     try {
-      if (pipes != null) {
-        pipes.redirect(builder);
-      }
-      process = builder.start();
+      process =
+          pipes == null
+              ? launcher.start(ProcessBuilder.Redirect.PIPE, ProcessBuilder.Redirect.PIPE)
+              : launcher.start(
+                  ProcessBuilder.Redirect.to(pipes.writeEnd(false)),
+                  ProcessBuilder.Redirect.to(pipes.writeEnd(true)));
     } catch (IOException | RuntimeException e) {
       if (pipes != null) {
         pipes.close();

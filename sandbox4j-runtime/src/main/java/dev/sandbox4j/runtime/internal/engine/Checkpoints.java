@@ -173,6 +173,7 @@ public final class Checkpoints {
     }
     Duration took = Duration.ofNanos(System.nanoTime() - start);
     engine.runtimeOf(id).delete(id); // and with it whatever CRIU did not carry
+    engine.stopExecHelper(id); // gone with it: the first command after the restore starts one
     return new Dump(images, size(images), took, notCarried);
   }
 
@@ -499,7 +500,11 @@ public final class Checkpoints {
    */
   static List<String> notCarried(Engine engine, String id) {
     Optional<Long> init = OciRuntime.initPid(engine.dir(id).resolve("bundle"));
-    List<Long> pids = engine.cgroups().pids(id);
+    List<Long> pids = new ArrayList<>(engine.cgroups().pids(id));
+    // The exec helper is the engine's, not the sandbox's: not carried (its parent is outside, like
+    // a crun exec's), and the fork or the restored sandbox starts one of its own on its first
+    // command. The commands it runs are listed, like those of a crun exec.
+    engine.execHelperPid(id).ifPresent(pids::remove);
     Map<Long, Long> parent = new HashMap<>();
     for (long pid : pids) {
       parent.put(pid, ppid(pid));

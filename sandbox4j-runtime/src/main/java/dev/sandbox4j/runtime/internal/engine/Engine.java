@@ -221,6 +221,128 @@ public final class Engine {
 
   private final Map<String, Isolation> isolations = new java.util.concurrent.ConcurrentHashMap<>();
 
+  // ---- exec helpers -----------------------------------------------------------------------
+
+  /**
+   * Whether commands go through each sandbox's {@link ExecHelper} (the default) or each through a
+   * {@code crun exec} of its own: {@code -Dsandbox4j.fastExec=false} or {@code
+   * SANDBOX4J_FAST_EXEC=false} turns it off. Both give the same guarantees.
+   */
+  static boolean fastExec() {
+    return !"false"
+        .equals(System.getProperty("sandbox4j.fastExec", System.getenv("SANDBOX4J_FAST_EXEC")));
+  }
+
+  /** The running helper of each sandbox that has one. Guarded per sandbox by its helperLocks. */
+  private final Map<String, ExecHelper> helpers = new java.util.concurrent.ConcurrentHashMap<>();
+
+  private final Map<String, Object> helperLocks = new java.util.concurrent.ConcurrentHashMap<>();
+
+  /** Sandboxes whose helper cannot start (created before the host had one): told once each. */
+  private final java.util.Set<String> withoutHelper =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  private static final java.util.concurrent.atomic.AtomicBoolean TOLD_NO_HELPER =
+      new java.util.concurrent.atomic.AtomicBoolean();
+
+  /**
+   * The exec helper of running sandbox {@code id} (a crun one), started if it has none or its
+   * helper is gone; null where commands take the {@code crun exec} path: fast exec off, the host
+   * has no helper ({@code sandbox4j setup} installs it; said once in the log), or the sandbox
+   * cannot run it (said once per sandbox).
+   *
+   * @throws WorkspaceException if the sandbox is at its process limit (the helper could not start)
+   */
+  ExecHelper execHelper(String id) {
+    if (!fastExec()) {
+      return null;
+    }
+    if (!ExecHelper.supported()) {
+      if (TOLD_NO_HELPER.compareAndSet(false, true)) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "the exec helper "
+                + dev.sandbox4j.runtime.internal.oci.OciConfig.HOST_EXEC_HELPER
+                + " is not installed (or native access is off): every command runs through its own"
+                + " crun exec, which is slower (same guarantees). Run `sandbox4j setup`");
+      }
+      return null;
+    }
+    if (withoutHelper.contains(id)) {
+      return null;
+    }
+    ExecHelper running = helpers.get(id);
+    if (running != null && running.lost() == null && cgroups.isCommandRunning(id, running.group)) {
+      return running;
+    }
+    synchronized (helperLocks.computeIfAbsent(id, k -> new Object())) {
+      running = helpers.get(id);
+      if (running != null) {
+        if (running.lost() == null && cgroups.isCommandRunning(id, running.group)) {
+          return running;
+        }
+        helpers.remove(id);
+        running.close();
+      }
+      try {
+        ExecHelper started = ExecHelper.start(this, id, Exec.joining(this, id));
+        started.awaitReady(10_000);
+        helpers.put(id, started);
+        return started;
+      } catch (ExecHelper.NotStarted e) {
+        if (cgroups.pidsHeadroom(id) < Exec.PIDS_TO_START
+            || e.said.contains("Resource temporarily unavailable")) {
+          throw Exec.atProcessLimit(id);
+        }
+        withoutHelper.add(id);
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "sandbox local:"
+                + id
+                + " cannot run the exec helper ("
+                + e.getMessage()
+                + "; a sandbox created before `sandbox4j setup` installed it has none): its"
+                + " commands run through crun exec, slower, same guarantees");
+        return null;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new java.util.concurrent.CancellationException(
+            "interrupted while starting the exec helper; no command ran");
+      } catch (IOException e) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "cannot start the exec helper of sandbox local:"
+                + id
+                + ": "
+                + e.getMessage()
+                + "; this command runs through crun exec");
+        return null;
+      }
+    }
+  }
+
+  /** The host pid of sandbox {@code id}'s exec helper, if it has one running. */
+  Optional<Long> execHelperPid(String id) {
+    ExecHelper h = helpers.get(id);
+    return h == null || h.lost() != null ? Optional.empty() : h.hostPid();
+  }
+
+  /**
+   * Ends sandbox {@code id}'s exec helper, if it has one, and waits until it is gone: before its
+   * processes are checkpointed (a dump must not carry it, and a restored or forked sandbox starts a
+   * helper of its own on its next command), and when its container stops or goes.
+   */
+  void stopExecHelper(String id) {
+    Object lock = helperLocks.computeIfAbsent(id, k -> new Object());
+    synchronized (lock) {
+      ExecHelper h = helpers.remove(id);
+      if (h != null) {
+        h.close();
+      }
+      withoutHelper.remove(id);
+    }
+  }
+
   /** The runtimes whose containers this engine may have: for gc and the supervisor. */
   public List<OciRuntime> runtimes() {
     List<OciRuntime> all = new java.util.ArrayList<>(List.of(runtime));
@@ -715,6 +837,8 @@ public final class Engine {
    * torn or gone (an interrupted create) cannot say which.
    */
   void deleteContainer(String id) {
+    stopExecHelper(id);
+    helperLocks.remove(id);
     for (OciRuntime r : runtimes()) {
       r.delete(id);
     }

@@ -64,6 +64,34 @@ public final class Exec {
 
   private Exec() {}
 
+  /** {@code argv} as run inside: under {@link #EXEC_AS_SHELL} unless it is {@code /bin/sh}'s. */
+  static List<String> asShell(List<String> argv) {
+    List<String> inside = new ArrayList<>();
+    if (!argv.getFirst().equals("/bin/sh")) {
+      inside.addAll(EXEC_AS_SHELL);
+    }
+    inside.addAll(argv);
+    return inside;
+  }
+
+  /** {@code uid:gid} as two numbers, or null for anything else (a name: crun resolves it). */
+  static int[] numericUser(String user) {
+    String[] f = user.split(":", -1);
+    if (f.length != 2 || !f[0].matches("\\d{1,9}") || !f[1].matches("\\d{1,9}")) {
+      return null;
+    }
+    return new int[] {Integer.parseInt(f[0]), Integer.parseInt(f[1])};
+  }
+
+  /** The host argv prefix that joins the sandbox's v1 cgroups, then execs the rest. */
+  static List<String> joining(Engine engine, String id) {
+    List<String> procs = engine.cgroups().v1ProcsFiles(id);
+    List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));
+    host.add(Integer.toString(procs.size()));
+    host.addAll(procs);
+    return host;
+  }
+
   /** Runs {@code argv} as {@code user} in {@code cwd} with exactly {@code env}. */
   public static CommandResult run(
       Engine engine,
@@ -96,6 +124,23 @@ public final class Exec {
       return GvisorExec.run(engine, id, user, cwd, env, argv, options, clockStart, noOutput);
     }
     engine.runtime().requireExecFilter(id);
+    int[] ids = numericUser(user);
+    ExecHelper helper = ids == null ? null : engine.execHelper(id);
+    if (helper != null) {
+      try {
+        return FastExec.run(
+            engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+      } catch (FastExec.HelperGoneException gone) {
+        // it died before the request reached it (killed by the previous command, say): nothing
+        // ran, so once more with a new one
+        helper = engine.execHelper(id);
+        if (helper == null) {
+          throw gone;
+        }
+        return FastExec.run(
+            engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+      }
+    }
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     // crun exec once started: the watchdog's kill, like a cancellation's, must also catch a command
@@ -120,11 +165,7 @@ public final class Exec {
       if (watchdog != null) {
         options = watchdog.watching(options);
       }
-      List<String> inside = new ArrayList<>();
-      if (!argv.getFirst().equals("/bin/sh")) {
-        inside.addAll(EXEC_AS_SHELL);
-      }
-      inside.addAll(argv);
+      List<String> inside = asShell(argv);
       RunOptions watched = options;
       CommandResult result =
           watched(
@@ -217,7 +258,7 @@ public final class Exec {
             + (said.isEmpty() ? "" : ": " + said));
   }
 
-  private static WorkspaceException atProcessLimit(String id) {
+  static WorkspaceException atProcessLimit(String id) {
     return new WorkspaceException(
         "the command could not start: sandbox local:"
             + id
@@ -398,8 +439,7 @@ public final class Exec {
    * the command's or the sandbox's end kills it; it reads and drops bytes, nothing else. If the
    * command's cgroup is gone already (its last process exited), it does not start: nothing writes.
    */
-  private static List<String> inCommandCgroups(
-      Engine engine, String id, String group, List<String> argv) {
+  static List<String> inCommandCgroups(Engine engine, String id, String group, List<String> argv) {
     List<String> procs = new ArrayList<>(engine.cgroups().v1ProcsFiles(id));
     procs.add(engine.cgroups().commandProcsFile(id, group));
     List<String> host = new ArrayList<>(List.of("/bin/sh", "-c", JOIN, "sh"));

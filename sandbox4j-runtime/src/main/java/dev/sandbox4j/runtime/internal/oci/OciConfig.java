@@ -58,6 +58,26 @@ public final class OciConfig {
   /** The host's static catatonit, if it has one. */
   private static final Optional<Path> HOST_INIT = findHostInit();
 
+  /**
+   * Where {@code sandbox4j setup} installs the exec helper (see the engine's {@code ExecHelper}).
+   */
+  public static final Path HOST_EXEC_HELPER =
+      Path.of("/usr/local/libexec/sandbox4j/sandbox4j-execd");
+
+  /** Where the exec helper appears in a sandbox: beside the init, read-only. */
+  static final String EXEC_HELPER = "/dev/sandbox4j-execd";
+
+  /**
+   * Whether the host has the exec helper, a static executable: new sandboxes then get it
+   * bind-mounted at {@value #EXEC_HELPER}. Read at every create, so that a host set up while the
+   * engine runs gives the next sandbox the fast exec.
+   */
+  public static boolean hasExecHelper() {
+    return Files.isRegularFile(HOST_EXEC_HELPER)
+        && Files.isExecutable(HOST_EXEC_HELPER)
+        && isStaticElf(HOST_EXEC_HELPER);
+  }
+
   private OciConfig() {}
 
   /**
@@ -239,6 +259,14 @@ public final class OciConfig {
         init ->
             mounts.add(
                 mount(INIT, "bind", init.toString(), List.of("bind", "ro", "nosuid", "nodev"))));
+    if (hasExecHelper()) {
+      mounts.add(
+          mount(
+              EXEC_HELPER,
+              "bind",
+              HOST_EXEC_HELPER.toString(),
+              List.of("bind", "ro", "nosuid", "nodev")));
+    }
     return mounts;
   }
 

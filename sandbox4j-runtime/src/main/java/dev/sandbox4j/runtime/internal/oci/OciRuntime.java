@@ -615,6 +615,18 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
     return out;
   }
 
+  /**
+   * The argv that starts the exec helper {@code path} in container {@code id}, detached ({@code
+   * exec -d}: it returns once the helper runs), as root in the container's working directory, in
+   * command cgroup {@code group}, with the container's environment.
+   */
+  public List<String> helperArgv(String id, String group, String path) {
+    List<String> out = base("exec", "-d", "--cgroup", group, "--user", "0:0", "--cwd", "/");
+    out.add(id);
+    out.add(path);
+    return out;
+  }
+
   private List<String> base(String... args) {
     List<String> argv = new ArrayList<>();
     argv.add(binary.toString());

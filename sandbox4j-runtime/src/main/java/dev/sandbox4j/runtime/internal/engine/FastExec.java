@@ -1,0 +1,311 @@
+package dev.sandbox4j.runtime.internal.engine;
+
+import dev.sandbox4j.runtime.internal.linux.Freezer;
+import dev.sandbox4j.runtime.internal.util.NoOutputWatchdog;
+import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceTimeoutException;
+import dev.sandbox4j.workspace.spi.ProcessCommands;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Runs one command through the sandbox's {@link ExecHelper} instead of a {@code crun exec}: the
+ * same guarantees as {@link Exec}, at the cost of a fork inside and a few messages.
+ *
+ * <ol>
+ *   <li>This JVM makes the command's pipes (stdout and stderr: {@link ProcessCommands}'s, so output
+ *       limits, the drain grace and leftover output work as for any process; stdin; and a "go"
+ *       pipe) and sends their ends to the helper with the command.
+ *   <li>The helper forks a keeper, which waits on the go pipe, and reports its pid.
+ *   <li>This JVM moves the keeper into a fresh command cgroup ({@link ExecHelper#moveInto}), then
+ *       writes the go byte: from then on everything the command starts, setsid'd and double-forked
+ *       daemons too, is in that cgroup, and a kill of the cgroup (freeze, kill, thaw) ends it all.
+ *       Nothing of the command runs before the move: a cancel before it closes the go pipe and the
+ *       keeper exits without running anything.
+ *   <li>The keeper takes on the user ({@code setgroups(0)}, {@code setgid}, {@code setuid}: as
+ *       {@code crun exec --user uid:gid}, a non-root user has no capabilities) and the working
+ *       directory, forks the command (which runs under {@code sh -c 'exec "$@"'} as in {@link
+ *       Exec}, so a missing program exits 127), waits for it and exits with its code (128 +
+ *       signal).
+ * </ol>
+ *
+ * The command's seccomp filter, capability bounding set, namespaces, rlimits and the sandbox's v1
+ * cgroups (memory, pids, CPU) are the helper's, which {@code crun exec} gave it like to any
+ * command.
+ */
+final class FastExec {
+  /** The longest wait for the helper to report a command's start (its sandbox may be loaded). */
+  private static final Duration START_WAIT = Duration.ofSeconds(30);
+
+  private FastExec() {}
+
+  static CommandResult run(
+      Engine engine,
+      ExecHelper helper,
+      String id,
+      int[] ids,
+      String cwd,
+      Map<String, String> env,
+      List<String> inside,
+      RunOptions options,
+      long clockStart,
+      Duration noOutput) {
+    // As for crun exec: a sandbox with fewer than PIDS_TO_START pids left gets the process limit
+    // error, not a command whose shell then cannot fork (the keeper and the command take two).
+    if (engine.cgroups().pidsHeadroom(id) < Exec.PIDS_TO_START) {
+      throw Exec.atProcessLimit(id);
+    }
+    String group = engine.cgroups().newCommandGroup(id);
+    NoOutputWatchdog watchdog =
+        noOutput == null
+            ? null
+            : NoOutputWatchdog.start(
+                noOutput,
+                () -> Freezer.isFrozen(engine.cgroups(), id),
+                () -> kill(engine, id, group)); // before the start: the factory kills it too
+    NoOutputWatchdog watching = watchdog;
+    AtomicReference<HelperCommand> started = new AtomicReference<>();
+    try {
+      if (watchdog != null) {
+        options = watchdog.watching(options);
+      }
+      RunOptions watched = options;
+      CommandResult result =
+          Exec.watched(
+              watchdog,
+              () ->
+                  ProcessCommands.run(
+                      (stdout, stderr) -> {
+                        HelperCommand c =
+                            launch(
+                                engine,
+                                helper,
+                                id,
+                                group,
+                                ids,
+                                cwd,
+                                env,
+                                inside,
+                                stdout,
+                                stderr,
+                                watched,
+                                clockStart);
+                        started.set(c);
+                        return c;
+                      },
+                      watched,
+                      clockStart,
+                      process -> {
+                        if (watching != null && watching.fired()) { // fired during the start
+                          kill(engine, id, group);
+                        }
+                        return () -> kill(engine, id, group);
+                      },
+                      drainer -> Exec.inCommandCgroups(engine, id, group, drainer)));
+      ExecHelper.Outcome outcome = started.get().outcome();
+      if (outcome != null && outcome.lost() != null) {
+        kill(engine, id, group);
+        throw new WorkspaceException(
+            "the exec helper of sandbox local:"
+                + id
+                + " ended while the command ran ("
+                + outcome.lost()
+                + "); the command and every process it started were killed. Running it again"
+                + " starts a new helper");
+      }
+      if (outcome != null && outcome.failedToStart()) {
+        throw notStarted(id, outcome);
+      }
+      return result;
+    } catch (HelperGone e) {
+      throw new HelperGoneException(e);
+    } catch (IOException e) {
+      throw new WorkspaceException(
+          "cannot start the command in sandbox local:" + id + ": " + e.getMessage(), e);
+    } finally {
+      if (watchdog != null) {
+        watchdog.close();
+      }
+      try {
+        java.nio.file.Files.deleteIfExists(engine.commandPidFile(id, group));
+      } catch (IOException e) {
+        // the sandbox directory is gone with its destroy, pid files and all
+      }
+      engine.cgroups().removeCommandGroup(id, group);
+    }
+  }
+
+  /**
+   * The helper was found gone before the request reached it: nothing of the command ran, and the
+   * caller may try once more with a new helper ({@link HelperGoneException} carries it out of
+   * {@link #run}).
+   */
+  static final class HelperGone extends IOException {
+    HelperGone(String why) {
+      super("the exec helper is gone: " + why);
+    }
+  }
+
+  /** {@link HelperGone} out of {@link #run}: nothing of the command ran. */
+  static final class HelperGoneException extends WorkspaceException {
+    HelperGoneException(HelperGone cause) {
+      super(cause.getMessage(), cause);
+    }
+  }
+
+  /** Freezes the command's cgroup, kills everything in it, thaws it (empty by then). */
+  static void kill(Engine engine, String id, String group) {
+    engine.cgroups().freezeCommand(id, group, true);
+    engine.cgroups().killCommand(id, group);
+    engine.cgroups().freezeCommand(id, group, false);
+  }
+
+  private static WorkspaceException notStarted(String id, ExecHelper.Outcome o) {
+    if (o.errno() == 11 /* EAGAIN */ && o.stage().startsWith("fork")) {
+      return Exec.atProcessLimit(id);
+    }
+    return new WorkspaceException(
+        "the command could not start in sandbox local:"
+            + id
+            + ": cannot "
+            + o.stage()
+            + ": "
+            + HelperCalls.strerror(o.errno()));
+  }
+
+  private static HelperCommand launch(
+      Engine engine,
+      ExecHelper helper,
+      String id,
+      String group,
+      int[] ids,
+      String cwd,
+      Map<String, String> env,
+      List<String> inside,
+      ProcessBuilder.Redirect stdout,
+      ProcessBuilder.Redirect stderr,
+      RunOptions options,
+      long clockStart)
+      throws IOException {
+    if (stdout.file() == null || stderr.file() == null) {
+      throw new IOException("no pipes of its own to give the command (no native access)");
+    }
+    int[] in = null;
+    int[] go = null;
+    int out = -1;
+    int err = -1;
+    try {
+      in = HelperCalls.pipe();
+      go = HelperCalls.pipe();
+      out = HelperCalls.open(stdout.file().getPath(), HelperCalls.O_WRONLY);
+      err = HelperCalls.open(stderr.file().getPath(), HelperCalls.O_WRONLY);
+      ExecHelper.Pending pending;
+      try {
+        pending =
+            helper.submit(new int[] {in[0], out, err, go[0]}, ids[0], ids[1], cwd, inside, env);
+      } finally {
+        // the helper has its own copies now (or never will): only the command holds these ends
+        HelperCalls.close(in[0]);
+        HelperCalls.close(out);
+        HelperCalls.close(err);
+        HelperCalls.close(go[0]);
+        in[0] = -1;
+        out = -1;
+        err = -1;
+        go[0] = -1;
+      }
+      int nsPid = awaitStart(helper, id, pending, options, clockStart);
+      if (nsPid < 0) {
+        ExecHelper.Outcome o = pending.ended.getNow(null);
+        if (o != null && o.failedToStart()) {
+          throw notStarted(id, o);
+        }
+        throw new WorkspaceException(
+            "the command could not start in sandbox local:"
+                + id
+                + ": its exec helper is gone ("
+                + (o == null ? "?" : o.lost())
+                + "); running it again starts a new helper");
+      }
+      long hostPid;
+      try {
+        hostPid = helper.moveInto(nsPid, group);
+      } catch (IOException e) {
+        throw new WorkspaceException(
+            "the command could not start in sandbox local:"
+                + id
+                + ": "
+                + e.getMessage()
+                + " (was the helper's process killed inside the sandbox?)",
+            e);
+      }
+      // as crun exec's --pid-file: the supervisor sees a sandbox running a command as busy
+      java.nio.file.Files.writeString(
+          engine.commandPidFile(id, group), Long.toString(hostPid) + "\n");
+      HelperCommand command = new HelperCommand(hostPid, in[1], pending);
+      try {
+        HelperCalls.writeFully(go[1], new byte[] {1}); // from here on it runs, in its cgroup
+      } catch (IOException e) {
+        command.getOutputStream().close();
+        throw e;
+      }
+      return command;
+    } finally {
+      // closing the go pipe's write end without a byte tells a waiting keeper not to run anything
+      if (in != null) {
+        HelperCalls.close(in[0]);
+        HelperCalls.close(in[1]);
+      }
+      if (go != null) {
+        HelperCalls.close(go[0]);
+        HelperCalls.close(go[1]);
+      }
+      HelperCalls.close(out);
+      HelperCalls.close(err);
+    }
+  }
+
+  /**
+   * The command's pid in the sandbox once the helper reports it, or -1 if it failed to start or the
+   * helper is gone. Bounded by the command's deadline and {@link #START_WAIT}: a helper that does
+   * not answer is given up.
+   */
+  private static int awaitStart(
+      ExecHelper helper,
+      String id,
+      ExecHelper.Pending pending,
+      RunOptions options,
+      long clockStart) {
+    long now = System.nanoTime();
+    long deadline = options.timeout().map(t -> clockStart + t.toNanos()).orElse(Long.MAX_VALUE);
+    long wait = Math.min(START_WAIT.toNanos(), Math.max(0, deadline - now));
+    try {
+      return pending.started.get(wait, TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new CancellationException(
+          "command cancelled by interruption before it started; nothing of it ran");
+    } catch (ExecutionException e) {
+      return -1;
+    } catch (TimeoutException e) {
+      if (System.nanoTime() - deadline >= 0) {
+        throw new WorkspaceTimeoutException(
+            options.timeout().orElseThrow(), new byte[0], new byte[0]);
+      }
+      helper.lose("it did not report a command's start within " + START_WAIT.toSeconds() + " s");
+      throw new WorkspaceException(
+          "the command could not start in sandbox local:"
+              + id
+              + ": its exec helper did not answer and was given up");
+    }
+  }
+}
