@@ -105,7 +105,12 @@ final class WarmPool implements AutoCloseable {
         discardQuietly(engine, member);
         continue;
       }
-      return Optional.of(engine.commit(member, spec.labels(), finish));
+      String id = engine.commit(member, spec.labels(), finish);
+      if (claimer.engine() != engine) {
+        engine.stopExecHelper(
+            id); // the claimer's engine runs its commands with a helper of its own
+      }
+      return Optional.of(id);
     }
   }
 
@@ -141,6 +146,7 @@ final class WarmPool implements AutoCloseable {
                 settings.spec(),
                 settings.progress(),
                 EnginePorts.creatingWith(settings.portToken(), Engine::prepareUpperLayer));
+        engine.prepareExec(member.id()); // off the claim's path
         failures = 0;
       } catch (RuntimeException e) {
         failures++;

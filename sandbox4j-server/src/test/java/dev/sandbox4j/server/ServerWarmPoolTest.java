@@ -50,6 +50,16 @@ class ServerWarmPoolTest {
       assertThat(info.timers().sandboxTimeout()).isEqualTo(Duration.ofHours(2));
       List<JsonNode> events = s.exec(key, id, "{\"argv\": [\"id\", \"-un\"]}");
       assertThat(TestServer.stdout(events, "stdout").strip()).isEqualTo("sandbox");
+      List<JsonNode> ps =
+          s.exec(key, id, "{\"argv\": [\"ps\", \"-e\", \"-o\", \"comm=,pid=,ppid=,args=\"]}");
+      assertThat(
+              TestServer.stdout(ps, "stdout")
+                  .lines()
+                  // a helper that ended stays a zombie until the host's init reaps it
+                  .filter(l -> l.startsWith("sandbox4j-execd") && !l.contains("<defunct>"))
+                  .toList())
+          .as("one exec helper and this command's keeper: the pool's helper went with the claim")
+          .hasSize(2);
 
       awaitReady(engine);
       Set<String> refilled = parked(engine.home());

@@ -328,11 +328,28 @@ public final class Engine {
   }
 
   /**
+   * Starts sandbox {@code id}'s exec helper now rather than with its first command, where commands
+   * use one ({@link #execHelper}): a warm pool's member has it ready when it is claimed. A helper
+   * that cannot start is the first command's business, as without this call.
+   */
+  public void prepareExec(String id) {
+    try {
+      execHelper(id);
+    } catch (RuntimeException e) {
+      LOG.log(
+          System.Logger.Level.DEBUG,
+          "the exec helper of local:" + id + " did not start ahead: " + e.getMessage());
+    }
+  }
+
+  /**
    * Ends sandbox {@code id}'s exec helper, if it has one, and waits until it is gone: before its
    * processes are checkpointed (a dump must not carry it, and a restored or forked sandbox starts a
-   * helper of its own on its next command), and when its container stops or goes.
+   * helper of its own on its next command), when its container stops or goes, and when another
+   * engine takes the sandbox over (a warm pool's member claimed by another provider, which starts a
+   * helper of its own).
    */
-  void stopExecHelper(String id) {
+  public void stopExecHelper(String id) {
     Object lock = helperLocks.computeIfAbsent(id, k -> new Object());
     synchronized (lock) {
       ExecHelper h = helpers.remove(id);
