@@ -67,4 +67,16 @@ final class LocalSandboxes {
     sandboxes.destroy(ref);
     return seen;
   }
+
+  /** The user guide's warm pool: what {@code node -v} printed in a sandbox taken from it. */
+  static String warmPool() {
+    // [warm-pool]
+    try (LocalSandbox sandboxes = LocalSandbox.builder().warmPool(4).build()) {
+      Workspace ws = Workspace.of(sandboxes.newBackend());
+      String version = ws.run(Command.shell("node -v")).stdoutText(); // a ready sandbox, if any
+      sandboxes.destroy(ws.open());
+      return version.strip();
+    } // close(): destroys the ones still waiting
+    // [/warm-pool]
+  }
 }

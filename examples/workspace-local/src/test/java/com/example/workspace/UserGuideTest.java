@@ -33,6 +33,13 @@ class UserGuideTest {
   }
 
   @Test
+  void aWarmPoolHandsOutASandboxThatRuns() {
+    Prerequisites.requireLocalSandboxes();
+    String version = LocalSandboxes.warmPool();
+    assertTrue(version.startsWith("v"), version);
+  }
+
+  @Test
   void aSandboxKeepsItsTimers() {
     Prerequisites.requireLocalSandboxes();
     SandboxTimers timers = Timers.run();
