@@ -333,6 +333,9 @@ public final class Engine {
    * that cannot start is the first command's business, as without this call.
    */
   public void prepareExec(String id) {
+    if (isolationOf(id) != Isolation.CONTAINER) {
+      return; // gVisor's commands go through runsc exec: no helper to start
+    }
     try {
       execHelper(id);
     } catch (RuntimeException e) {
