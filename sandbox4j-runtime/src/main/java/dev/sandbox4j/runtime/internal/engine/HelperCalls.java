@@ -185,31 +185,28 @@ final class HelperCalls {
 
   /** A connected pair of unix stream sockets, close-on-exec. */
   static int[] socketPair() throws IOException {
-    try (Arena arena = Arena.ofConfined()) {
-      MemorySegment state = arena.allocate(CAPTURE);
-      MemorySegment fds = arena.allocate(ValueLayout.JAVA_INT, 2);
-      int r = (int) SOCKETPAIR.invokeExact(state, 1 /* AF_UNIX */, 1 | O_CLOEXEC, 0, fds);
-      if (r < 0) {
-        throw failure("socketpair", errno(state));
-      }
-      return new int[] {
-        fds.getAtIndex(ValueLayout.JAVA_INT, 0), fds.getAtIndex(ValueLayout.JAVA_INT, 1)
-      };
-    } catch (IOException e) {
-      throw e;
-    } catch (Throwable t) {
-      throw rethrow(t);
-    }
+    return descriptorPair(
+        "socketpair",
+        (state, fds) ->
+            (int) SOCKETPAIR.invokeExact(state, 1 /* AF_UNIX */, 1 | O_CLOEXEC, 0, fds));
   }
 
   /** A pipe, close-on-exec: {read end, write end}. */
   static int[] pipe() throws IOException {
+    return descriptorPair("pipe2", (state, fds) -> (int) PIPE2.invokeExact(state, fds, O_CLOEXEC));
+  }
+
+  /** A call that fills {@code fds} with two descriptors; negative on failure, errno in state. */
+  private interface PairCall {
+    int call(MemorySegment state, MemorySegment fds) throws Throwable;
+  }
+
+  private static int[] descriptorPair(String name, PairCall call) throws IOException {
     try (Arena arena = Arena.ofConfined()) {
       MemorySegment state = arena.allocate(CAPTURE);
       MemorySegment fds = arena.allocate(ValueLayout.JAVA_INT, 2);
-      int r = (int) PIPE2.invokeExact(state, fds, O_CLOEXEC);
-      if (r < 0) {
-        throw failure("pipe2", errno(state));
+      if (call.call(state, fds) < 0) {
+        throw failure(name, errno(state));
       }
       return new int[] {
         fds.getAtIndex(ValueLayout.JAVA_INT, 0), fds.getAtIndex(ValueLayout.JAVA_INT, 1)
