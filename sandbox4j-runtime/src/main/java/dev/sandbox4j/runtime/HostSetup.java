@@ -8,9 +8,9 @@ import dev.sandbox4j.runtime.internal.linux.Mounts;
 import dev.sandbox4j.runtime.internal.net.ForwardingFirewall;
 import dev.sandbox4j.runtime.internal.net.NetworkTools;
 import dev.sandbox4j.runtime.internal.oci.Criu;
-import dev.sandbox4j.runtime.internal.oci.ExecHelperBuild;
 import dev.sandbox4j.runtime.internal.oci.FixedCrun;
 import dev.sandbox4j.runtime.internal.oci.Gvisor;
+import dev.sandbox4j.runtime.internal.oci.HelperBuilds;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -68,7 +68,7 @@ public final class HostSetup {
     checks.add(userNamespaces());
     checks.add(FixedCrun.check());
     checks.add(Criu.check());
-    checks.add(ExecHelperBuild.check());
+    checks.addAll(HelperBuilds.checks());
     checks.add(Gvisor.check());
     checks.add(mmdebstrap());
     checks.add(hugetlb(mounts));
@@ -117,9 +117,10 @@ public final class HostSetup {
     } catch (WorkspaceException e) {
       progress.accept("  failed: " + e.getMessage());
     }
-    // optional (without it, commands take the slower crun exec path): a failure is reported
+    // optional (without the exec helper commands take the slower crun exec path, without the
+    // reaper a gVisor destroy waits for the host's init): a failure is reported
     try {
-      ExecHelperBuild.install(progress);
+      HelperBuilds.install(progress);
     } catch (WorkspaceException e) {
       progress.accept("  failed: " + e.getMessage());
     }

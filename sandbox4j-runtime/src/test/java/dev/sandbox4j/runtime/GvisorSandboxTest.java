@@ -236,4 +236,41 @@ class GvisorSandboxTest {
         .as("writes reach the sandbox's own disk, not a file store of gVisor's")
         .doesNotExist();
   }
+
+  @Test
+  void theSentryIsTheReapersChildAndIsGoneTheMomentADestroyReturns() throws Exception {
+    Prerequisites.require(
+        dev.sandbox4j.runtime.internal.oci.HelperBuilds.REAPER.present(),
+        "the gVisor reaper (sandbox4j setup)");
+    Workspace ws = create();
+    WorkspaceRef ref = ws.open();
+    long sentry =
+        dev.sandbox4j.runtime.internal.oci.OciRuntime.initPid(
+                LocalSandbox.DEFAULT_HOME.resolve("sandboxes").resolve(ref.id()).resolve("bundle"))
+            .orElseThrow();
+    ProcessHandle parent = ProcessHandle.of(sentry).orElseThrow().parent().orElseThrow();
+    assertThat(parent.info().command())
+        .as("the Sentry's parent")
+        .contains(dev.sandbox4j.runtime.internal.oci.HelperBuilds.REAPER.installed().toString());
+
+    sandboxes.destroy(ref);
+    created.remove(ref);
+    // runsc delete waits until the Sentry's pid is gone: with the reaper as its parent it was
+    // reaped at once, not left a zombie for the host's init; the reaper then had no child left
+    assertThat(Path.of("/proc", Long.toString(sentry))).as("the Sentry, reaped").doesNotExist();
+    long deadline = System.nanoTime() + 10_000_000_000L; // it reaps the gofer too, then ends
+    while (parent.isAlive() && !isZombie(parent.pid()) && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertThat(parent.isAlive() && !isZombie(parent.pid())).as("the reaper, ended").isFalse();
+  }
+
+  private static boolean isZombie(long pid) {
+    try {
+      String stat = java.nio.file.Files.readString(Path.of("/proc", pid + "", "stat"));
+      return stat.substring(stat.lastIndexOf(')') + 2).startsWith("Z");
+    } catch (java.io.IOException gone) {
+      return true;
+    }
+  }
 }

@@ -73,9 +73,7 @@ public final class OciConfig {
    * engine runs gives the next sandbox the fast exec.
    */
   public static boolean hasExecHelper() {
-    return Files.isRegularFile(HOST_EXEC_HELPER)
-        && Files.isExecutable(HOST_EXEC_HELPER)
-        && isStaticElf(HOST_EXEC_HELPER);
+    return HelperBuilds.EXEC_HELPER.present();
   }
 
   private OciConfig() {}
