@@ -54,6 +54,9 @@ import org.junit.jupiter.api.Test;
  * those the child printed, and those that appeared during the test (a child killed before it knew
  * its id prints none) unless their record carries someone else's label. {@code gc} itself runs on
  * the whole home, as a user would run it. The seed is logged; {@code -Dcrash.seed=N} replays one.
+ *
+ * <p>Each phase kills {@code -Dcrash.kills=N} children (default {@value #CI_KILLS}, the short run
+ * that CI affords); {@code bench/crash-safety} runs the long version.
  */
 class CrashSafetyTest {
   private static final Pattern ID = Pattern.compile("[a-z0-9]{1,32}");
@@ -63,6 +66,8 @@ class CrashSafetyTest {
   private static final Random RANDOM = new Random(SEED);
   private static final String TAG = "crash-" + Long.toString(SEED & Long.MAX_VALUE, 36);
   private static final Path LOGS = Path.of("target", "crash-safety");
+  private static final int CI_KILLS = 6;
+  private static final int KILLS = Integer.getInteger("crash.kills", CI_KILLS);
 
   private static LocalSandbox provider;
   private static Path home;
@@ -106,7 +111,7 @@ class CrashSafetyTest {
     Set<String> printed = new TreeSet<>();
     long[] samples = new long[3];
     List<Child> calibrations = Child.startAll("create-calibration", samples.length, i -> CREATE);
-    List<Child> children = Child.startAll("create", 12, i -> CREATE);
+    List<Child> children = Child.startAll("create", KILLS, i -> CREATE);
     Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
       Child calibration = calibrations.get(i);
@@ -122,7 +127,7 @@ class CrashSafetyTest {
       reported += refs.size();
       printed.addAll(refs);
     }
-    log("create: " + reported + " of 12 killed children had printed their ref");
+    log("create: " + reported + " of " + KILLS + " killed children had printed their ref");
     evaluate("create", printed, false);
   }
 
@@ -130,13 +135,13 @@ class CrashSafetyTest {
   void killDuringExec() throws Exception {
     Set<String> refs = new TreeSet<>();
     long[] samples = new long[3];
-    List<WorkspaceRef> sandboxes = openAll(samples.length + 12);
+    List<WorkspaceRef> sandboxes = openAll(samples.length + KILLS);
     sandboxes.forEach(r -> refs.add(r.id()));
     List<Child> calibrations =
         Child.startAll(
             "exec-calibration", samples.length, i -> args("exec", sandboxes.get(i).toString()));
     List<Child> children =
-        Child.startAll("exec", 12, i -> args("exec", sandboxes.get(samples.length + i).toString()));
+        Child.startAll("exec", KILLS, i -> args("exec", sandboxes.get(samples.length + i).toString()));
     Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
       Child calibration = calibrations.get(i);
@@ -150,7 +155,7 @@ class CrashSafetyTest {
       child.killAfter(delayWithin(millis * 2));
       started += child.lines().contains("STARTED") ? 1 : 0;
     }
-    log("exec: " + started + " of 12 children were killed while their command ran");
+    log("exec: " + started + " of " + KILLS + " children were killed while their command ran");
     // A command's crash changes nothing of its sandbox's life: every one must still be usable.
     evaluate("exec", refs, true);
   }
@@ -159,7 +164,7 @@ class CrashSafetyTest {
   void killDuringDestroy() throws Exception {
     Set<String> refs = new TreeSet<>();
     long[] samples = new long[3];
-    List<WorkspaceRef> sandboxes = openAll(samples.length + 12);
+    List<WorkspaceRef> sandboxes = openAll(samples.length + KILLS);
     sandboxes.forEach(r -> refs.add(r.id()));
     List<Child> calibrations =
         Child.startAll(
@@ -168,7 +173,7 @@ class CrashSafetyTest {
             i -> args("destroy", sandboxes.get(i).toString()));
     List<Child> children =
         Child.startAll(
-            "destroy", 12, i -> args("destroy", sandboxes.get(samples.length + i).toString()));
+            "destroy", KILLS, i -> args("destroy", sandboxes.get(samples.length + i).toString()));
     Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
       Child calibration = calibrations.get(i);
@@ -178,13 +183,13 @@ class CrashSafetyTest {
     long millis = median(samples);
     log("destroy: a whole destroy takes " + millis + " ms after READY (median of 3)");
     int finished = 0;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < KILLS; i++) {
       WorkspaceRef ref = sandboxes.get(samples.length + i);
       Child child = children.get(i);
       child.killAfter(delayWithin(millis * 5 / 4));
       finished += child.lines().contains("DESTROYED " + ref) ? 1 : 0;
     }
-    log("destroy: " + finished + " of 12 killed children had finished destroying");
+    log("destroy: " + finished + " of " + KILLS + " killed children had finished destroying");
     evaluate("destroy", refs, false);
   }
 
@@ -192,7 +197,7 @@ class CrashSafetyTest {
   void killDuringLoop() throws Exception {
     Set<String> printed = new TreeSet<>();
     Child calibration = Child.start("loop-calibration", "loop");
-    List<Child> children = Child.startAll("loop", 10, i -> args("loop"));
+    List<Child> children = Child.startAll("loop", KILLS, i -> args("loop"));
     Child.awaitWarm(List.of(calibration), children);
     long millis = calibration.millisUntil("DONE 3") / 3;
     printed.addAll(calibration.killAfter(0));
@@ -214,14 +219,14 @@ class CrashSafetyTest {
     Set<String> parents = new TreeSet<>();
     List<String> names = new ArrayList<>();
     try {
-      List<WorkspaceRef> sandboxes = openAll(1 + 8);
+      List<WorkspaceRef> sandboxes = openAll(1 + KILLS);
       sandboxes.forEach(r -> parents.add(r.id()));
       WorkspaceRef first = sandboxes.getFirst();
       String calibrationName = TAG + "-cal";
       names.add(calibrationName);
       Child calibration =
           Child.start("lifecycle-calibration", "lifecycle", first.toString(), calibrationName);
-      for (int i = 0; i < 8; i++) {
+      for (int i = 0; i < KILLS; i++) {
         names.add(TAG + "-" + i);
         Workspace.of(provider.backend(sandboxes.get(1 + i)).orElseThrow())
             .run(Command.shell("sleep 1000 > /dev/null 2>&1 &"));
@@ -229,7 +234,7 @@ class CrashSafetyTest {
       List<Child> children =
           Child.startAll(
               "lifecycle",
-              8,
+              KILLS,
               i -> args("lifecycle", sandboxes.get(1 + i).toString(), TAG + "-" + i));
       Child.awaitWarm(List.of(calibration), children);
       long millis = calibration.millisUntil("DONE 2") / 2;
