@@ -180,9 +180,10 @@ final class DockerSupervisor {
   /**
    * One pass over the sandboxes with timers, as the engine's supervisor does it ({@link
    * Supervisor}): a passed deadline ends one (a tombstone saying why, then its container removed);
-   * a busy one (an exec running in it, or more than {@link #BUSY_CPU} CPUs used since the last
-   * pass) is stamped active; one idle for its idle timeout ends; one idle for its auto-suspend
-   * timeout is paused, and unpaused at once if an operation stamped it meanwhile.
+   * a busy one (an exec running in it, more than {@link #BUSY_CPU} CPUs used since the last pass,
+   * or a process runnable at the pass) is stamped active; one idle for its idle timeout ends; one
+   * idle for its auto-suspend timeout is paused, and unpaused at once if an operation stamped it
+   * meanwhile.
    */
   private void enforceTimers() {
     List<Path> dirs;
@@ -226,11 +227,16 @@ final class DockerSupervisor {
     JsonNode state = container.path("State");
     boolean running = state.path("Running").asBoolean() && !state.path("Paused").asBoolean();
     boolean execRunning = running && container.path("ExecIDs").size() > 0;
-    Boolean cpuBusy = running ? cpuBusy(id, state.path("Pid").asLong()) : Boolean.FALSE;
+    long init = state.path("Pid").asLong();
+    Boolean cpuBusy = running ? cpuBusy(id, init) : Boolean.FALSE;
     if (!running) {
       cpu.remove(id);
     }
-    if (execRunning || Boolean.TRUE.equals(cpuBusy)) {
+    // A runnable process wants the CPU even when a loaded host gives it less than BUSY_CPU: the
+    // engine's supervisor counts it as busy too (Supervisor.enforce)
+    if (execRunning
+        || Boolean.TRUE.equals(cpuBusy)
+        || (running && init > 0 && cgroups.anyRunnableInGroupOf(init))) {
       Timers.touch(dir);
       return;
     }

@@ -131,6 +131,30 @@ class DockerTimersTest {
         .isTrue();
   }
 
+  /**
+   * The supervisor's third sign of work, beside an exec and CPU used: a process runnable at its
+   * pass, which a loaded host may give less than the CPU threshold (the engine's rule too).
+   */
+  @Test
+  void theSupervisorSeesARunnableProcessInTheContainersCgroupAndNoneOnceItStops() throws Exception {
+    Workspace ws = create(builder().noNetwork().build());
+    long init = listing.inspect(ws.open().id()).getState().getPidLong();
+    var cgroups = dev.sandbox4j.runtime.internal.linux.Cgroups.detect("docker");
+    assertThat(within(Duration.ofSeconds(5), () -> !cgroups.anyRunnableInGroupOf(init)))
+        .as("an idle container")
+        .isTrue();
+    ws.run(
+        Command.shell(
+            "echo 'while :; do :; done' > /tmp/spin.sh; nohup sh /tmp/spin.sh >/dev/null 2>&1 &"));
+    assertThat(within(Duration.ofSeconds(5), () -> cgroups.anyRunnableInGroupOf(init)))
+        .as("a spinning process, started by an exec that has ended")
+        .isTrue();
+    ws.run(Command.argv("pkill", "-f", "/tmp/spin[.]sh"));
+    assertThat(within(Duration.ofSeconds(5), () -> !cgroups.anyRunnableInGroupOf(init)))
+        .as("none once it stopped")
+        .isTrue();
+  }
+
   @Test
   void anIdleTimeoutEndsASandboxWithoutNetworkToo() throws Exception {
     DockerSandbox idle = builder().noNetwork().idleTimeout(Duration.ofSeconds(2)).build();

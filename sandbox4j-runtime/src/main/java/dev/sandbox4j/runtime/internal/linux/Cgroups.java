@@ -506,7 +506,55 @@ public final class Cgroups {
    * its processes cannot be listed ({@link #pids}).
    */
   public boolean anyRunnable(String id) {
-    for (long pid : pids(id)) {
+    return anyRunnable(pids(id));
+  }
+
+  /**
+   * Whether a process in the cgroup of host process {@code pid} (a Docker container's init: the
+   * container's cgroup, its execs' processes included) is runnable right now, as {@link
+   * #anyRunnable(String)} asks of a sandbox; false when it is gone or its cgroup is unreadable.
+   */
+  public boolean anyRunnableInGroupOf(long pid) {
+    List<String> lines;
+    try {
+      lines = Files.readAllLines(Path.of("/proc/" + pid + "/cgroup"));
+    } catch (IOException e) {
+      return false;
+    }
+    List<Path> groups = new ArrayList<>();
+    for (String line : lines) {
+      String[] f = line.split(":", 3);
+      if (f.length != 3) {
+        continue;
+      }
+      if (f[1].isEmpty() && f[0].equals("0") && unified != null) {
+        groups.add(unified.resolve(f[2].substring(1)));
+      } else {
+        for (Path h : v1Hierarchies) {
+          groups.add(h.resolve(f[2].substring(1)));
+        }
+      }
+    }
+    for (Path group : groups) {
+      List<Long> pids = new ArrayList<>();
+      try {
+        for (String line : Files.readAllLines(group.resolve("cgroup.procs"))) {
+          if (!line.isBlank()) {
+            pids.add(Long.parseLong(line.strip()));
+          }
+        }
+      } catch (IOException | NumberFormatException notThisHierarchy) {
+        continue;
+      }
+      if (pids.contains(pid)) { // the group it is in, not a namesake in another hierarchy
+        return anyRunnable(pids);
+      }
+    }
+    return false;
+  }
+
+  private static boolean anyRunnable(List<Long> pids) {
+    for (long pid : pids) {
       try {
         String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
         int close = stat.lastIndexOf(')'); // the command name may hold spaces and parentheses
