@@ -198,8 +198,8 @@ public final class DockerSandbox
       }
       return; // the other destroy cleans up
     }
+    PauseLock.forget(stateDir(id));
     networking.forget(id); // after the container: its policy holds while it may still run
-    freezing.remove(id);
     images.removeIfLeft(imageId);
   }
 
@@ -787,45 +787,22 @@ public final class DockerSandbox
     networking.attached(id);
   }
 
-  // ---- pausing never overlaps a starting exec ------------------------------------------------
+  // ---- pausing never overlaps a starting exec (PauseLock) -------------------------------------
 
-  /**
-   * Per sandbox: a starting exec holds it shared, a pause (suspend, or the commit of a snapshot or
-   * fork) exclusively. Pausing a container while an exec is starting in it can leave it frozen for
-   * good on Docker 20.10 with cgroup v1 (the exec's process freezes half set up; removing the
-   * container then hangs too): seen once, by the server's tests, during a snapshot. This JVM's
-   * execs and pauses never overlap; the supervisor's auto-suspend, another process, checks that no
-   * exec runs and that the sandbox was idle for its whole timeout just before it pauses.
-   */
-  private final Map<String, java.util.concurrent.locks.ReentrantReadWriteLock> freezing =
-      new ConcurrentHashMap<>();
-
-  private java.util.concurrent.locks.ReentrantReadWriteLock freezing(String id) {
-    return freezing.computeIfAbsent(
-        id, k -> new java.util.concurrent.locks.ReentrantReadWriteLock());
+  private java.nio.file.Path stateDir(String id) {
+    return DockerHome.of(daemon().host()).sandbox(id);
   }
 
   /** Starts an exec in sandbox {@code id} ({@link Daemon#exec}), never while it is being paused. */
   ExecProcess exec(
       String id, List<String> argv, List<String> env, String dir, String user, String name) {
-    var lock = freezing(id).readLock();
-    lock.lock();
-    try {
-      return daemon().exec(containerName(id), argv, env, dir, user, name);
-    } finally {
-      lock.unlock();
-    }
+    return PauseLock.execStarting(
+        stateDir(id), () -> daemon().exec(containerName(id), argv, env, dir, user, name));
   }
 
   /** Runs {@code pause} (which pauses sandbox {@code id}) while no exec starts in it. */
   <T> T pausing(String id, java.util.function.Supplier<T> pause) {
-    var lock = freezing(id).writeLock();
-    lock.lock();
-    try {
-      return pause.get();
-    } finally {
-      lock.unlock();
-    }
+    return PauseLock.pausing(stateDir(id), pause);
   }
 
   /**

@@ -250,7 +250,11 @@ final class DockerSupervisor {
       return;
     }
     if (s.autoSuspendMillis() > 0 && running && idle.compareTo(s.autoSuspend()) >= 0) {
-      DaemonSocket.call(host, "POST", "/containers/sandbox4j-" + id + "/pause");
+      // never while an exec is starting in it, from any process: that can freeze it for good
+      if (!PauseLock.tryPausing(
+          dir, () -> DaemonSocket.call(host, "POST", "/containers/sandbox4j-" + id + "/pause"))) {
+        return; // an exec is starting: it is not idle, and the next pass looks again
+      }
       cpu.remove(id);
       say("paused docker:" + id + ": idle for " + Timers.human(s.autoSuspend()));
       if (Timers.lastActivity(dir, last).isAfter(last)) {
