@@ -141,7 +141,8 @@ class CrashSafetyTest {
         Child.startAll(
             "exec-calibration", samples.length, i -> args("exec", sandboxes.get(i).toString()));
     List<Child> children =
-        Child.startAll("exec", KILLS, i -> args("exec", sandboxes.get(samples.length + i).toString()));
+        Child.startAll(
+            "exec", KILLS, i -> args("exec", sandboxes.get(samples.length + i).toString()));
     Child.awaitWarm(calibrations, children);
     for (int i = 0; i < samples.length; i++) {
       Child calibration = calibrations.get(i);
