@@ -290,6 +290,16 @@ final class ServeCommand implements Callable<Integer> {
     }
     switch (provider) {
       case LocalSandbox.NAME -> {
+        for (Isolation wanted : java.util.Arrays.asList(forceIsolation, defaultIsolation)) {
+          if (wanted != null && wanted.unavailableHere().isPresent()) {
+            // every create (forced) or most (default) would fail: say so now, not per request
+            throw new IllegalArgumentException(
+                (wanted == forceIsolation ? "--force-isolation " : "--default-isolation ")
+                    + wanted
+                    + ": "
+                    + wanted.unavailableHere().get());
+          }
+        }
         LocalSandbox engine = root.providers().local();
         if (diskOvercommit != null || warmPool != 0) {
           Isolation poolIsolation = forceIsolation != null ? forceIsolation : defaultIsolation;

@@ -95,7 +95,13 @@ final class LocalEngine implements ServerEngine {
     field(
         "isolation",
         () -> {
-          if (s.isolation() != null) b.isolation(s.isolation());
+          if (s.isolation() != null) {
+            java.util.Optional<String> why = s.isolation().unavailableHere();
+            if (why.isPresent()) {
+              throw new UnsupportedOperationException("isolation: " + why.get());
+            }
+            b.isolation(s.isolation());
+          }
         });
     try {
       return b.build();
