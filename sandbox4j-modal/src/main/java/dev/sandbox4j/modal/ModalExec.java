@@ -37,6 +37,8 @@ final class ModalExec extends Process {
   static final int STREAM_RETRIES = 10;
   private static final Duration STREAM_RETRY_DELAY = Duration.ofMillis(10);
   private static final Duration WAIT_CALL_DEADLINE = Duration.ofSeconds(60);
+  private static final Duration OUTPUT_IDLE = Duration.ofMillis(500);
+  private static final Duration OUTPUT_IN_FLIGHT_MAX = Duration.ofSeconds(30);
 
   /** The exit code when the exit could not be learnt; {@link #failure()} says why. */
   static final int UNKNOWN_EXIT = -1;
@@ -49,6 +51,9 @@ final class ModalExec extends Process {
   private final CompletableFuture<Process> exit = new CompletableFuture<>();
   private final Context.CancellableContext calls = Context.current().withCancellation();
   private volatile int exitCode = UNKNOWN_EXIT;
+  private volatile long lastDataNanos = System.nanoTime();
+  private final java.util.concurrent.CountDownLatch streamsEnded =
+      new java.util.concurrent.CountDownLatch(2);
   private volatile StatusRuntimeException failure;
 
   private ModalExec(CommandRouter router, String execId) {
@@ -100,6 +105,14 @@ final class ModalExec extends Process {
 
   /** Copies one output stream of the exec into {@code sink}, resuming after transient failures. */
   private void pump(TaskExecStdioFileDescriptor fd, ChunkStream sink) {
+    try {
+      pumpUntilEnd(fd, sink);
+    } finally {
+      streamsEnded.countDown();
+    }
+  }
+
+  private void pumpUntilEnd(TaskExecStdioFileDescriptor fd, ChunkStream sink) {
     long offset = 0;
     int retries = 0;
     while (true) {
@@ -124,6 +137,7 @@ final class ModalExec extends Process {
           }
           offset += data.length;
           retries = 0;
+          lastDataNanos = System.nanoTime();
           if (!sink.offer(data)) {
             return;
           }
@@ -172,6 +186,7 @@ final class ModalExec extends Process {
               case SIGNAL -> 128 + response.getSignal();
               case EXITSTATUS_NOT_SET -> UNKNOWN_EXIT;
             };
+        awaitOutputInFlight();
         exit.complete(this);
       } catch (StatusRuntimeException e) {
         if (calls.isCancelled()) {
@@ -186,6 +201,23 @@ final class ModalExec extends Process {
       } catch (Exception e) {
         failure = Status.UNKNOWN.withCause(e).asRuntimeException();
         exit.complete(this);
+      }
+    }
+  }
+
+  /**
+   * The exit can be known before the output written until then has crossed the network, and
+   * whoever drives this process collects output only for a short grace after the exit. So the exit
+   * is held back while output still flows: until both streams have ended, or none has brought data
+   * for {@link #OUTPUT_IDLE} (a background child keeps them open), at most {@link
+   * #OUTPUT_IN_FLIGHT_MAX}.
+   */
+  private void awaitOutputInFlight() throws InterruptedException {
+    long end = System.nanoTime() + OUTPUT_IN_FLIGHT_MAX.toNanos();
+    while (!streamsEnded.await(10, TimeUnit.MILLISECONDS)) {
+      long now = System.nanoTime();
+      if (now - lastDataNanos > OUTPUT_IDLE.toNanos() || now > end) {
+        return;
       }
     }
   }

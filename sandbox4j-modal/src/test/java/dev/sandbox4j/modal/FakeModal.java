@@ -899,6 +899,7 @@ final class FakeModal implements AutoCloseable {
                 } catch (RuntimeException e) {
                   exit = TaskExecWaitResponse.newBuilder().setCode(255).build();
                 }
+                exec.stdin.commandEnded();
                 exec.stdout.close();
                 exec.stderr.close();
                 exec.exit = exit;
@@ -931,11 +932,16 @@ final class FakeModal implements AutoCloseable {
 
   /** Everything an exec wrote to one fd, readable from any offset. Guarded by this. */
   static final class OutputLog {
-    private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private byte[] bytes = new byte[64 * 1024];
+    private int size;
     private boolean closed;
 
     synchronized void append(byte[] chunk) {
-      bytes.writeBytes(chunk);
+      if (size + chunk.length > bytes.length) {
+        bytes = java.util.Arrays.copyOf(bytes, Math.max(bytes.length * 2, size + chunk.length));
+      }
+      System.arraycopy(chunk, 0, bytes, size, chunk.length);
+      size += chunk.length;
       notifyAll();
     }
 
@@ -946,13 +952,12 @@ final class FakeModal implements AutoCloseable {
 
     /** Bytes from {@code offset}: empty if none came within {@code max}, null at the end. */
     synchronized byte[] read(long offset, Duration max) throws InterruptedException {
-      if (bytes.size() <= offset && !closed) {
+      if (size <= offset && !closed) {
         wait(max.toMillis());
       }
-      if (bytes.size() > offset) {
-        byte[] all = bytes.toByteArray();
-        int end = (int) Math.min(all.length, offset + 64 * 1024);
-        return java.util.Arrays.copyOfRange(all, (int) offset, end);
+      if (size > offset) {
+        int end = (int) Math.min(size, offset + 64 * 1024);
+        return java.util.Arrays.copyOfRange(bytes, (int) offset, end);
       }
       return closed ? null : new byte[0];
     }
@@ -969,7 +974,29 @@ final class FakeModal implements AutoCloseable {
     private long written;
     private boolean eof;
 
+    /** How much written stdin the command may leave unread before a write waits for it. */
+    static final int MAX_UNREAD = 1 << 20;
+
+    private boolean commandEnded;
+
+    /**
+     * Takes bytes at their offset; waits while the command has {@link #MAX_UNREAD} bytes unread,
+     * and fails once it has ended (FAILED_PRECONDITION), as a pipe whose reader is gone.
+     */
     synchronized void write(long offset, ByteString data, boolean end) {
+      try {
+        while (pending.size() + (buffer.length - position) >= MAX_UNREAD && !commandEnded) {
+          wait();
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw Status.CANCELLED.asRuntimeException();
+      }
+      if (commandEnded && data.size() > 0) {
+        throw Status.FAILED_PRECONDITION
+            .withDescription("the command has ended and no longer reads its stdin")
+            .asRuntimeException();
+      }
       if (offset > written) {
         throw Status.OUT_OF_RANGE
             .withDescription("stdin offset " + offset + " past " + written)
@@ -992,8 +1019,14 @@ final class FakeModal implements AutoCloseable {
       return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
     }
 
+    synchronized void commandEnded() {
+      commandEnded = true;
+      notifyAll();
+    }
+
     @Override
     public synchronized int read(byte[] b, int off, int len) throws IOException {
+      notifyAll(); // room for a waiting write
       while (position == buffer.length) {
         if (pending.size() > 0) {
           buffer = pending.toByteArray();
