@@ -144,7 +144,7 @@ final class FakeModal implements AutoCloseable {
   private final Map<String, ArrayDeque<Status>> faults = new ConcurrentHashMap<>();
   private final Map<String, AtomicInteger> lost = new ConcurrentHashMap<>();
   private final AtomicInteger ids = new AtomicInteger();
-  private final LocalSandbox engine = LocalSandbox.builder().build();
+  private LocalSandbox engine; // made on first use: tests of the control plane alone need none
   private final Server server;
   volatile Duration tokenLifetime = Duration.ofHours(1);
   volatile Duration routerTokenLifetime = Duration.ofHours(1);
@@ -172,6 +172,13 @@ final class FakeModal implements AutoCloseable {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+  }
+
+  private synchronized LocalSandbox engine() {
+    if (engine == null) {
+      engine = LocalSandbox.builder().build();
+    }
+    return engine;
   }
 
   int port() {
@@ -579,7 +586,7 @@ final class FakeModal implements AutoCloseable {
                   .build();
             }
             String name = "modal-fake-" + ids.incrementAndGet();
-            engine.snapshot(sandbox.workspace.ref().orElseThrow(), name);
+            engine().snapshot(sandbox.workspace.ref().orElseThrow(), name);
             String image = "im-" + ids.incrementAndGet();
             images.put(image, List.of("# snapshot of " + sandbox.id));
             snapshotOfImage.put(image, name);
@@ -807,7 +814,7 @@ final class FakeModal implements AutoCloseable {
                 synchronized (this) {
                   workspace = ws;
                   if (result != null) {
-                    engine.destroy(ws.ref().orElseThrow());
+                    engine().destroy(ws.ref().orElseThrow());
                     return;
                   }
                   taskId = "ta-" + ids.incrementAndGet();
@@ -832,7 +839,7 @@ final class FakeModal implements AutoCloseable {
         notifyAll();
       }
       if (ws != null) {
-        engine.destroy(ws.ref().orElseThrow());
+        engine().destroy(ws.ref().orElseThrow());
       }
       return null;
     }
