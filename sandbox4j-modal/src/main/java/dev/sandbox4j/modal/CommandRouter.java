@@ -1,9 +1,9 @@
 package dev.sandbox4j.modal;
 
-import dev.sandbox4j.modal.proto.TaskGetCommandRouterAccessRequest;
-import dev.sandbox4j.modal.proto.TaskGetCommandRouterAccessResponse;
-import dev.sandbox4j.modal.proto.router.TaskCommandRouterGrpc;
-import dev.sandbox4j.modal.proto.router.TaskCommandRouterGrpc.TaskCommandRouterBlockingStub;
+import dev.sandbox4j.modal.internal.proto.TaskGetCommandRouterAccessRequest;
+import dev.sandbox4j.modal.internal.proto.TaskGetCommandRouterAccessResponse;
+import dev.sandbox4j.modal.internal.proto.router.TaskCommandRouterGrpc;
+import dev.sandbox4j.modal.internal.proto.router.TaskCommandRouterGrpc.TaskCommandRouterBlockingStub;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;

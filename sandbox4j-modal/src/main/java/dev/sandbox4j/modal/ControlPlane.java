@@ -1,9 +1,9 @@
 package dev.sandbox4j.modal;
 
-import dev.sandbox4j.modal.proto.AuthTokenGetRequest;
-import dev.sandbox4j.modal.proto.ClientType;
-import dev.sandbox4j.modal.proto.ModalClientGrpc;
-import dev.sandbox4j.modal.proto.ModalClientGrpc.ModalClientBlockingStub;
+import dev.sandbox4j.modal.internal.proto.AuthTokenGetRequest;
+import dev.sandbox4j.modal.internal.proto.ClientType;
+import dev.sandbox4j.modal.internal.proto.ModalClientGrpc;
+import dev.sandbox4j.modal.internal.proto.ModalClientGrpc.ModalClientBlockingStub;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
@@ -86,8 +86,7 @@ final class ControlPlane implements AutoCloseable {
       headers.put(IDEMPOTENCY_KEY, idempotencyKey);
       headers.put(RETRY_ATTEMPT, Integer.toString(attempt));
       headers.put(
-          RETRY_DELAY,
-          String.format(Locale.ROOT, "%.3f", (System.nanoTime() - first) / 1e9));
+          RETRY_DELAY, String.format(Locale.ROOT, "%.3f", (System.nanoTime() - first) / 1e9));
       try {
         return rpc.apply(stub(headers));
       } catch (StatusRuntimeException e) {

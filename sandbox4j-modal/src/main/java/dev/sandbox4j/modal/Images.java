@@ -1,13 +1,13 @@
 package dev.sandbox4j.modal;
 
-import dev.sandbox4j.modal.proto.BaseImage;
-import dev.sandbox4j.modal.proto.GenericResult;
-import dev.sandbox4j.modal.proto.GenericResult.GenericStatus;
-import dev.sandbox4j.modal.proto.Image;
-import dev.sandbox4j.modal.proto.ImageGetOrCreateRequest;
-import dev.sandbox4j.modal.proto.ImageGetOrCreateResponse;
-import dev.sandbox4j.modal.proto.ImageJoinStreamingRequest;
-import dev.sandbox4j.modal.proto.ImageJoinStreamingResponse;
+import dev.sandbox4j.modal.internal.proto.BaseImage;
+import dev.sandbox4j.modal.internal.proto.GenericResult;
+import dev.sandbox4j.modal.internal.proto.GenericResult.GenericStatus;
+import dev.sandbox4j.modal.internal.proto.Image;
+import dev.sandbox4j.modal.internal.proto.ImageGetOrCreateRequest;
+import dev.sandbox4j.modal.internal.proto.ImageGetOrCreateResponse;
+import dev.sandbox4j.modal.internal.proto.ImageJoinStreamingRequest;
+import dev.sandbox4j.modal.internal.proto.ImageJoinStreamingResponse;
 import dev.sandbox4j.workspace.WorkspaceException;
 import io.grpc.StatusRuntimeException;
 import java.util.Iterator;

@@ -75,8 +75,7 @@ record ModalConfig(
     Map<String, String> profile = profile(file, env.get("MODAL_PROFILE"));
     String serverUrl =
         first(overrides.serverUrl(), env.get("MODAL_SERVER_URL"), profile.get("server_url"));
-    String tokenId =
-        first(overrides.tokenId(), env.get("MODAL_TOKEN_ID"), profile.get("token_id"));
+    String tokenId = first(overrides.tokenId(), env.get("MODAL_TOKEN_ID"), profile.get("token_id"));
     String tokenSecret =
         first(overrides.tokenSecret(), env.get("MODAL_TOKEN_SECRET"), profile.get("token_secret"));
     String environment =

@@ -37,8 +37,7 @@ final class ModalErrors {
               ": Modal refused the credentials (check MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or the"
                   + " profile in ~/.modal.toml)";
           case RESOURCE_EXHAUSTED -> ": a Modal quota or rate limit was reached";
-          case INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE ->
-              ": Modal refused the request";
+          case INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE -> ": Modal refused the request";
           case ALREADY_EXISTS -> ": the name is taken";
           case UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, CANCELLED ->
               ": Modal did not answer after " + Retries.MAX_RETRIES + " retries";

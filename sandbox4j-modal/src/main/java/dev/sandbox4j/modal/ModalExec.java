@@ -1,15 +1,15 @@
 package dev.sandbox4j.modal;
 
 import com.google.protobuf.ByteString;
-import dev.sandbox4j.modal.proto.router.TaskExecStartRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecStderrConfig;
-import dev.sandbox4j.modal.proto.router.TaskExecStdinWriteRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecStdioFileDescriptor;
-import dev.sandbox4j.modal.proto.router.TaskExecStdioReadRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecStdioReadResponse;
-import dev.sandbox4j.modal.proto.router.TaskExecStdoutConfig;
-import dev.sandbox4j.modal.proto.router.TaskExecWaitRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecWaitResponse;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStartRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStderrConfig;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdinWriteRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdioFileDescriptor;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdioReadRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdioReadResponse;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdoutConfig;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecWaitRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecWaitResponse;
 import io.grpc.Context;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -206,10 +206,10 @@ final class ModalExec extends Process {
   }
 
   /**
-   * The exit can be known before the output written until then has crossed the network, and
-   * whoever drives this process collects output only for a short grace after the exit. So the exit
-   * is held back while output still flows: until both streams have ended, or none has brought data
-   * for {@link #OUTPUT_IDLE} (a background child keeps them open), at most {@link
+   * The exit can be known before the output written until then has crossed the network, and whoever
+   * drives this process collects output only for a short grace after the exit. So the exit is held
+   * back while output still flows: until both streams have ended, or none has brought data for
+   * {@link #OUTPUT_IDLE} (a background child keeps them open), at most {@link
    * #OUTPUT_IN_FLIGHT_MAX}.
    */
   private void awaitOutputInFlight() throws InterruptedException {

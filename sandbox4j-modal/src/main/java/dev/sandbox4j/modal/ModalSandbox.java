@@ -1,29 +1,29 @@
 package dev.sandbox4j.modal;
 
-import dev.sandbox4j.modal.proto.AppGetOrCreateRequest;
-import dev.sandbox4j.modal.proto.GenericResult;
-import dev.sandbox4j.modal.proto.GenericResult.GenericStatus;
-import dev.sandbox4j.modal.proto.NetworkAccess;
-import dev.sandbox4j.modal.proto.ObjectCreationType;
-import dev.sandbox4j.modal.proto.PortSpec;
-import dev.sandbox4j.modal.proto.PortSpecs;
-import dev.sandbox4j.modal.proto.Resources;
-import dev.sandbox4j.modal.proto.SandboxCreateRequest;
-import dev.sandbox4j.modal.proto.SandboxGetTaskIdRequest;
-import dev.sandbox4j.modal.proto.SandboxGetTaskIdResponse;
-import dev.sandbox4j.modal.proto.SandboxGetTunnelsRequest;
-import dev.sandbox4j.modal.proto.SandboxGetTunnelsResponse;
-import dev.sandbox4j.modal.proto.SandboxInfo;
-import dev.sandbox4j.modal.proto.SandboxListRequest;
-import dev.sandbox4j.modal.proto.SandboxListResponse;
-import dev.sandbox4j.modal.proto.SandboxSnapshotFsRequest;
-import dev.sandbox4j.modal.proto.SandboxSnapshotFsResponse;
-import dev.sandbox4j.modal.proto.SandboxTag;
-import dev.sandbox4j.modal.proto.SandboxTagsSetRequest;
-import dev.sandbox4j.modal.proto.SandboxTerminateRequest;
-import dev.sandbox4j.modal.proto.SandboxWaitRequest;
-import dev.sandbox4j.modal.proto.SecretGetOrCreateRequest;
-import dev.sandbox4j.modal.proto.TunnelData;
+import dev.sandbox4j.modal.internal.proto.AppGetOrCreateRequest;
+import dev.sandbox4j.modal.internal.proto.GenericResult;
+import dev.sandbox4j.modal.internal.proto.GenericResult.GenericStatus;
+import dev.sandbox4j.modal.internal.proto.NetworkAccess;
+import dev.sandbox4j.modal.internal.proto.ObjectCreationType;
+import dev.sandbox4j.modal.internal.proto.PortSpec;
+import dev.sandbox4j.modal.internal.proto.PortSpecs;
+import dev.sandbox4j.modal.internal.proto.Resources;
+import dev.sandbox4j.modal.internal.proto.SandboxCreateRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTaskIdRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTaskIdResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTunnelsRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTunnelsResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxInfo;
+import dev.sandbox4j.modal.internal.proto.SandboxListRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxListResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxSnapshotFsRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxSnapshotFsResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxTag;
+import dev.sandbox4j.modal.internal.proto.SandboxTagsSetRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxTerminateRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxWaitRequest;
+import dev.sandbox4j.modal.internal.proto.SecretGetOrCreateRequest;
+import dev.sandbox4j.modal.internal.proto.TunnelData;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -46,15 +46,15 @@ import java.util.TreeMap;
 import java.util.regex.Pattern;
 
 /**
- * The {@code modal} provider: workspaces in <a href="https://modal.com">Modal</a> sandboxes, reached
- * over Modal's gRPC protocol (Modal has no Java SDK). Refs are {@code modal:<sandbox id>}.
+ * The {@code modal} provider: workspaces in <a href="https://modal.com">Modal</a> sandboxes,
+ * reached over Modal's gRPC protocol (Modal has no Java SDK). Refs are {@code modal:<sandbox id>}.
  *
  * <p>Credentials and the server come from the environment and {@code ~/.modal.toml} as Modal's own
  * clients resolve them ({@code MODAL_TOKEN_ID}, {@code MODAL_TOKEN_SECRET}, {@code MODAL_PROFILE},
  * {@code MODAL_SERVER_URL}, {@code MODAL_ENVIRONMENT}), unless the builder sets them. Building a
- * provider or a backend does no I/O: the first operation of a backend creates its sandbox (or checks
- * that the one its ref names still runs), and a sandbox that is gone, terminated or timed out
- * raises {@link WorkspaceUnavailableException}. Nothing terminates a sandbox except {@link
+ * provider or a backend does no I/O: the first operation of a backend creates its sandbox (or
+ * checks that the one its ref names still runs), and a sandbox that is gone, terminated or timed
+ * out raises {@link WorkspaceUnavailableException}. Nothing terminates a sandbox except {@link
  * #destroy}; one left alone ends when its sandbox timeout (default 24 hours) or idle timeout runs
  * out, and Modal bills it until then.
  *
@@ -62,8 +62,8 @@ import java.util.regex.Pattern;
  * apply to new sandboxes only; the working directory and env apply to every command, also in an
  * attached sandbox. Instances are thread-safe; {@link #close} releases the connections.
  *
- * <p>This client has not been run against the real Modal service: it is tested against a fake
- * built from Modal's public protocol.
+ * <p>This client has not been run against the real Modal service: it is tested against a fake built
+ * from Modal's public protocol.
  */
 public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
 
@@ -135,7 +135,10 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
     String id = checkOwnRef(ref);
     try {
       control()
-          .call(s -> s.sandboxTerminate(SandboxTerminateRequest.newBuilder().setSandboxId(id).build()));
+          .call(
+              s ->
+                  s.sandboxTerminate(
+                      SandboxTerminateRequest.newBuilder().setSandboxId(id).build()));
     } catch (StatusRuntimeException e) {
       if (e.getStatus().getCode() != Status.Code.NOT_FOUND) {
         throw ModalErrors.translateForSandbox("terminating Modal sandbox " + id, id, e);
@@ -321,7 +324,9 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
               : Images.build(
                   control(),
                   app,
-                  options.image == null ? Images.DEFAULT_RECIPE : Images.fromRegistry(options.image));
+                  options.image == null
+                      ? Images.DEFAULT_RECIPE
+                      : Images.fromRegistry(options.image));
     }
     return imageId;
   }
@@ -334,8 +339,8 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
     for (String name : options.secrets) {
       secretIds.add(namedSecret(name));
     }
-    dev.sandbox4j.modal.proto.Sandbox.Builder definition =
-        dev.sandbox4j.modal.proto.Sandbox.newBuilder()
+    dev.sandbox4j.modal.internal.proto.Sandbox.Builder definition =
+        dev.sandbox4j.modal.internal.proto.Sandbox.newBuilder()
             .setImageId(image)
             .addAllSecretIds(secretIds)
             .setTimeoutSecs((int) options.sandboxTimeout.toSeconds())
@@ -432,8 +437,7 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
               s ->
                   s.secretGetOrCreate(
                       SecretGetOrCreateRequest.newBuilder()
-                          .setObjectCreationType(
-                              ObjectCreationType.OBJECT_CREATION_TYPE_EPHEMERAL)
+                          .setObjectCreationType(ObjectCreationType.OBJECT_CREATION_TYPE_EPHEMERAL)
                           .putAllEnvDict(env)
                           .setEnvironmentName(control().config().environment())
                           .build()))
@@ -642,7 +646,8 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
      */
     public Builder sandboxTimeout(Duration timeout) {
       this.sandboxTimeout = wholeSeconds("sandbox timeout", timeout);
-      if (timeout.compareTo(MIN_SANDBOX_TIMEOUT) < 0 || timeout.compareTo(MAX_SANDBOX_TIMEOUT) > 0) {
+      if (timeout.compareTo(MIN_SANDBOX_TIMEOUT) < 0
+          || timeout.compareTo(MAX_SANDBOX_TIMEOUT) > 0) {
         throw new IllegalArgumentException(
             "sandbox timeout must be between 10 seconds and 24 hours: " + timeout);
       }
@@ -780,6 +785,5 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
       }
       return d;
     }
-
   }
 }

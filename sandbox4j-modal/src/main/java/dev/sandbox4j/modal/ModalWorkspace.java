@@ -24,8 +24,8 @@ import java.util.concurrent.TimeUnit;
  * command router. Commands are execs wrapped in a shell that puts a marker into the environment of
  * everything the command starts ({@link #MARKER}); Modal cannot kill an exec, so a kill is a second
  * exec that stops and kills every process carrying the marker, and their descendants ({@link
- * #KILL_TREE}). Files go through commands ({@code CommandFileSystem}, which {@code Workspace} builds
- * for a backend without native files). State: {@code id}, {@code router} and {@code
+ * #KILL_TREE}). Files go through commands ({@code CommandFileSystem}, which {@code Workspace}
+ * builds for a backend without native files). State: {@code id}, {@code router} and {@code
  * workingDirectory} are set once, under {@code this}.
  */
 final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
@@ -48,9 +48,9 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
       """;
 
   /**
-   * Stops, then kills, every process whose environment holds {@code SANDBOX4J_COMMAND=$1}, and every
-   * descendant of one: stopped first, so that none forks while the tree is walked. POSIX sh, {@code
-   * tr} and {@code grep} only.
+   * Stops, then kills, every process whose environment holds {@code SANDBOX4J_COMMAND=$1}, and
+   * every descendant of one: stopped first, so that none forks while the tree is walked. POSIX sh,
+   * {@code tr} and {@code grep} only.
    */
   static final String KILL_TREE =
       """
@@ -166,7 +166,8 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
       }
       String dir = new String(out, java.nio.charset.StandardCharsets.UTF_8).strip();
       if (!dir.startsWith("/")) {
-        throw new WorkspaceException("Modal sandbox " + id + ": unexpected working directory " + dir);
+        throw new WorkspaceException(
+            "Modal sandbox " + id + ": unexpected working directory " + dir);
       }
       workingDirectory = dir;
       return dir;
@@ -246,7 +247,9 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
    */
   private void kill(String commandId) {
     Thread killing =
-        Thread.ofVirtual().name("sandbox4j-modal-kill-" + commandId).start(() -> killNow(commandId));
+        Thread.ofVirtual()
+            .name("sandbox4j-modal-kill-" + commandId)
+            .start(() -> killNow(commandId));
     boolean interrupted = false;
     while (true) {
       try {
@@ -264,9 +267,19 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
   private void killNow(String commandId) {
     ModalExec killer;
     try {
-      killer = ModalExec.start(router(), List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId), null, List.of());
+      killer =
+          ModalExec.start(
+              router(),
+              List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId),
+              null,
+              List.of());
     } catch (RuntimeException e) {
-      LOG.log(System.Logger.Level.WARNING, "Modal sandbox {0}: cannot kill command {1}: {2}", id, commandId, e.toString());
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "Modal sandbox {0}: cannot kill command {1}: {2}",
+          id,
+          commandId,
+          e.toString());
       return;
     }
     try {
@@ -275,10 +288,20 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
         killer.onExit().get(30, TimeUnit.SECONDS);
       }
       if (killer.exitValue() != 0) {
-        LOG.log(System.Logger.Level.WARNING, "Modal sandbox {0}: killing command {1} ended with {2}: a process may be left", id, commandId, killer.exitValue());
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "Modal sandbox {0}: killing command {1} ended with {2}: a process may be left",
+            id,
+            commandId,
+            killer.exitValue());
       }
     } catch (Exception e) {
-      LOG.log(System.Logger.Level.WARNING, "Modal sandbox {0}: killing command {1} failed: {2}", id, commandId, e.toString());
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "Modal sandbox {0}: killing command {1} failed: {2}",
+          id,
+          commandId,
+          e.toString());
     } finally {
       killer.release();
     }

@@ -2,51 +2,51 @@ package dev.sandbox4j.modal;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Empty;
-import dev.sandbox4j.modal.proto.AppGetOrCreateRequest;
-import dev.sandbox4j.modal.proto.AppGetOrCreateResponse;
-import dev.sandbox4j.modal.proto.AuthTokenGetRequest;
-import dev.sandbox4j.modal.proto.AuthTokenGetResponse;
-import dev.sandbox4j.modal.proto.GenericResult;
-import dev.sandbox4j.modal.proto.GenericResult.GenericStatus;
-import dev.sandbox4j.modal.proto.ImageGetOrCreateRequest;
-import dev.sandbox4j.modal.proto.ImageGetOrCreateResponse;
-import dev.sandbox4j.modal.proto.ImageJoinStreamingRequest;
-import dev.sandbox4j.modal.proto.ImageJoinStreamingResponse;
-import dev.sandbox4j.modal.proto.ModalClientGrpc;
-import dev.sandbox4j.modal.proto.ObjectCreationType;
-import dev.sandbox4j.modal.proto.SandboxCreateRequest;
-import dev.sandbox4j.modal.proto.SandboxCreateResponse;
-import dev.sandbox4j.modal.proto.SandboxGetTaskIdRequest;
-import dev.sandbox4j.modal.proto.SandboxGetTaskIdResponse;
-import dev.sandbox4j.modal.proto.SandboxGetTunnelsRequest;
-import dev.sandbox4j.modal.proto.SandboxGetTunnelsResponse;
-import dev.sandbox4j.modal.proto.SandboxInfo;
-import dev.sandbox4j.modal.proto.SandboxListRequest;
-import dev.sandbox4j.modal.proto.SandboxListResponse;
-import dev.sandbox4j.modal.proto.SandboxSnapshotFsRequest;
-import dev.sandbox4j.modal.proto.SandboxSnapshotFsResponse;
-import dev.sandbox4j.modal.proto.SandboxTag;
-import dev.sandbox4j.modal.proto.SandboxTagsSetRequest;
-import dev.sandbox4j.modal.proto.SandboxTerminateRequest;
-import dev.sandbox4j.modal.proto.SandboxTerminateResponse;
-import dev.sandbox4j.modal.proto.SandboxWaitRequest;
-import dev.sandbox4j.modal.proto.SandboxWaitResponse;
-import dev.sandbox4j.modal.proto.SecretGetOrCreateRequest;
-import dev.sandbox4j.modal.proto.SecretGetOrCreateResponse;
-import dev.sandbox4j.modal.proto.TaskGetCommandRouterAccessRequest;
-import dev.sandbox4j.modal.proto.TaskGetCommandRouterAccessResponse;
-import dev.sandbox4j.modal.proto.TaskLogs;
-import dev.sandbox4j.modal.proto.TunnelData;
-import dev.sandbox4j.modal.proto.router.TaskCommandRouterGrpc;
-import dev.sandbox4j.modal.proto.router.TaskExecStartRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecStartResponse;
-import dev.sandbox4j.modal.proto.router.TaskExecStdinWriteRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecStdinWriteResponse;
-import dev.sandbox4j.modal.proto.router.TaskExecStdioFileDescriptor;
-import dev.sandbox4j.modal.proto.router.TaskExecStdioReadRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecStdioReadResponse;
-import dev.sandbox4j.modal.proto.router.TaskExecWaitRequest;
-import dev.sandbox4j.modal.proto.router.TaskExecWaitResponse;
+import dev.sandbox4j.modal.internal.proto.AppGetOrCreateRequest;
+import dev.sandbox4j.modal.internal.proto.AppGetOrCreateResponse;
+import dev.sandbox4j.modal.internal.proto.AuthTokenGetRequest;
+import dev.sandbox4j.modal.internal.proto.AuthTokenGetResponse;
+import dev.sandbox4j.modal.internal.proto.GenericResult;
+import dev.sandbox4j.modal.internal.proto.GenericResult.GenericStatus;
+import dev.sandbox4j.modal.internal.proto.ImageGetOrCreateRequest;
+import dev.sandbox4j.modal.internal.proto.ImageGetOrCreateResponse;
+import dev.sandbox4j.modal.internal.proto.ImageJoinStreamingRequest;
+import dev.sandbox4j.modal.internal.proto.ImageJoinStreamingResponse;
+import dev.sandbox4j.modal.internal.proto.ModalClientGrpc;
+import dev.sandbox4j.modal.internal.proto.ObjectCreationType;
+import dev.sandbox4j.modal.internal.proto.SandboxCreateRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxCreateResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTaskIdRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTaskIdResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTunnelsRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxGetTunnelsResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxInfo;
+import dev.sandbox4j.modal.internal.proto.SandboxListRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxListResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxSnapshotFsRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxSnapshotFsResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxTag;
+import dev.sandbox4j.modal.internal.proto.SandboxTagsSetRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxTerminateRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxTerminateResponse;
+import dev.sandbox4j.modal.internal.proto.SandboxWaitRequest;
+import dev.sandbox4j.modal.internal.proto.SandboxWaitResponse;
+import dev.sandbox4j.modal.internal.proto.SecretGetOrCreateRequest;
+import dev.sandbox4j.modal.internal.proto.SecretGetOrCreateResponse;
+import dev.sandbox4j.modal.internal.proto.TaskGetCommandRouterAccessRequest;
+import dev.sandbox4j.modal.internal.proto.TaskGetCommandRouterAccessResponse;
+import dev.sandbox4j.modal.internal.proto.TaskLogs;
+import dev.sandbox4j.modal.internal.proto.TunnelData;
+import dev.sandbox4j.modal.internal.proto.router.TaskCommandRouterGrpc;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStartRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStartResponse;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdinWriteRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdinWriteResponse;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdioFileDescriptor;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdioReadRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecStdioReadResponse;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecWaitRequest;
+import dev.sandbox4j.modal.internal.proto.router.TaskExecWaitResponse;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -148,6 +148,7 @@ final class FakeModal implements AutoCloseable {
   private final Server server;
   volatile Duration tokenLifetime = Duration.ofHours(1);
   volatile Duration routerTokenLifetime = Duration.ofHours(1);
+
   /** How many stdout chunks a stdio stream sends before the fake cuts it (UNAVAILABLE); 0 never. */
   volatile int cutStdioAfterChunks;
 
@@ -491,7 +492,8 @@ final class FakeModal implements AutoCloseable {
           out,
           () -> {
             FakeSandbox sandbox = sandbox(r.getSandboxId());
-            GenericResult result = sandbox.awaitEnd(Duration.ofMillis((long) (r.getTimeout() * 1000)));
+            GenericResult result =
+                sandbox.awaitEnd(Duration.ofMillis((long) (r.getTimeout() * 1000)));
             SandboxWaitResponse.Builder response = SandboxWaitResponse.newBuilder();
             if (result != null) {
               response.setResult(result);
@@ -552,7 +554,8 @@ final class FakeModal implements AutoCloseable {
                     .filter(s -> s.appId.equals(r.getAppId()))
                     .filter(s -> r.getIncludeFinished() || s.result == null)
                     .filter(s -> s.tags.containsAll(r.getTagsList()))
-                    .filter(s -> r.getBeforeTimestamp() == 0 || s.createdAt < r.getBeforeTimestamp())
+                    .filter(
+                        s -> r.getBeforeTimestamp() == 0 || s.createdAt < r.getBeforeTimestamp())
                     .sorted(Comparator.comparingDouble((FakeSandbox s) -> s.createdAt).reversed())
                     .limit(2)
                     .map(
@@ -592,7 +595,8 @@ final class FakeModal implements AutoCloseable {
             snapshotOfImage.put(image, name);
             return SandboxSnapshotFsResponse.newBuilder()
                 .setImageId(image)
-                .setResult(GenericResult.newBuilder().setStatus(GenericStatus.GENERIC_STATUS_SUCCESS))
+                .setResult(
+                    GenericResult.newBuilder().setStatus(GenericStatus.GENERIC_STATUS_SUCCESS))
                 .build();
           });
     }
@@ -704,7 +708,8 @@ final class FakeModal implements AutoCloseable {
         return;
       }
       boolean stdout =
-          r.getFileDescriptor() == TaskExecStdioFileDescriptor.TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDOUT;
+          r.getFileDescriptor()
+              == TaskExecStdioFileDescriptor.TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDOUT;
       OutputLog log = stdout ? exec.stdout : exec.stderr;
       ServerCallStreamObserver<TaskExecStdioReadResponse> server =
           (ServerCallStreamObserver<TaskExecStdioReadResponse>) out;
@@ -725,7 +730,8 @@ final class FakeModal implements AutoCloseable {
             out.onError(Status.UNAVAILABLE.withDescription("stream cut").asRuntimeException());
             return;
           }
-          out.onNext(TaskExecStdioReadResponse.newBuilder().setData(ByteString.copyFrom(chunk)).build());
+          out.onNext(
+              TaskExecStdioReadResponse.newBuilder().setData(ByteString.copyFrom(chunk)).build());
           offset += chunk.length;
           sent++;
         }
@@ -762,7 +768,9 @@ final class FakeModal implements AutoCloseable {
     private FakeExec exec(String taskId, String execId) {
       FakeExec exec = sandboxOfTask(taskId).execs.get(execId);
       if (exec == null) {
-        throw Status.NOT_FOUND.withDescription("exec " + execId + " not found").asRuntimeException();
+        throw Status.NOT_FOUND
+            .withDescription("exec " + execId + " not found")
+            .asRuntimeException();
       }
       return exec;
     }
@@ -774,7 +782,7 @@ final class FakeModal implements AutoCloseable {
   final class FakeSandbox {
     final String id;
     final String appId;
-    final dev.sandbox4j.modal.proto.Sandbox definition;
+    final dev.sandbox4j.modal.internal.proto.Sandbox definition;
     final double createdAt = Instant.now().toEpochMilli() / 1e3 + ids.incrementAndGet() * 1e-6;
     final Map<String, FakeExec> execs = new ConcurrentHashMap<>();
     volatile List<SandboxTag> tags = List.of();
@@ -782,7 +790,7 @@ final class FakeModal implements AutoCloseable {
     GenericResult result;
     Workspace workspace;
 
-    FakeSandbox(String id, String appId, dev.sandbox4j.modal.proto.Sandbox definition) {
+    FakeSandbox(String id, String appId, dev.sandbox4j.modal.internal.proto.Sandbox definition) {
       this.id = id;
       this.appId = appId;
       this.definition = definition;
@@ -926,7 +934,8 @@ final class FakeModal implements AutoCloseable {
   }
 
   static final class Latch {
-    private final java.util.concurrent.CountDownLatch latch = new java.util.concurrent.CountDownLatch(1);
+    private final java.util.concurrent.CountDownLatch latch =
+        new java.util.concurrent.CountDownLatch(1);
 
     void countDown() {
       latch.countDown();

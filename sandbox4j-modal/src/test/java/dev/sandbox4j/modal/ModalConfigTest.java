@@ -13,9 +13,12 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Config resolution as Modal's clients do it: env over ~/.modal.toml profiles, builder over both. */
+/**
+ * Config resolution as Modal's clients do it: env over ~/.modal.toml profiles, builder over both.
+ */
 class ModalConfigTest {
-  private static final ModalConfig.Overrides NONE = new ModalConfig.Overrides(null, null, null, null);
+  private static final ModalConfig.Overrides NONE =
+      new ModalConfig.Overrides(null, null, null, null);
 
   @TempDir Path home;
 
@@ -127,7 +130,8 @@ class ModalConfigTest {
   @Test
   void configPathVariable() throws IOException {
     Path elsewhere = home.resolve("elsewhere.toml");
-    Files.writeString(elsewhere, "[p]\ntoken_id = \"ak-x\"\ntoken_secret = \"as-x\"\nactive = true\n");
+    Files.writeString(
+        elsewhere, "[p]\ntoken_id = \"ak-x\"\ntoken_secret = \"as-x\"\nactive = true\n");
     ModalConfig config =
         ModalConfig.resolve(Map.of("MODAL_CONFIG_PATH", elsewhere.toString()), home, NONE);
     assertThat(config.tokenId()).isEqualTo("ak-x");
@@ -146,8 +150,12 @@ class ModalConfigTest {
             () ->
                 ModalConfig.resolve(
                     Map.of(
-                        "MODAL_TOKEN_ID", "a", "MODAL_TOKEN_SECRET", "b",
-                        "MODAL_SERVER_URL", "grpc://x"),
+                        "MODAL_TOKEN_ID",
+                        "a",
+                        "MODAL_TOKEN_SECRET",
+                        "b",
+                        "MODAL_SERVER_URL",
+                        "grpc://x"),
                     home,
                     NONE))
         .isInstanceOf(IllegalArgumentException.class)

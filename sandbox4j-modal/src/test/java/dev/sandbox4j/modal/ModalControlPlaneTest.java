@@ -186,7 +186,8 @@ class ModalControlPlaneTest {
 
   @Test
   void missingAppIsReportedWhenNotCreated() {
-    try (ModalSandbox client = modal.client(home).appName("absent").createAppIfMissing(false).build()) {
+    try (ModalSandbox client =
+        modal.client(home).appName("absent").createAppIfMissing(false).build()) {
       assertThatThrownBy(() -> call(client))
           .isInstanceOf(WorkspaceException.class)
           .hasMessageContaining("Modal app 'absent' not found");
@@ -204,8 +205,7 @@ class ModalControlPlaneTest {
             + "\"\ntoken_secret = \""
             + FakeModal.TOKEN_SECRET
             + "\"\nactive = true\n");
-    try (ModalSandbox client =
-        ModalSandbox.builder().configSource(Map.of(), home).build()) {
+    try (ModalSandbox client = ModalSandbox.builder().configSource(Map.of(), home).build()) {
       call(client);
     }
     assertThat(modal.calls("SandboxList")).hasSize(1);

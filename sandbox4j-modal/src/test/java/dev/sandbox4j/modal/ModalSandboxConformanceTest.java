@@ -30,7 +30,9 @@ class ModalSandboxConformanceTest extends WorkspaceConformanceSuite {
     }
   }
 
-  /** A registry image: the fake runs the local engine's image, whose own working directory is used. */
+  /**
+   * A registry image: the fake runs the local engine's image, whose own working directory is used.
+   */
   static ModalSandbox.Builder client() {
     return modal.client(home).image("debian:bookworm-slim");
   }

@@ -3,7 +3,7 @@ package dev.sandbox4j.modal;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.sandbox4j.modal.proto.GenericResult.GenericStatus;
+import dev.sandbox4j.modal.internal.proto.GenericResult.GenericStatus;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
@@ -80,9 +80,7 @@ class ModalSandboxTest {
       Workspace ws = open(client);
       int readsBefore = modal.calls("TaskExecStdioRead").size();
       modal.cutStdioAfterChunks = 3;
-      CommandResult result =
-          ws.run(
-              Command.shell("seq 1 200000"), RunOptions.withTimeout(BOUND));
+      CommandResult result = ws.run(Command.shell("seq 1 200000"), RunOptions.withTimeout(BOUND));
       StringBuilder expected = new StringBuilder();
       for (int i = 1; i <= 200000; i++) {
         expected.append(i).append('\n');
@@ -91,7 +89,9 @@ class ModalSandboxTest {
       assertThat(result.stdoutText()).isEqualTo(expected.toString());
       assertThat(modal.cutStdioAfterChunks).as("the fake did cut the stream").isZero();
       List<FakeModal.Call> reads = modal.calls("TaskExecStdioRead");
-      assertThat(reads.size() - readsBefore).as("stdout twice, stderr once").isGreaterThanOrEqualTo(3);
+      assertThat(reads.size() - readsBefore)
+          .as("stdout twice, stderr once")
+          .isGreaterThanOrEqualTo(3);
     }
   }
 
@@ -208,9 +208,12 @@ class ModalSandboxTest {
       assertThat(definition.getResources().getMemoryMb()).isEqualTo(2048);
       assertThat(definition.getSecretIdsList()).containsExactly("st-db");
       assertThat(definition.getOpenPorts().getPortsList()).hasSize(2);
-      assertThat(sandbox.tags).extracting(t -> t.getTagName() + "=" + t.getTagValue())
+      assertThat(sandbox.tags)
+          .extracting(t -> t.getTagName() + "=" + t.getTagValue())
           .containsExactly("team=a");
-      assertThat(ws.workingDirectory()).as("created on a new sandbox").isEqualTo("/tmp/project/src");
+      assertThat(ws.workingDirectory())
+          .as("created on a new sandbox")
+          .isEqualTo("/tmp/project/src");
       assertThat(
               ws.run(Command.shell("echo $GREETING $DB_URL; pwd"), RunOptions.withTimeout(BOUND))
                   .stdoutText())
@@ -232,7 +235,9 @@ class ModalSandboxTest {
         refs.add(open(tagged).ref().orElseThrow());
       }
       open(untagged);
-      assertThat(tagged.list()).as("three, over two pages of two").containsExactlyInAnyOrderElementsOf(refs);
+      assertThat(tagged.list())
+          .as("three, over two pages of two")
+          .containsExactlyInAnyOrderElementsOf(refs);
       tagged.destroy(refs.getFirst());
       assertThat(tagged.list()).as("finished sandboxes are not listed").hasSize(2);
       assertThat(untagged.list()).hasSize(3);
@@ -256,7 +261,8 @@ class ModalSandboxTest {
 
   @Test
   void theDefaultImageIsTheSeedsRecipe() {
-    try (ModalSandbox client = modal.client(home).appName("default-image").workingDirectory("/tmp").build()) {
+    try (ModalSandbox client =
+        modal.client(home).appName("default-image").workingDirectory("/tmp").build()) {
       open(client);
     }
     List<List<String>> layers =
