@@ -128,6 +128,16 @@ final class CommandRouter implements AutoCloseable {
         .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
   }
 
+  /** Whether no new call can be made: the channel is shut down. */
+  boolean isShutdown() {
+    return channel.isShutdown();
+  }
+
+  /** Refuses new calls; those in flight go on until the server ends them. */
+  void shutdown() {
+    channel.shutdown();
+  }
+
   @Override
   public void close() {
     channel.shutdownNow();

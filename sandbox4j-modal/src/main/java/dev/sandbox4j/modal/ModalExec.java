@@ -189,7 +189,7 @@ final class ModalExec extends Process {
         awaitOutputInFlight();
         exit.complete(this);
       } catch (StatusRuntimeException e) {
-        if (calls.isCancelled()) {
+        if (calls.isCancelled() || router.isShutdown()) {
           failure = e;
           exit.complete(this);
         } else if (Retries.retryable(e.getStatus().getCode())) {

@@ -88,6 +88,10 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
   private static final int TASK_POLLS = 600;
 
   private final Builder options;
+
+  /** The command router of each sandbox this provider reached: one channel per sandbox. */
+  private final Map<String, CommandRouter> routers = new java.util.concurrent.ConcurrentHashMap<>();
+
   private ControlPlane control;
   private String appId;
   private String imageId;
@@ -133,6 +137,11 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
   @Override
   public void destroy(WorkspaceRef ref) {
     String id = checkOwnRef(ref);
+    CommandRouter router = routers.remove(id);
+    if (router != null) {
+      // commands in flight learn the sandbox's end from the router, as Modal ends them
+      router.shutdown();
+    }
     try {
       control()
           .call(
@@ -244,6 +253,8 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
   /** Closes the connections to Modal. Sandboxes keep running. */
   @Override
   public void close() {
+    routers.values().forEach(CommandRouter::close);
+    routers.clear();
     ControlPlane c;
     synchronized (this) {
       c = control;
@@ -361,8 +372,10 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
       }
       definition.setResources(resources);
     }
-    // The working directory is created by the first command, not through the definition: Modal
-    // requires a definition's workdir to exist in the image.
+    // No workdir in the definition: the seed creates a configured working directory on a new
+    // sandbox, which the first command does (mkdir -p); every command then names it itself, so
+    // the same applies to a sandbox attached to later. Whether Modal would create a definition's
+    // missing workdir is not documented.
     SandboxCreateRequest request =
         SandboxCreateRequest.newBuilder()
             .setAppId(app)
@@ -496,6 +509,21 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
     } catch (StatusRuntimeException e) {
       throw ModalErrors.translateForSandbox("checking Modal sandbox " + id, id, e);
     }
+  }
+
+  /** The command router of sandbox {@code id}, reached once its task runs. */
+  CommandRouter router(String id) {
+    CommandRouter router = routers.get(id);
+    if (router != null) {
+      return router;
+    }
+    CommandRouter fresh = CommandRouter.open(control(), id, taskId(id));
+    router = routers.putIfAbsent(id, fresh);
+    if (router != null) {
+      fresh.close();
+      return router;
+    }
+    return fresh;
   }
 
   /** The task that runs the sandbox, once it has started ({@code SandboxGetTaskId}, polled). */

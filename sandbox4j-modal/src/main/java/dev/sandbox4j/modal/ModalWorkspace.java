@@ -21,12 +21,13 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * One Modal sandbox: created on first use (or attached to by ref), then reached through its task's
- * command router. Commands are execs wrapped in a shell that puts a marker into the environment of
- * everything the command starts ({@link #MARKER}); Modal cannot kill an exec, so a kill is a second
- * exec that stops and kills every process carrying the marker, and their descendants ({@link
- * #KILL_TREE}). Files go through commands ({@code CommandFileSystem}, which {@code Workspace}
- * builds for a backend without native files). State: {@code id}, {@code router} and {@code
- * workingDirectory} are set once, under {@code this}.
+ * command router (the provider's, shared by its backends of the sandbox). Commands are execs
+ * wrapped in a shell that puts a marker into the environment of everything the command starts
+ * ({@link #MARKER}); Modal cannot kill an exec, so a kill is a second exec that stops and kills
+ * every process carrying the marker, and their descendants ({@link #KILL_TREE}). Files go through
+ * commands ({@code CommandFileSystem}, which {@code Workspace} builds for a backend without native
+ * files). State: {@code id}, {@code router} and {@code workingDirectory} are set once, under {@code
+ * this}.
  */
 final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
   private static final SecureRandom RANDOM = new SecureRandom();
@@ -134,7 +135,7 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
       sandboxes.requireRunning(id);
     }
     if (router == null) {
-      router = CommandRouter.open(sandboxes.control(), id, sandboxes.taskId(id));
+      router = sandboxes.router(id);
     }
     String configured = sandboxes.workingDirectoryOption();
     ModalExec exec =
@@ -304,12 +305,6 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
           e.toString());
     } finally {
       killer.release();
-    }
-  }
-
-  synchronized void close() {
-    if (router != null) {
-      router.close();
     }
   }
 
