@@ -78,6 +78,10 @@ final class ModalExec extends Process {
     if (workdir != null) {
       request.setWorkdir(workdir);
     }
+    if (router.isShutdown()) {
+      // the provider dropped this router when it destroyed the sandbox
+      throw Status.UNAVAILABLE.withDescription("the sandbox was destroyed").asRuntimeException();
+    }
     retryTransient(() -> router.call(s -> s.taskExecStart(request.build())));
     String name = exec.execId.substring(0, 8);
     Thread.ofVirtual()
