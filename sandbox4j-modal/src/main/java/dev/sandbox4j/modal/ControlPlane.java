@@ -98,10 +98,11 @@ final class ControlPlane implements AutoCloseable {
           attempt--;
           continue;
         }
-        if (!Retries.retryable(code) || attempt >= Retries.MAX_RETRIES) {
-          throw e;
-        }
         if (Thread.currentThread().isInterrupted()) {
+          // gRPC cancels a blocking call on an interrupted thread: that is the caller cancelling
+          throw new java.util.concurrent.CancellationException("interrupted during a Modal call");
+        }
+        if (!Retries.retryable(code) || attempt >= Retries.MAX_RETRIES) {
           throw e;
         }
         Retries.sleep(Retries.delay(attempt));
