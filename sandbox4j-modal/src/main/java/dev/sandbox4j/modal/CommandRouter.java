@@ -100,6 +100,14 @@ final class CommandRouter implements AutoCloseable {
     }
   }
 
+  /**
+   * For a streaming call, whose {@code UNAUTHENTICATED} arrives while it is read rather than from
+   * {@link #call}: fetches the access again, unless the JWT still has 30 s to live.
+   */
+  void renew() {
+    refresh(currentJwt());
+  }
+
   private synchronized String currentJwt() {
     return jwt;
   }

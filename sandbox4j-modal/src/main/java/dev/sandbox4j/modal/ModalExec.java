@@ -155,9 +155,19 @@ final class ModalExec extends Process {
         if (sink.isClosed()) {
           return;
         }
-        if (!Retries.retryable(e.getStatus().getCode()) || retries >= STREAM_RETRIES) {
+        boolean unauthenticated = e.getStatus().getCode() == Status.Code.UNAUTHENTICATED;
+        if ((!unauthenticated && !Retries.retryable(e.getStatus().getCode()))
+            || retries >= STREAM_RETRIES) {
           sink.end(new IOException("reading the command's output failed: " + e.getStatus(), e));
           return;
+        }
+        if (unauthenticated) {
+          try {
+            router.renew(); // the JWT expired since the stream was first opened
+          } catch (RuntimeException renewal) {
+            sink.end(new IOException("renewing the command router's access failed", renewal));
+            return;
+          }
         }
         sleep(STREAM_RETRY_DELAY.multipliedBy(1L << retries));
         retries++;

@@ -122,6 +122,24 @@ class ModalSandboxTest {
   }
 
   @Test
+  void aStreamReopenedAfterTheRouterTokenExpiredRenewsIt() {
+    modal.routerTokenLifetime = Duration.ofSeconds(2);
+    try (ModalSandbox client = client().build()) {
+      Workspace ws = open(client);
+      int accesses = modal.calls("TaskGetCommandRouterAccess").size();
+      modal.cutStdioAfterChunks = 1;
+      CommandResult result =
+          ws.run(Command.shell("echo first; sleep 3; seq 1 50000"), RunOptions.withTimeout(BOUND));
+      assertThat(result.exitCode()).isZero();
+      assertThat(result.stdoutText()).startsWith("first\n1\n2\n").endsWith("\n50000\n");
+      assertThat(modal.calls("TaskGetCommandRouterAccess").size()).isGreaterThan(accesses);
+    } finally {
+      modal.routerTokenLifetime = Duration.ofHours(1);
+      modal.cutStdioAfterChunks = 0;
+    }
+  }
+
+  @Test
   void aTerminatedSandboxIsUnavailableWithExit137() {
     try (ModalSandbox client = client().build()) {
       WorkspaceRef ref = open(client).ref().orElseThrow();
