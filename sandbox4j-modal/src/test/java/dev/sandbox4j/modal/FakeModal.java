@@ -103,7 +103,8 @@ import java.util.function.Supplier;
  *       after a call is handled ({@link #failNext}, {@link #loseNextResponse});
  *   <li>creation is asynchronous: {@code SandboxCreate} answers at once, the task id appears once
  *       the backing sandbox runs; images build asynchronously ({@code ImageGetOrCreate} without a
- *       result; the first {@code ImageJoinStreaming} ends without one, the next has it);
+ *       result; the first {@code ImageJoinStreaming} ends without one, the next has it: FAILURE for
+ *       a registry image {@code missing/...}, else SUCCESS);
  *   <li>ended sandboxes answer {@code SandboxWait} and {@code SandboxGetTaskId} with their result
  *       (TERMINATED), commands running in a terminated sandbox exit by signal 9; unknown ids are
  *       {@code NOT_FOUND}.
@@ -443,11 +444,17 @@ final class FakeModal implements AutoCloseable {
         out.onCompleted();
         return;
       }
+      boolean missing =
+          images.get(r.getImageId()).stream().anyMatch(c -> c.startsWith("FROM missing/"));
+      GenericResult result =
+          missing
+              ? GenericResult.newBuilder()
+                  .setStatus(GenericStatus.GENERIC_STATUS_FAILURE)
+                  .setException("pull access denied for missing/image")
+                  .build()
+              : GenericResult.newBuilder().setStatus(GenericStatus.GENERIC_STATUS_SUCCESS).build();
       out.onNext(
-          ImageJoinStreamingResponse.newBuilder()
-              .setEntryId("2-0")
-              .setResult(GenericResult.newBuilder().setStatus(GenericStatus.GENERIC_STATUS_SUCCESS))
-              .build());
+          ImageJoinStreamingResponse.newBuilder().setEntryId("2-0").setResult(result).build());
       out.onCompleted();
     }
 

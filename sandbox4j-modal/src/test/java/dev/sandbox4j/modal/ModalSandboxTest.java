@@ -140,6 +140,19 @@ class ModalSandboxTest {
   }
 
   @Test
+  void anImageThatCannotBeBuiltSaysWhy() {
+    try (ModalSandbox client = modal.client(home).image("missing/image:1").build()) {
+      Workspace ws = Workspace.of(client.newBackend());
+      assertThatThrownBy(ws::open)
+          .isInstanceOf(dev.sandbox4j.workspace.WorkspaceException.class)
+          .isNotInstanceOf(WorkspaceUnavailableException.class)
+          .hasMessageContaining("Modal could not build the image [FROM missing/image:1]")
+          .hasMessageContaining("pull access denied");
+      assertThat(ws.ref()).as("no sandbox was created").isEmpty();
+    }
+  }
+
+  @Test
   void aTerminatedSandboxIsUnavailableWithExit137() {
     try (ModalSandbox client = client().build()) {
       WorkspaceRef ref = open(client).ref().orElseThrow();
