@@ -135,7 +135,16 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
       sandboxes.requireRunning(id);
     }
     if (router == null) {
-      router = sandboxes.router(id);
+      try {
+        router = sandboxes.router(id);
+      } catch (WorkspaceUnavailableException e) {
+        if (!fresh) {
+          throw e;
+        }
+        // a sandbox that never started is a failure to say why, not one that went away
+        throw new WorkspaceException(
+            "Modal could not start sandbox " + id + ": " + e.getMessage(), e);
+      }
     }
     String configured = sandboxes.workingDirectoryOption();
     ModalExec exec =

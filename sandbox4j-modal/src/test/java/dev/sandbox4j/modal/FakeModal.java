@@ -814,6 +814,10 @@ final class FakeModal implements AutoCloseable {
                 }
                 Workspace ws = Workspace.of(builder.build().newBackend());
                 try {
+                  if (images.getOrDefault(definition.getImageId(), List.of()).stream()
+                      .anyMatch(c -> c.startsWith("FROM broken/"))) {
+                    throw new IllegalStateException("the image's entrypoint failed");
+                  }
                   ws.open();
                 } catch (RuntimeException e) {
                   synchronized (this) {

@@ -153,6 +153,20 @@ class ModalSandboxTest {
   }
 
   @Test
+  void aSandboxThatCannotStartSaysWhy() {
+    try (ModalSandbox client = modal.client(home).image("broken/image:1").build()) {
+      Workspace ws = Workspace.of(client.newBackend());
+      assertThatThrownBy(ws::open)
+          .isInstanceOf(dev.sandbox4j.workspace.WorkspaceException.class)
+          .isNotInstanceOf(WorkspaceUnavailableException.class)
+          .hasMessageContaining("Modal could not start sandbox")
+          .hasMessageContaining("GENERIC_STATUS_INIT_FAILURE")
+          .hasMessageContaining("entrypoint failed");
+      created.add(ws.ref().orElseThrow());
+    }
+  }
+
+  @Test
   void aTerminatedSandboxIsUnavailableWithExit137() {
     try (ModalSandbox client = client().build()) {
       WorkspaceRef ref = open(client).ref().orElseThrow();
