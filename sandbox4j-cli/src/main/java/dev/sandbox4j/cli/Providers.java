@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.modal.ModalSandbox;
 import dev.sandbox4j.remote.RemoteSandbox;
 import dev.sandbox4j.runtime.EgressPolicy;
 import dev.sandbox4j.runtime.Isolation;
@@ -223,6 +224,7 @@ final class Providers {
           new Entry(LocalSandbox.NAME, true, false, Providers::local),
           new Entry(RemoteSandbox.NAME, true, true, Providers::newRemote),
           new Entry(DockerSandbox.NAME, true, false, Providers::docker),
+          new Entry(ModalSandbox.NAME, true, false, Providers::modal),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
@@ -244,6 +246,7 @@ final class Providers {
   private final Path home;
   private final Consumer<String> progress;
   private final Server server;
+  private final Map<String, String> environment;
 
   /**
    * @param home the sandbox4j home
@@ -260,9 +263,18 @@ final class Providers {
    *     engine
    */
   Providers(Path home, Consumer<String> progress, Server server) {
+    this(home, progress, server, System.getenv());
+  }
+
+  /**
+   * @param environment the CLI's environment variables, where the cloud providers find their
+   *     credentials and endpoints ({@code MODAL_*})
+   */
+  Providers(Path home, Consumer<String> progress, Server server, Map<String, String> environment) {
     this.home = Objects.requireNonNull(home, "home");
     this.progress = Objects.requireNonNull(progress, "progress");
     this.server = server;
+    this.environment = Map.copyOf(environment);
   }
 
   /** The names of every provider, in the order help text shows them. */
@@ -279,6 +291,80 @@ final class Providers {
   /** Where the machine commands act: the server's sandboxes, or the local engine's. */
   Machines machines() {
     return new Machines(this, defaultName());
+  }
+
+  /**
+   * The options a Modal sandbox cannot take, as the command line names them: Modal has no disk
+   * quota, egress policy, named network, isolation choice, suspend or deadline of ours.
+   */
+  private static final List<String> NOT_FOR_MODAL =
+      List.of(
+          "--disk",
+          "--disk-inodes",
+          "--port-token",
+          "--egress",
+          "--network",
+          "--isolation",
+          "--auto-suspend",
+          "--delete-after");
+
+  /**
+   * A Modal sandbox of {@code settings}: {@code --image} is a registry tag Modal pulls, {@code
+   * --snapshot} an image id from a filesystem snapshot, {@code --label} a tag, {@code --lifetime}
+   * its sandbox timeout. Credentials and endpoint come from the CLI's environment ({@code
+   * MODAL_TOKEN_ID}, {@code MODAL_TOKEN_SECRET}, {@code MODAL_SERVER_URL}) or {@code
+   * ~/.modal.toml}, as Modal's own clients find them.
+   */
+  private static ModalSandbox modal(Providers providers, Settings settings) {
+    refuse(settings, NOT_FOR_MODAL, "modal sandboxes");
+    ModalSandbox.Builder b = ModalSandbox.builder().env(settings.env());
+    String id = providers.environment.get("MODAL_TOKEN_ID");
+    String secret = providers.environment.get("MODAL_TOKEN_SECRET");
+    if (id != null && secret != null && !id.isBlank() && !secret.isBlank()) {
+      b.token(id, secret);
+    }
+    String url = providers.environment.get("MODAL_SERVER_URL");
+    if (url != null && !url.isBlank()) {
+      b.serverUrl(url);
+    }
+    if (settings.workingDirectory() != null) {
+      b.workingDirectory(settings.workingDirectory());
+    }
+    if (settings.image() != null) {
+      b.image(settings.image());
+    }
+    if (settings.snapshot() != null) {
+      b.imageId(settings.snapshot());
+    }
+    if (settings.cpus() != null) {
+      b.cpu(settings.cpus());
+    }
+    if (settings.memoryBytes() != null) {
+      long mib = settings.memoryBytes() >> 20;
+      if (mib < 1 || mib > Integer.MAX_VALUE || (settings.memoryBytes() & ((1 << 20) - 1)) != 0) {
+        throw new IllegalArgumentException(
+            "--memory for a modal sandbox must be a whole number of MiB, not "
+                + settings.memoryBytes()
+                + " bytes");
+      }
+      b.memoryMiB((int) mib);
+    }
+    settings.labels().forEach(b::tag);
+    Timers.apply(settings.timers(), d -> {}, b::sandboxTimeout, b::idleTimeout, t -> {});
+    return b.build();
+  }
+
+  /** Refuses the options of {@code settings} that {@code notFor} lists, naming them. */
+  private static void refuse(Settings settings, List<String> notFor, String what) {
+    List<String> unsupported =
+        settings.localOnlyOptions().stream().filter(notFor::contains).toList();
+    if (!unsupported.isEmpty()) {
+      throw new IllegalArgumentException(
+          String.join(", ", unsupported)
+              + (unsupported.size() == 1 ? " is" : " are")
+              + " not supported by "
+              + what);
+    }
   }
 
   /** The options a docker sandbox cannot take (yet), as the command line names them. */

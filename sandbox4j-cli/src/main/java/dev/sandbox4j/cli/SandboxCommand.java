@@ -153,7 +153,8 @@ final class SandboxCommand implements Runnable {
           new Providers(
               context.home(),
               line -> progress().step(line),
-              url == null || url.isBlank() ? null : new Providers.Server(url, context.env()));
+              url == null || url.isBlank() ? null : new Providers.Server(url, context.env()),
+              context.env());
     }
     return providers;
   }

@@ -285,6 +285,11 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
     return options.beforeCreate;
   }
 
+  /** The working directory the builder was given, or null. */
+  String explicitWorkingDirectory() {
+    return options.workingDirectory;
+  }
+
   String workingDirectoryOption() {
     if (options.workingDirectory != null) {
       return options.workingDirectory;
@@ -711,7 +716,8 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
 
     /**
      * The absolute directory commands start in; created on a new sandbox, required to exist in an
-     * attached one. Default: {@code /root} on the default image, else the image's own.
+     * attached one. Default: {@code /root} on a new sandbox of the default image, else the image's
+     * own; an attached sandbox keeps its own (whichever image it was made from).
      */
     public Builder workingDirectory(String dir) {
       if (dir == null || !dir.startsWith("/")) {

@@ -146,7 +146,10 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
             "Modal could not start sandbox " + id + ": " + e.getMessage(), e);
       }
     }
-    String configured = sandboxes.workingDirectoryOption();
+    // the default image's /root is for sandboxes this provider makes: an attached one (made by
+    // another provider, maybe from another image) keeps its own unless one was set
+    String configured =
+        fresh ? sandboxes.workingDirectoryOption() : sandboxes.explicitWorkingDirectory();
     ModalExec exec =
         startExec(
             List.of(
