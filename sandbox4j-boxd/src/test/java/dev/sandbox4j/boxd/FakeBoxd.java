@@ -121,6 +121,7 @@ final class FakeBoxd implements AutoCloseable {
     volatile String status = "pending";
     volatile Instant destroyedAt;
     final Set<Thread> execs = ConcurrentHashMap.newKeySet();
+    final Set<Thread> cancelled = ConcurrentHashMap.newKeySet();
 
     Machine(
         String id,
@@ -662,10 +663,15 @@ final class FakeBoxd implements AutoCloseable {
 
     ExecSession(ServerCallStreamObserver<ExecChunk> out) {
       this.out = out;
+      // flow control as a real server writing to a pipe has: the next stdin frame is asked for
+      // only once the command took the previous one
+      out.disableAutoRequest();
+      out.request(1);
       out.setOnCancelHandler(
           () -> {
             Thread t = runner;
-            if (t != null) {
+            if (t != null && t != Thread.currentThread()) {
+              cancelledOn(t);
               t.interrupt();
             }
           });
@@ -675,8 +681,11 @@ final class FakeBoxd implements AutoCloseable {
     public void onNext(ExecChunk chunk) {
       if (runner == null) {
         start(chunk);
+        out.request(1);
       } else if (chunk.getStdin()) {
         stdin.add(chunk.getData().toByteArray());
+      } else {
+        out.request(1);
       }
     }
 
@@ -688,6 +697,15 @@ final class FakeBoxd implements AutoCloseable {
     @Override
     public void onCompleted() {
       stdin.add(EOF);
+    }
+
+    private volatile Machine machine;
+
+    private void cancelledOn(Thread t) {
+      Machine m = machine;
+      if (m != null && t.isAlive()) {
+        m.cancelled.add(t);
+      }
     }
 
     private synchronized void send(ExecChunk chunk) {
@@ -731,6 +749,8 @@ final class FakeBoxd implements AutoCloseable {
         return;
       }
       Machine machine = m;
+      this.machine = m;
+      awaitEndOfCancelled(machine);
       runner =
           Thread.ofVirtual()
               .unstarted(
@@ -740,10 +760,28 @@ final class FakeBoxd implements AutoCloseable {
                       run(machine, first.getCommand());
                     } finally {
                       machine.execs.remove(Thread.currentThread());
+                      machine.cancelled.remove(Thread.currentThread());
                     }
                   });
       runner.start();
       Thread.ofVirtual().start(this::watchSilence);
+    }
+
+    /**
+     * boxd kills a cancelled exec's whole process namespace at once; the local engine kills a tree
+     * one process at a time. A new exec waits for those still dying, so that it sees what a command
+     * on boxd would: none of them.
+     */
+    private void awaitEndOfCancelled(Machine machine) {
+      long end = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+      for (Thread t : machine.cancelled) {
+        try {
+          t.join(Duration.ofNanos(Math.max(1, end - System.nanoTime())));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return;
+        }
+      }
     }
 
     /** boxd drops a non-PTY exec that printed nothing for its limit, without an exit frame. */
@@ -823,6 +861,7 @@ final class FakeBoxd implements AutoCloseable {
             } else {
               current = next;
               pos = 0;
+              out.request(1);
             }
           } catch (InterruptedException e) {
             throw new InterruptedIOException();
