@@ -1,6 +1,6 @@
 package dev.sandbox4j.boxd;
 
-import dev.sandbox4j.boxd.proto.BoxdApiGrpc;
+import dev.sandbox4j.boxd.internal.proto.BoxdApiGrpc;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import io.grpc.ManagedChannel;

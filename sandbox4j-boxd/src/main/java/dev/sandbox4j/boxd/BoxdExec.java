@@ -1,8 +1,8 @@
 package dev.sandbox4j.boxd;
 
 import com.google.protobuf.ByteString;
-import dev.sandbox4j.boxd.proto.BoxdApiGrpc;
-import dev.sandbox4j.boxd.proto.ExecChunk;
+import dev.sandbox4j.boxd.internal.proto.BoxdApiGrpc;
+import dev.sandbox4j.boxd.internal.proto.ExecChunk;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.WorkspaceException;

@@ -2,11 +2,11 @@ package dev.sandbox4j.boxd;
 
 import dev.sandbox4j.boxd.BoxdCalls.Retry;
 import dev.sandbox4j.boxd.BoxdCalls.Target;
-import dev.sandbox4j.boxd.proto.GetVmRequest;
-import dev.sandbox4j.boxd.proto.GetVmResponse;
-import dev.sandbox4j.boxd.proto.ResumeVmRequest;
-import dev.sandbox4j.boxd.proto.StartVmRequest;
-import dev.sandbox4j.boxd.proto.WakeVmRequest;
+import dev.sandbox4j.boxd.internal.proto.GetVmRequest;
+import dev.sandbox4j.boxd.internal.proto.GetVmResponse;
+import dev.sandbox4j.boxd.internal.proto.ResumeVmRequest;
+import dev.sandbox4j.boxd.internal.proto.StartVmRequest;
+import dev.sandbox4j.boxd.internal.proto.WakeVmRequest;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.time.Duration;

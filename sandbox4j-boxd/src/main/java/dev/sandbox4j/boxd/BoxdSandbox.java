@@ -3,23 +3,23 @@ package dev.sandbox4j.boxd;
 import com.google.protobuf.ByteString;
 import dev.sandbox4j.boxd.BoxdCalls.Retry;
 import dev.sandbox4j.boxd.BoxdCalls.Target;
-import dev.sandbox4j.boxd.proto.BoxdApiGrpc;
-import dev.sandbox4j.boxd.proto.CreateSnapshotRequest;
-import dev.sandbox4j.boxd.proto.CreateVmFromSnapshotRequest;
-import dev.sandbox4j.boxd.proto.CreateVmRequest;
-import dev.sandbox4j.boxd.proto.CreateVmResponse;
-import dev.sandbox4j.boxd.proto.DeleteSnapshotRequest;
-import dev.sandbox4j.boxd.proto.DestroyVmRequest;
-import dev.sandbox4j.boxd.proto.EnvVar;
-import dev.sandbox4j.boxd.proto.GetSnapshotRequest;
-import dev.sandbox4j.boxd.proto.GetVmResponse;
-import dev.sandbox4j.boxd.proto.ListVmsRequest;
-import dev.sandbox4j.boxd.proto.SrfConfig;
-import dev.sandbox4j.boxd.proto.StopVmRequest;
-import dev.sandbox4j.boxd.proto.SuspendVmRequest;
-import dev.sandbox4j.boxd.proto.UploadFileChunk;
-import dev.sandbox4j.boxd.proto.UploadFileResponse;
-import dev.sandbox4j.boxd.proto.VmConfig;
+import dev.sandbox4j.boxd.internal.proto.BoxdApiGrpc;
+import dev.sandbox4j.boxd.internal.proto.CreateSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.CreateVmFromSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.CreateVmRequest;
+import dev.sandbox4j.boxd.internal.proto.CreateVmResponse;
+import dev.sandbox4j.boxd.internal.proto.DeleteSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.DestroyVmRequest;
+import dev.sandbox4j.boxd.internal.proto.EnvVar;
+import dev.sandbox4j.boxd.internal.proto.GetSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.GetVmResponse;
+import dev.sandbox4j.boxd.internal.proto.ListVmsRequest;
+import dev.sandbox4j.boxd.internal.proto.SrfConfig;
+import dev.sandbox4j.boxd.internal.proto.StopVmRequest;
+import dev.sandbox4j.boxd.internal.proto.SuspendVmRequest;
+import dev.sandbox4j.boxd.internal.proto.UploadFileChunk;
+import dev.sandbox4j.boxd.internal.proto.UploadFileResponse;
+import dev.sandbox4j.boxd.internal.proto.VmConfig;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.WorkspaceBackend;
@@ -572,7 +572,7 @@ public final class BoxdSandbox
     }
   }
 
-  private dev.sandbox4j.boxd.proto.SnapshotInfo snapshotInfo(String name) {
+  private dev.sandbox4j.boxd.internal.proto.SnapshotInfo snapshotInfo(String name) {
     return calls.unary(
         "GetSnapshot",
         Target.snapshot(name),

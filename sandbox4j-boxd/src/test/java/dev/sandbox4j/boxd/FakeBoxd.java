@@ -2,35 +2,35 @@ package dev.sandbox4j.boxd;
 
 import com.google.protobuf.ByteString;
 import com.sun.net.httpserver.HttpServer;
-import dev.sandbox4j.boxd.proto.BoxdApiGrpc;
-import dev.sandbox4j.boxd.proto.CreateSnapshotRequest;
-import dev.sandbox4j.boxd.proto.CreateSnapshotResponse;
-import dev.sandbox4j.boxd.proto.CreateVmFromSnapshotRequest;
-import dev.sandbox4j.boxd.proto.CreateVmRequest;
-import dev.sandbox4j.boxd.proto.CreateVmResponse;
-import dev.sandbox4j.boxd.proto.DeleteSnapshotRequest;
-import dev.sandbox4j.boxd.proto.DeleteSnapshotResponse;
-import dev.sandbox4j.boxd.proto.DestroyVmRequest;
-import dev.sandbox4j.boxd.proto.DestroyVmResponse;
-import dev.sandbox4j.boxd.proto.ExecChunk;
-import dev.sandbox4j.boxd.proto.GetSnapshotRequest;
-import dev.sandbox4j.boxd.proto.GetVmRequest;
-import dev.sandbox4j.boxd.proto.GetVmResponse;
-import dev.sandbox4j.boxd.proto.ListVmsRequest;
-import dev.sandbox4j.boxd.proto.ListVmsResponse;
-import dev.sandbox4j.boxd.proto.ResumeVmRequest;
-import dev.sandbox4j.boxd.proto.ResumeVmResponse;
-import dev.sandbox4j.boxd.proto.SnapshotInfo;
-import dev.sandbox4j.boxd.proto.StartVmRequest;
-import dev.sandbox4j.boxd.proto.StartVmResponse;
-import dev.sandbox4j.boxd.proto.StopVmRequest;
-import dev.sandbox4j.boxd.proto.StopVmResponse;
-import dev.sandbox4j.boxd.proto.SuspendVmRequest;
-import dev.sandbox4j.boxd.proto.SuspendVmResponse;
-import dev.sandbox4j.boxd.proto.UploadFileChunk;
-import dev.sandbox4j.boxd.proto.UploadFileResponse;
-import dev.sandbox4j.boxd.proto.WakeVmRequest;
-import dev.sandbox4j.boxd.proto.WakeVmResponse;
+import dev.sandbox4j.boxd.internal.proto.BoxdApiGrpc;
+import dev.sandbox4j.boxd.internal.proto.CreateSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.CreateSnapshotResponse;
+import dev.sandbox4j.boxd.internal.proto.CreateVmFromSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.CreateVmRequest;
+import dev.sandbox4j.boxd.internal.proto.CreateVmResponse;
+import dev.sandbox4j.boxd.internal.proto.DeleteSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.DeleteSnapshotResponse;
+import dev.sandbox4j.boxd.internal.proto.DestroyVmRequest;
+import dev.sandbox4j.boxd.internal.proto.DestroyVmResponse;
+import dev.sandbox4j.boxd.internal.proto.ExecChunk;
+import dev.sandbox4j.boxd.internal.proto.GetSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.GetVmRequest;
+import dev.sandbox4j.boxd.internal.proto.GetVmResponse;
+import dev.sandbox4j.boxd.internal.proto.ListVmsRequest;
+import dev.sandbox4j.boxd.internal.proto.ListVmsResponse;
+import dev.sandbox4j.boxd.internal.proto.ResumeVmRequest;
+import dev.sandbox4j.boxd.internal.proto.ResumeVmResponse;
+import dev.sandbox4j.boxd.internal.proto.SnapshotInfo;
+import dev.sandbox4j.boxd.internal.proto.StartVmRequest;
+import dev.sandbox4j.boxd.internal.proto.StartVmResponse;
+import dev.sandbox4j.boxd.internal.proto.StopVmRequest;
+import dev.sandbox4j.boxd.internal.proto.StopVmResponse;
+import dev.sandbox4j.boxd.internal.proto.SuspendVmRequest;
+import dev.sandbox4j.boxd.internal.proto.SuspendVmResponse;
+import dev.sandbox4j.boxd.internal.proto.UploadFileChunk;
+import dev.sandbox4j.boxd.internal.proto.UploadFileResponse;
+import dev.sandbox4j.boxd.internal.proto.WakeVmRequest;
+import dev.sandbox4j.boxd.internal.proto.WakeVmResponse;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
@@ -146,6 +146,7 @@ final class FakeBoxd implements AutoCloseable {
   final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
   final List<String> authorizations = new CopyOnWriteArrayList<>();
   final AtomicInteger tokenExchanges = new AtomicInteger();
+  final List<CreateVmRequest> creates = new CopyOnWriteArrayList<>();
   private final Map<String, Queue<Status>> faults = new ConcurrentHashMap<>();
   private final Map<String, Instant> tokens = new ConcurrentHashMap<>();
   private final AtomicInteger ids = new AtomicInteger();
@@ -395,6 +396,7 @@ final class FakeBoxd implements AutoCloseable {
 
     @Override
     public void createVm(CreateVmRequest r, StreamObserver<CreateVmResponse> out) {
+      creates.add(r);
       answer(
           out,
           () -> {
