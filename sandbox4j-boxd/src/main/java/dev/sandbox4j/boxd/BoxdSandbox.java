@@ -577,7 +577,7 @@ public final class BoxdSandbox
         "GetSnapshot",
         Target.snapshot(name),
         Retry.SAFE,
-        s -> s.getSnapshot(GetSnapshotRequest.newBuilder().setName(name).build()));
+        s -> s.getSnapshot(GetSnapshotRequest.newBuilder().setName(name).build()).getSnapshot());
   }
 
   private void makeWorkingDirectory(String id) {

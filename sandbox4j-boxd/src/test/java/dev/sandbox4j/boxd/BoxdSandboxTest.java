@@ -193,6 +193,13 @@ class BoxdSandboxTest {
     assertThat(boxd.calls("GetSnapshot")).as("pending at first: polled").isGreaterThan(1);
     Workspace fromSnapshot = open(boxd.client().snapshot(name).build());
     assertThat(fromSnapshot.readText("saved.txt")).isEqualTo("from the snapshot");
+    ws.writeText("saved.txt", "saved again");
+    client.snapshot(ws.open(), name);
+    Workspace fromNewVersion = open(boxd.client().snapshot(name).build());
+    assertThat(fromNewVersion.readText("saved.txt"))
+        .as("re-saving under a name makes a new version, which new machines start from")
+        .isEqualTo("saved again");
+    assertThat(fromSnapshot.readText("saved.txt")).isEqualTo("from the snapshot");
     assertThat(client.removeSnapshot(name)).isTrue();
     assertThat(client.removeSnapshot(name)).isFalse();
     assertThatThrownBy(client::snapshots).isInstanceOf(UnsupportedOperationException.class);

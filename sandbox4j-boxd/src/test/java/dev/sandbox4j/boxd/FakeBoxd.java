@@ -14,6 +14,7 @@ import dev.sandbox4j.boxd.internal.proto.DestroyVmRequest;
 import dev.sandbox4j.boxd.internal.proto.DestroyVmResponse;
 import dev.sandbox4j.boxd.internal.proto.ExecChunk;
 import dev.sandbox4j.boxd.internal.proto.GetSnapshotRequest;
+import dev.sandbox4j.boxd.internal.proto.GetSnapshotResponse;
 import dev.sandbox4j.boxd.internal.proto.GetVmRequest;
 import dev.sandbox4j.boxd.internal.proto.GetVmResponse;
 import dev.sandbox4j.boxd.internal.proto.ListVmsRequest;
@@ -568,7 +569,7 @@ final class FakeBoxd implements AutoCloseable {
     }
 
     @Override
-    public void getSnapshot(GetSnapshotRequest r, StreamObserver<SnapshotInfo> out) {
+    public void getSnapshot(GetSnapshotRequest r, StreamObserver<GetSnapshotResponse> out) {
       answer(
           out,
           () -> {
@@ -576,13 +577,15 @@ final class FakeBoxd implements AutoCloseable {
             if (s == null) {
               throw Status.NOT_FOUND.withDescription("snapshot not found").asRuntimeException();
             }
-            return SnapshotInfo.newBuilder()
-                .setName(s.name())
-                .setSnapshotId("snap-" + s.name())
-                .setVersion(1)
-                .setStatus(Instant.now().isBefore(s.readyAt()) ? "pending" : "ready")
-                .setVcpu(s.vcpu())
-                .setMemoryBytes(s.vcpu() * 4L * 1024 * 1024 * 1024)
+            return GetSnapshotResponse.newBuilder()
+                .setSnapshot(
+                    SnapshotInfo.newBuilder()
+                        .setName(s.name())
+                        .setSnapshotId("snap-" + s.name())
+                        .setVersion(1)
+                        .setStatus(Instant.now().isBefore(s.readyAt()) ? "pending" : "ready")
+                        .setVcpu(s.vcpu())
+                        .setMemoryBytes(s.vcpu() * 4L * 1024 * 1024 * 1024))
                 .build();
           });
     }
