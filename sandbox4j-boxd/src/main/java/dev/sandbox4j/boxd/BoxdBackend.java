@@ -63,14 +63,29 @@ final class BoxdBackend implements WorkspaceBackend, SupportsCommands {
     Map<String, String> env = new LinkedHashMap<>(provider.env());
     env.putAll(options.env());
     String line = BoxdCommandLine.of(command, provider.workingDirectoryOption(), env);
+    if (options.stdin().isPresent()) {
+      // boxd may have parked it meanwhile (auto-suspend: 30 s without network traffic, or another
+      // client), and an exec refused for that may already have read stdin from its source, which
+      // cannot be sent twice: one GetVm first (and a wake if needed) costs less than that
+      provider.machines().awaken(id);
+    }
     boolean woken = false;
     boolean renewed = false;
     while (true) {
       try {
         return provider.exec(id, line, options);
       } catch (BoxdExec.StreamFailure e) {
-        // Both refusals come before the command starts, so sending it again runs it once.
+        // Both refusals come before the command starts, so sending it again runs it once; but
+        // stdin already read from its source is gone.
         Status.Code code = e.status.getCode();
+        if (e.stdinTouched
+            && (code == Status.Code.FAILED_PRECONDITION || code == Status.Code.UNAUTHENTICATED)) {
+          throw new WorkspaceException(
+              "boxd refused the command ("
+                  + code
+                  + ") after its stdin was read: it was not run, and cannot be sent again",
+              e);
+        }
         if (code == Status.Code.FAILED_PRECONDITION && !woken) {
           // not running (boxd never wakes a machine for an API call): wake it, then once more
           provider.machines().awaken(id);

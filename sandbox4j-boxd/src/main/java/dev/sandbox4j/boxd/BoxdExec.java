@@ -42,9 +42,13 @@ final class BoxdExec {
     private static final long serialVersionUID = 1L;
     final transient Status status;
 
-    StreamFailure(Status status, String message, Throwable cause) {
+    /** Whether the stdin source was read from: then the command cannot be sent again. */
+    final boolean stdinTouched;
+
+    StreamFailure(Status status, boolean stdinTouched, String message, Throwable cause) {
       super(message, cause);
       this.status = status;
+      this.stdinTouched = stdinTouched;
     }
   }
 
@@ -59,6 +63,7 @@ final class BoxdExec {
   private boolean overLimit;
   private Throwable failure;
   private WorkspaceException stdinFailure;
+  private volatile boolean stdinTouched;
   private ClientCallStreamObserver<ExecChunk> requests;
 
   private BoxdExec(RunOptions options, Duration noOutputLimit) {
@@ -173,7 +178,8 @@ final class BoxdExec {
         if (status.getCode() == Status.Code.UNAUTHENTICATED) {
           calls.refused(token);
         }
-        throw new StreamFailure(status, "the boxd exec stream failed: " + status, failure);
+        throw new StreamFailure(
+            status, stdinTouched, "the boxd exec stream failed: " + status, failure);
       }
       boolean silent = System.nanoTime() - lastOutputNanos >= noOutputLimit.toNanos();
       if (silent) {
@@ -183,6 +189,7 @@ final class BoxdExec {
       }
       throw new StreamFailure(
           Status.UNKNOWN.withDescription("ended without an exit code"),
+          stdinTouched,
           "the boxd exec stream ended without an exit code: the command's fate is unknown",
           null);
     }
@@ -265,6 +272,7 @@ final class BoxdExec {
                 while (true) {
                   int n;
                   try {
+                    stdinTouched = true;
                     n = in.read(buffer);
                   } catch (IOException | RuntimeException e) {
                     synchronized (this) {

@@ -173,6 +173,11 @@ class BoxdSandboxTest {
     client.stop(ref);
     assertThat(client.info(ref)).get().extracting(SandboxInfo::state).isEqualTo("stopped");
     assertThat(sh(ws, "cat state")).as("started for the command, disk kept").isEqualTo("before\n");
+    client.suspend(ref);
+    ws.writeText("written.txt", "while parked");
+    assertThat(ws.readText("written.txt"))
+        .as("a write (a command with stdin) wakes the machine before its stdin is read")
+        .isEqualTo("while parked");
     client.stop(ref);
     client.start(ref);
     client.suspend(ref);
