@@ -34,6 +34,9 @@ final class BoxdExec {
   /** Stdin frames stay well under gRPC's 4 MiB message cap, as boxd's clients keep them. */
   static final int STDIN_CHUNK = 256 * 1024;
 
+  /** How long the stream may take to end after the exit frame before the command returns. */
+  private static final Duration END_GRACE = Duration.ofSeconds(2);
+
   /** What is kept of each stream when the options do not retain output (the limit's head). */
   private static final int KEPT_WITHOUT_RETAIN = RunOptions.OUTPUT_LIMIT_KEPT_BYTES;
 
@@ -165,9 +168,13 @@ final class BoxdExec {
         throw stdinFailure;
       }
       if (exitCode != null) {
-        // the exit frame is the last word: stop listening, whatever the service does next
-        if (!ended) {
-          cancel("done");
+        // The exit frame is the last word; the stream's end follows. It is not cancelled if it
+        // lingers: cancelling kills what the command left running in the background (a server
+        // started with nohup ... &), which has to outlive the command.
+        try {
+          awaitEnd(END_GRACE);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt(); // the command is done: its result stands
         }
         return options.retainOutput()
             ? new CommandResult(exitCode, stdout.toByteArray(), stderr.toByteArray())
@@ -195,6 +202,13 @@ final class BoxdExec {
     }
   }
 
+  private void awaitEnd(Duration grace) throws InterruptedException {
+    long end = System.nanoTime() + grace.toNanos();
+    while (!ended && end - System.nanoTime() > 0) {
+      wait(Math.max(1, (end - System.nanoTime()) / 1_000_000));
+    }
+  }
+
   /**
    * An output frame, or the exit frame: boxd's last frame has an empty {@code data} (exit code 0 is
    * the proto default), and a frame with data and a non-zero exit code carries both.
@@ -211,13 +225,13 @@ final class BoxdExec {
         lastOutputNanos = System.nanoTime();
         long room = options.outputLimit() - total;
         int kept = (int) Math.min(data.length, Math.max(room, 0));
-        ByteArrayOutputStream kept_ = isStderr ? stderr : stdout;
+        ByteArrayOutputStream stream = isStderr ? stderr : stdout;
         // without retainOutput, only the head is kept: for a timeout's or the limit's exception
         int keep =
             options.retainOutput()
                 ? kept
-                : (int) Math.max(0, Math.min(kept, KEPT_WITHOUT_RETAIN - kept_.size()));
-        kept_.write(data, 0, keep);
+                : (int) Math.max(0, Math.min(kept, KEPT_WITHOUT_RETAIN - stream.size()));
+        stream.write(data, 0, keep);
         total += kept;
         if (data.length > room) {
           overLimit = true;

@@ -281,6 +281,24 @@ class BoxdSandboxTest {
   }
 
   @Test
+  void aBackgroundProcessOutlivesTheCommandThatStartedIt() {
+    Workspace ws = open(boxd.client().build());
+    sh(ws, "nohup sleep 300 >/dev/null 2>&1 & echo $! > bg.pid");
+    assertThat(sh(ws, "kill -0 $(cat bg.pid) && echo alive"))
+        .as("the command's end does not cancel its exec, which would kill what it left running")
+        .isEqualTo("alive\n");
+  }
+
+  @Test
+  void aTokenRevokedBetweenCommandsIsRenewedForTheNextExec() {
+    Workspace ws = open(boxd.client().build());
+    int exchanges = boxd.tokenExchanges.get();
+    boxd.revokeTokens();
+    assertThat(sh(ws, "echo renewed")).isEqualTo("renewed\n");
+    assertThat(boxd.tokenExchanges.get()).isEqualTo(exchanges + 1);
+  }
+
+  @Test
   void theCommandLineQuotesEveryWord() {
     assertThat(
             BoxdCommandLine.of(

@@ -59,7 +59,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayDeque;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Queue;
@@ -909,10 +908,5 @@ final class FakeBoxd implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-  }
-
-  @SuppressWarnings("unused")
-  private static List<String> copy(List<String> l) {
-    return new ArrayList<>(l);
   }
 }
