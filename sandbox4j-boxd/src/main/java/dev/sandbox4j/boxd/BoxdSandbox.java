@@ -28,11 +28,13 @@ import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SandboxTimers;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import dev.sandbox4j.workspace.machine.SupportsListing;
 import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
+import dev.sandbox4j.workspace.machine.SupportsTimers;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.StreamObserver;
 import java.net.URI;
@@ -83,7 +85,8 @@ public final class BoxdSandbox
         SupportsListing,
         SupportsSuspend,
         SupportsStop,
-        SupportsSnapshots {
+        SupportsSnapshots,
+        SupportsTimers {
 
   /** The provider name in refs: {@code boxd}. */
   public static final String NAME = "boxd";
@@ -251,6 +254,26 @@ public final class BoxdSandbox
   @Override
   public Optional<SandboxInfo> info(WorkspaceRef ref) {
     return machines.find(mine(ref)).map(this::info);
+  }
+
+  /**
+   * The machine's timers as boxd reports them: auto-suspend after idle network time, and
+   * auto-destroy seconds after start as its lifetime ({@code sandboxTimeout}). boxd's other timers
+   * (auto-hibernate, delete-after, idle-destroy) have no place in the record or no known field; the
+   * lifetime's end is not given, since boxd counts it from the start, not the creation.
+   */
+  @Override
+  public Optional<SandboxTimers> timers(WorkspaceRef ref) {
+    return Optional.of(timers(machines.get(mine(ref))));
+  }
+
+  private static SandboxTimers timers(GetVmResponse vm) {
+    return new SandboxTimers(
+        Duration.ofSeconds(vm.getAutoSuspendTimeoutSecs()),
+        Duration.ofSeconds(vm.getAutoDestroyTimeoutSecs()),
+        Duration.ZERO,
+        null,
+        null);
   }
 
   /** Parks the machine with its memory kept; a later command resumes it. Idempotent. */
@@ -610,7 +633,8 @@ public final class BoxdSandbox
     SandboxInfo.Builder b =
         SandboxInfo.builder(new WorkspaceRef(NAME, vm.getVmId()), vm.getStatus())
             .limits(vm.getVcpu(), vm.getMemoryBytes(), 0)
-            .networks(vm.getNetworksList());
+            .networks(vm.getNetworksList())
+            .timers(timers(vm));
     if (!vm.getImageRef().isEmpty()) {
       b.image(vm.getImageRef());
     }

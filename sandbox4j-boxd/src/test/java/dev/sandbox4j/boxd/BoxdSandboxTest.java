@@ -79,6 +79,28 @@ class BoxdSandboxTest {
     assertThat(sh(ws, "pwd; echo $A; sudo -n true && echo sudo-ok"))
         .isEqualTo("/home/boxd\n1\nsudo-ok\n");
     assertThat(client.list()).extracting(SandboxInfo::ref).contains(ws.open());
+    assertThat(client.timers(ws.open()))
+        .get()
+        .satisfies(
+            t -> {
+              assertThat(t.autoSuspendTimeout()).isEqualTo(Duration.ofSeconds(120));
+              assertThat(t.sandboxTimeout()).isZero();
+            });
+  }
+
+  @Test
+  void autoSuspendOffAndAutoDestroyAreSentAndReadBack() {
+    BoxdSandbox client =
+        boxd.client()
+            .autoSuspendTimeout(Duration.ZERO)
+            .autoDestroyTimeout(Duration.ofHours(2))
+            .build();
+    Workspace ws = open(client);
+    var srf = boxd.creates.getLast().getConfig().getSrf();
+    assertThat(srf.hasAutoSuspendTimeoutSecs()).as("0 is sent: it turns auto-suspend off").isTrue();
+    assertThat(srf.getAutoSuspendTimeoutSecs()).isZero();
+    assertThat(client.timers(ws.open()).orElseThrow().sandboxTimeout())
+        .isEqualTo(Duration.ofHours(2));
   }
 
   @Test

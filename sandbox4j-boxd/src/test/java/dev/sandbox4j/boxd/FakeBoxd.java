@@ -120,6 +120,8 @@ final class FakeBoxd implements AutoCloseable {
     volatile WorkspaceRef local;
     volatile String status = "pending";
     volatile Instant destroyedAt;
+    volatile int autoSuspendSecs = 30;
+    volatile int autoDestroySecs;
     final Set<Thread> execs = ConcurrentHashMap.newKeySet();
     final Set<Thread> cancelled = ConcurrentHashMap.newKeySet();
 
@@ -308,6 +310,8 @@ final class FakeBoxd implements AutoCloseable {
         .setDiskBytes(100L * 1024 * 1024 * 1024)
         .setAccessDomain(m.name + ".boxd.sh")
         .setIsolated(m.isolated)
+        .setAutoSuspendTimeoutSecs(m.autoSuspendSecs)
+        .setAutoDestroyTimeoutSecs(m.autoDestroySecs)
         .addAllNetworks(m.networks)
         .build();
   }
@@ -408,8 +412,14 @@ final class FakeBoxd implements AutoCloseable {
             }
             Map<String, String> env = new java.util.LinkedHashMap<>();
             r.getEnvList().forEach(e -> env.put(e.getKey(), e.getValue()));
-            return created(
-                create(r.getName(), r.getIsolated(), vcpu == 0 ? 2 : vcpu, engine(env, null)));
+            Machine m =
+                create(r.getName(), r.getIsolated(), vcpu == 0 ? 2 : vcpu, engine(env, null));
+            // the timers are recorded, not enforced: no test waits for them
+            if (r.getConfig().getSrf().hasAutoSuspendTimeoutSecs()) {
+              m.autoSuspendSecs = r.getConfig().getSrf().getAutoSuspendTimeoutSecs();
+            }
+            m.autoDestroySecs = r.getConfig().getSrf().getAutoDestroyTimeoutSecs();
+            return created(m);
           });
     }
 
