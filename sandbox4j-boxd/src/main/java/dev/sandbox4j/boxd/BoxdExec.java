@@ -9,7 +9,6 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceOutputLimitException;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import io.grpc.Status;
-import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import java.io.ByteArrayOutputStream;
@@ -356,10 +355,5 @@ final class BoxdExec {
     } catch (RuntimeException e) {
       // ended already
     }
-  }
-
-  /** Whether a failure of the stream says the machine is gone. */
-  static boolean gone(StatusRuntimeException e) {
-    return e.getStatus().getCode() == Status.Code.NOT_FOUND;
   }
 }

@@ -25,8 +25,6 @@ final class BoxdMachines {
 
   static final String RUNNING = "running";
   static final Set<String> GONE = Set.of("destroying", "destroyed");
-  static final Set<String> BOOTING =
-      Set.of("pending", "starting", "creating", "resuming", "waking");
 
   private final BoxdCalls calls;
   private final Duration readyTimeout;

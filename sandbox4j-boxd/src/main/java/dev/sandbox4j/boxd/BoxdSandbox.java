@@ -569,6 +569,22 @@ public final class BoxdSandbox
     GetVmResponse vm = machines.get(vmId);
     BoxdMachines.requireIsolated(vm, "attach to");
     machines.awaken(vmId);
+    if (!options.workingDirectory().equals(DEFAULT_WORKING_DIRECTORY)) {
+      String dir = options.workingDirectory();
+      CommandResult r =
+          exec(
+              vmId,
+              "test -d " + BoxdCommandLine.quote(dir),
+              RunOptions.withTimeout(Duration.ofMinutes(1)));
+      if (r.exitCode() != 0) {
+        throw new WorkspaceException(
+            "the working directory "
+                + dir
+                + " does not exist in boxd machine "
+                + vmId
+                + " (it is created only on a new machine)");
+      }
+    }
   }
 
   private SrfConfig srf() {

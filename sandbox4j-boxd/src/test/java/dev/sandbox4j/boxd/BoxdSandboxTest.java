@@ -107,6 +107,17 @@ class BoxdSandboxTest {
   void aProjectWorkingDirectoryIsCreatedOnANewMachine() {
     Workspace ws = open(boxd.client().workingDirectory("/home/boxd/project").build());
     assertThat(sh(ws, "pwd")).isEqualTo("/home/boxd/project\n");
+    Workspace elsewhere =
+        Workspace.of(
+            boxd.client()
+                .workingDirectory("/home/boxd/other")
+                .build()
+                .backend(ws.open())
+                .orElseThrow());
+    assertThatThrownBy(elsewhere::workingDirectory)
+        .as("the seed: a project path must already exist on a machine attached to")
+        .isInstanceOf(WorkspaceException.class)
+        .hasMessageContaining("does not exist");
   }
 
   @Test
