@@ -101,11 +101,20 @@ final class BoxdBackend implements WorkspaceBackend, SupportsCommands {
 
   /** The exception for a failed stream: unavailable if the machine is gone, else as it was. */
   private WorkspaceException explain(String id, BoxdExec.StreamFailure e) {
-    if (e.status.getCode() == Status.Code.NOT_FOUND || provider.machines().find(id).isEmpty()) {
+    if (e.status.getCode() == Status.Code.NOT_FOUND || gone(id)) {
       return new WorkspaceUnavailableException(
           "the boxd machine " + id + " is gone (" + e.getMessage() + ")", e);
     }
     return new WorkspaceException(e.getMessage(), e);
+  }
+
+  /** Whether the machine is known to be gone; a check that fails itself says nothing. */
+  private boolean gone(String id) {
+    try {
+      return provider.machines().find(id).isEmpty();
+    } catch (WorkspaceException | IllegalArgumentException checkFailed) {
+      return false; // the stream's own failure is the one to report
+    }
   }
 
   @Override

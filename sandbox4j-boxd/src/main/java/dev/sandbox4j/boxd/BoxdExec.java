@@ -187,7 +187,9 @@ final class BoxdExec {
         throw new StreamFailure(
             status, stdinTouched, "the boxd exec stream failed: " + status, failure);
       }
-      boolean silent = System.nanoTime() - lastOutputNanos >= noOutputLimit.toNanos();
+      // a tenth of slack: boxd's clock for the limit started when it last sent, not when we read
+      long silence = System.nanoTime() - lastOutputNanos;
+      boolean silent = silence >= noOutputLimit.toNanos() - noOutputLimit.toNanos() / 10;
       if (silent) {
         // boxd drops an exec that printed nothing for 30 minutes, without an exit frame
         throw new WorkspaceTimeoutException(

@@ -45,6 +45,8 @@ class BoxdSandboxTest {
   @AfterEach
   void destroyMachines() {
     boxd.cutExecs = false;
+    boxd.endExecsWithoutExit = false;
+    boxd.noOutputLimit = Duration.ofMinutes(30);
     BoxdSandbox client = boxd.client().build();
     made.forEach(client::destroy);
   }
@@ -280,6 +282,29 @@ class BoxdSandboxTest {
         .hasMessageContaining("UNAVAILABLE");
     boxd.cutExecs = false;
     assertThat(sh(ws, "echo still-up")).isEqualTo("still-up\n");
+  }
+
+  @Test
+  void aStreamThatEndsWithoutAnExitFrameIsAFailureNotExitZero() {
+    Workspace ws = open(boxd.client().build());
+    boxd.endExecsWithoutExit = true;
+    assertThatThrownBy(() -> ws.run(Command.shell("echo partial; sleep 5")))
+        .isExactlyInstanceOf(WorkspaceException.class)
+        .hasMessageContaining("without an exit code");
+  }
+
+  @Test
+  void boxdDroppingASilentCommandIsATimeout() {
+    boxd.noOutputLimit = Duration.ofSeconds(1);
+    Workspace ws = open(boxd.client().noOutputLimit(Duration.ofMillis(1100)).build());
+    assertThatThrownBy(
+            () ->
+                ws.run(
+                    Command.shell("echo early; sleep 20"),
+                    RunOptions.builder().noTimeout().build()))
+        .isInstanceOfSatisfying(
+            WorkspaceTimeoutException.class,
+            e -> assertThat(e.partialStdoutText()).isEqualTo("early\n"));
   }
 
   @Test

@@ -159,6 +159,7 @@ final class FakeBoxd implements AutoCloseable {
   volatile Duration bootDelay = Duration.ofMillis(200);
   volatile Duration noOutputLimit = Duration.ofMinutes(30);
   volatile boolean cutExecs;
+  volatile boolean endExecsWithoutExit;
 
   private final Server server;
   private final HttpServer tokenServer;
@@ -817,8 +818,11 @@ final class FakeBoxd implements AutoCloseable {
     private void output(byte[] data, boolean isStderr) {
       lastOutput = System.nanoTime();
       send(ExecChunk.newBuilder().setData(ByteString.copyFrom(data)).setIsStderr(isStderr).build());
-      if (cutExecs) {
-        end(Status.UNAVAILABLE.withDescription("connection reset").asRuntimeException());
+      if (cutExecs || endExecsWithoutExit) {
+        end(
+            cutExecs
+                ? Status.UNAVAILABLE.withDescription("connection reset").asRuntimeException()
+                : null);
         runner.interrupt();
       }
     }
