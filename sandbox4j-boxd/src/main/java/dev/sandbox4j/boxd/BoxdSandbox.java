@@ -1,25 +1,12 @@
 package dev.sandbox4j.boxd;
 
-import com.google.protobuf.ByteString;
 import dev.sandbox4j.boxd.BoxdCalls.Retry;
 import dev.sandbox4j.boxd.BoxdCalls.Target;
-import dev.sandbox4j.boxd.internal.proto.BoxdApiGrpc;
-import dev.sandbox4j.boxd.internal.proto.CreateSnapshotRequest;
-import dev.sandbox4j.boxd.internal.proto.CreateVmFromSnapshotRequest;
-import dev.sandbox4j.boxd.internal.proto.CreateVmRequest;
-import dev.sandbox4j.boxd.internal.proto.CreateVmResponse;
-import dev.sandbox4j.boxd.internal.proto.DeleteSnapshotRequest;
 import dev.sandbox4j.boxd.internal.proto.DestroyVmRequest;
-import dev.sandbox4j.boxd.internal.proto.EnvVar;
-import dev.sandbox4j.boxd.internal.proto.GetSnapshotRequest;
 import dev.sandbox4j.boxd.internal.proto.GetVmResponse;
 import dev.sandbox4j.boxd.internal.proto.ListVmsRequest;
-import dev.sandbox4j.boxd.internal.proto.SrfConfig;
 import dev.sandbox4j.boxd.internal.proto.StopVmRequest;
 import dev.sandbox4j.boxd.internal.proto.SuspendVmRequest;
-import dev.sandbox4j.boxd.internal.proto.UploadFileChunk;
-import dev.sandbox4j.boxd.internal.proto.UploadFileResponse;
-import dev.sandbox4j.boxd.internal.proto.VmConfig;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.WorkspaceBackend;
@@ -35,8 +22,6 @@ import dev.sandbox4j.workspace.machine.SupportsSnapshots;
 import dev.sandbox4j.workspace.machine.SupportsStop;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import dev.sandbox4j.workspace.machine.SupportsTimers;
-import io.grpc.StatusRuntimeException;
-import io.grpc.stub.StreamObserver;
 import java.net.URI;
 import java.time.Clock;
 import java.time.Duration;
@@ -47,10 +32,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.CancellationException;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import java.util.regex.Pattern;
 
@@ -115,35 +96,21 @@ public final class BoxdSandbox
   /** The vCPU counts a new machine may have; each vCPU comes with 4 GiB of memory. */
   public static final List<Integer> SIZE_CLASSES = List.of(1, 2, 4, 8);
 
-  private static final Pattern ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9_.-]{0,127}");
+  static final Pattern ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9_.-]{0,127}");
   private static final Pattern MACHINE_NAME = Pattern.compile("[a-z][a-z0-9-]{0,62}");
-  private static final int UPLOAD_CHUNK = 256 * 1024;
 
   private final BoxdCalls calls;
   private final BoxdMachines machines;
+  private final BoxdSnapshots snapshots;
   private final BoxdTokens tokens;
-  private final Options options;
-
-  /** What new machines are created with, and how commands run. */
-  private record Options(
-      String name,
-      String image,
-      Integer vcpu,
-      String snapshot,
-      Map<String, String> env,
-      String workingDirectory,
-      Duration autoSuspendTimeout,
-      Duration autoDestroyTimeout,
-      Duration noOutputLimit,
-      Duration readyTimeout,
-      Duration snapshotTimeout,
-      Runnable beforeCreate) {}
+  private final BoxdOptions options;
+  private final BoxdCreation creation;
 
   private BoxdSandbox(Builder b, String credential, BoxdEndpoint endpoint, URI tokenUrl) {
     this.tokens = new BoxdTokens(credential, tokenUrl, b.clock);
     this.calls = new BoxdCalls(endpoint, tokens);
     this.options =
-        new Options(
+        new BoxdOptions(
             b.name,
             b.image,
             b.vcpu,
@@ -157,6 +124,8 @@ public final class BoxdSandbox
             b.snapshotTimeout,
             b.beforeCreate);
     this.machines = new BoxdMachines(calls, b.readyTimeout);
+    this.snapshots = new BoxdSnapshots(calls);
+    this.creation = new BoxdCreation(calls, machines, snapshots, options);
   }
 
   /** A builder whose credentials and address default to this process's environment. */
@@ -346,40 +315,18 @@ public final class BoxdSandbox
     String id = mine(ref);
     Objects.requireNonNull(name, "name");
     machines.awaken(id); // boxd saves running machines only
-    calls.unary(
-        "CreateSnapshot",
-        Target.machine(id),
-        Retry.NEVER,
-        s -> s.createSnapshot(CreateSnapshotRequest.newBuilder().setVm(id).setName(name).build()));
-    long end = System.nanoTime() + options.snapshotTimeout().toNanos();
-    long pollMillis = 100;
-    while (true) {
-      var info = snapshotInfo(name);
-      switch (info.getStatus()) {
-        case "ready" -> {
-          return new SnapshotInfo(
-              info.getName(),
-              null,
-              new WorkspaceRef(NAME, id),
-              null,
-              info.getVcpu(),
-              info.getMemoryBytes(),
-              0,
-              info.getSizeBytes(),
-              0,
-              0);
-        }
-        case "failed" -> throw new WorkspaceException("boxd failed to save snapshot " + name);
-        default -> {
-          if (System.nanoTime() - end >= 0) {
-            throw new WorkspaceException(
-                "boxd's snapshot " + name + " was not ready within " + options.snapshotTimeout());
-          }
-          sleep(pollMillis);
-          pollMillis = Math.min(2000, pollMillis * 2);
-        }
-      }
-    }
+    var info = snapshots.save(id, name, options.snapshotTimeout());
+    return new SnapshotInfo(
+        info.getName(),
+        null,
+        new WorkspaceRef(NAME, id),
+        null,
+        info.getVcpu(),
+        info.getMemoryBytes(),
+        0,
+        info.getSizeBytes(),
+        0,
+        0);
   }
 
   /**
@@ -397,16 +344,7 @@ public final class BoxdSandbox
   @Override
   public boolean removeSnapshot(String name) {
     Objects.requireNonNull(name, "name");
-    try {
-      calls.unary(
-          "DeleteSnapshot",
-          Target.snapshot(name),
-          Retry.SAFE,
-          s -> s.deleteSnapshot(DeleteSnapshotRequest.newBuilder().setName(name).build()));
-      return true;
-    } catch (WorkspaceUnavailableException none) {
-      return false;
-    }
+    return snapshots.remove(name);
   }
 
   /**
@@ -425,55 +363,7 @@ public final class BoxdSandbox
       throw new IllegalArgumentException("upload needs an absolute path: " + path);
     }
     machines.awaken(id);
-    var authorized = calls.authorized(BoxdApiGrpc::newStub);
-    CompletableFuture<UploadFileResponse> answer = new CompletableFuture<>();
-    StreamObserver<UploadFileChunk> out =
-        authorized
-            .stub()
-            .withDeadlineAfter(BoxdCalls.CALL_TIMEOUT.toMillis() * 10, TimeUnit.MILLISECONDS)
-            .uploadFileStream(
-                new StreamObserver<>() {
-                  @Override
-                  public void onNext(UploadFileResponse value) {
-                    answer.complete(value);
-                  }
-
-                  @Override
-                  public void onError(Throwable t) {
-                    answer.completeExceptionally(t);
-                  }
-
-                  @Override
-                  public void onCompleted() {
-                    answer.complete(UploadFileResponse.getDefaultInstance());
-                  }
-                });
-    int offset = 0;
-    do {
-      int n = Math.min(UPLOAD_CHUNK, content.length - offset);
-      UploadFileChunk.Builder chunk =
-          UploadFileChunk.newBuilder().setData(ByteString.copyFrom(content, offset, n));
-      if (offset == 0) {
-        chunk.setVmId(id).setPath(path).setTotalSize(content.length);
-      }
-      out.onNext(chunk.build());
-      offset += n;
-    } while (offset < content.length);
-    out.onCompleted();
-    try {
-      return answer.get().getBytesWritten();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new CancellationException("interrupted uploading to boxd machine " + id);
-    } catch (ExecutionException e) {
-      if (e.getCause() instanceof StatusRuntimeException s) {
-        throw BoxdCalls.failure("UploadFileStream", Target.machine(id), s);
-      }
-      throw BoxdCalls.failure(
-          "UploadFileStream",
-          Target.machine(id),
-          io.grpc.Status.fromThrowable(e.getCause()).asRuntimeException());
-    }
+    return BoxdUpload.send(calls, id, path, content);
   }
 
   // ---- what backends use -----------------------------------------------------------------------
@@ -503,146 +393,12 @@ public final class BoxdSandbox
    * boxd returns it, before the machine runs.
    */
   String create(Consumer<String> onId) {
-    options.beforeCreate().run();
-    CreateVmResponse created;
-    if (options.snapshot() != null) {
-      requireReadySnapshot(options.snapshot());
-      CreateVmFromSnapshotRequest.Builder request =
-          CreateVmFromSnapshotRequest.newBuilder()
-              .setSnapshot(options.snapshot())
-              .setIsolated(true)
-              .setConfig(VmConfig.newBuilder().setSrf(srf()));
-      if (options.name() != null) {
-        request.setName(options.name());
-      }
-      try {
-        created =
-            calls.unary(
-                "CreateVmFromSnapshot",
-                Target.snapshot(options.snapshot()),
-                Retry.NEVER,
-                s -> s.createVmFromSnapshot(request.build()));
-      } catch (WorkspaceException e) {
-        if (e.getCause() instanceof StatusRuntimeException s
-            && s.getStatus().getCode() == io.grpc.Status.Code.FAILED_PRECONDITION) {
-          throw new WorkspaceUnavailableException(
-              "boxd's snapshot " + options.snapshot() + " cannot be used yet: " + e.getMessage(),
-              e);
-        }
-        throw e;
-      }
-    } else {
-      CreateVmRequest.Builder request =
-          CreateVmRequest.newBuilder()
-              .setIsolated(true)
-              .setConfig(
-                  VmConfig.newBuilder()
-                      .setVcpu(options.vcpu() == null ? 0 : options.vcpu())
-                      .setMemoryBytes(
-                          options.vcpu() == null ? 0 : options.vcpu() * 4L * 1024 * 1024 * 1024)
-                      .setSrf(srf()));
-      if (options.name() != null) {
-        request.setName(options.name());
-      }
-      if (options.image() != null) {
-        request.setImageRef(options.image());
-      }
-      options
-          .env()
-          .forEach((k, v) -> request.addEnv(EnvVar.newBuilder().setKey(k).setValue(v).build()));
-      created = calls.unary("CreateVm", Target.NONE, Retry.NEVER, s -> s.createVm(request.build()));
-    }
-    String id = created.getVmId();
-    if (id.isEmpty() || !ID.matcher(id).matches()) {
-      throw new WorkspaceException("boxd answered CreateVm with an unusable machine id: " + id);
-    }
-    onId.accept(id);
-    machines.awaitRunning(id);
-    if (!options.workingDirectory().equals(DEFAULT_WORKING_DIRECTORY)) {
-      makeWorkingDirectory(id);
-    }
-    return id;
+    return creation.create(onId);
   }
 
   /** An existing machine: isolated, on no network, and running once this returns. */
   void attach(String vmId) {
-    GetVmResponse vm = machines.get(vmId);
-    BoxdMachines.requireIsolated(vm, "attach to");
-    machines.awaken(vmId);
-    if (!options.workingDirectory().equals(DEFAULT_WORKING_DIRECTORY)) {
-      String dir = options.workingDirectory();
-      CommandResult r =
-          exec(
-              vmId,
-              "test -d " + BoxdCommandLine.quote(dir),
-              RunOptions.withTimeout(Duration.ofMinutes(1)));
-      if (r.exitCode() != 0) {
-        throw new WorkspaceException(
-            "the working directory "
-                + dir
-                + " does not exist in boxd machine "
-                + vmId
-                + " (it is created only on a new machine)");
-      }
-    }
-  }
-
-  private SrfConfig srf() {
-    SrfConfig.Builder srf = SrfConfig.newBuilder();
-    if (options.autoSuspendTimeout() != null) {
-      srf.setAutoSuspendTimeoutSecs((int) options.autoSuspendTimeout().toSeconds());
-    }
-    if (options.autoDestroyTimeout() != null) {
-      srf.setAutoDestroyTimeoutSecs((int) options.autoDestroyTimeout().toSeconds());
-    }
-    return srf.build();
-  }
-
-  /** An unknown snapshot, or one still being saved, is unavailable, as the seed says. */
-  private void requireReadySnapshot(String name) {
-    String status = snapshotInfo(name).getStatus();
-    if (!status.equals("ready")) {
-      throw new WorkspaceUnavailableException(
-          "boxd's snapshot "
-              + name
-              + " is "
-              + status
-              + ", not ready: a machine cannot start from it");
-    }
-  }
-
-  private dev.sandbox4j.boxd.internal.proto.SnapshotInfo snapshotInfo(String name) {
-    return calls.unary(
-        "GetSnapshot",
-        Target.snapshot(name),
-        Retry.SAFE,
-        s -> s.getSnapshot(GetSnapshotRequest.newBuilder().setName(name).build()).getSnapshot());
-  }
-
-  private void makeWorkingDirectory(String id) {
-    String dir = options.workingDirectory();
-    CommandResult r =
-        exec(
-            id,
-            "mkdir -p -- "
-                + BoxdCommandLine.quote(dir)
-                + " 2>&1 || sudo sh -c "
-                + BoxdCommandLine.quote(
-                    "mkdir -p -- "
-                        + BoxdCommandLine.quote(dir)
-                        + " && chown boxd: "
-                        + BoxdCommandLine.quote(dir)),
-            RunOptions.withTimeout(Duration.ofMinutes(1)));
-    if (r.exitCode() != 0) {
-      throw new WorkspaceException(
-          "could not create the working directory "
-              + dir
-              + " in boxd machine "
-              + id
-              + ": "
-              + r.stdoutText()
-              + r.stderrText());
-    }
+    creation.attach(vmId);
   }
 
   private SandboxInfo info(GetVmResponse vm) {
@@ -658,15 +414,6 @@ public final class BoxdSandbox
       b.disk(vm.getDiskBytes(), 0);
     }
     return b.build();
-  }
-
-  private static void sleep(long millis) {
-    try {
-      Thread.sleep(millis);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new CancellationException("interrupted waiting for boxd");
-    }
   }
 
   private String mine(WorkspaceRef ref) {
