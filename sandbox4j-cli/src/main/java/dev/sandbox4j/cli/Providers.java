@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.boxd.BoxdSandbox;
 import dev.sandbox4j.docker.DockerSandbox;
 import dev.sandbox4j.modal.ModalSandbox;
 import dev.sandbox4j.remote.RemoteSandbox;
@@ -225,6 +226,7 @@ final class Providers {
           new Entry(RemoteSandbox.NAME, true, true, Providers::newRemote),
           new Entry(DockerSandbox.NAME, true, false, Providers::docker),
           new Entry(ModalSandbox.NAME, true, false, Providers::modal),
+          new Entry(BoxdSandbox.NAME, true, false, Providers::boxd),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
@@ -268,7 +270,7 @@ final class Providers {
 
   /**
    * @param environment the CLI's environment variables, where the cloud providers find their
-   *     credentials and endpoints ({@code MODAL_*})
+   *     credentials and endpoints ({@code MODAL_*}, {@code BOXD_*})
    */
   Providers(Path home, Consumer<String> progress, Server server, Map<String, String> environment) {
     this.home = Objects.requireNonNull(home, "home");
@@ -351,6 +353,49 @@ final class Providers {
     }
     settings.labels().forEach(b::tag);
     Timers.apply(settings.timers(), d -> {}, b::sandboxTimeout, b::idleTimeout, t -> {});
+    return b.build();
+  }
+
+  /**
+   * The options a boxd machine cannot take, as the command line names them: boxd sizes machines by
+   * vCPU class (memory follows) and has no labels, disk quota, egress policy, named network or
+   * isolation choice of ours (its machines are always isolated).
+   */
+  private static final List<String> NOT_FOR_BOXD =
+      List.of(
+          "--memory",
+          "--disk",
+          "--disk-inodes",
+          "--label",
+          "--port-token",
+          "--egress",
+          "--network",
+          "--isolation",
+          "--idle-timeout",
+          "--delete-after");
+
+  /**
+   * A boxd machine of {@code settings}: {@code --cpus} a size class (1, 2, 4 or 8 vCPU), {@code
+   * --snapshot} a boxd snapshot, {@code --auto-suspend} boxd's auto-suspend, {@code --lifetime} its
+   * auto-destroy. Credentials and endpoints come from the CLI's environment ({@code BOXD_API_KEY}
+   * or {@code BOXD_TOKEN}, {@code BOXD_BASE_URL}, {@code BOXD_TOKEN_URL}).
+   */
+  private static BoxdSandbox boxd(Providers providers, Settings settings) {
+    refuse(settings, NOT_FOR_BOXD, "boxd machines");
+    BoxdSandbox.Builder b = BoxdSandbox.builder(providers.environment).env(settings.env());
+    if (settings.workingDirectory() != null) {
+      b.workingDirectory(settings.workingDirectory());
+    }
+    if (settings.image() != null) {
+      b.image(settings.image());
+    }
+    if (settings.snapshot() != null) {
+      b.snapshot(settings.snapshot());
+    }
+    if (settings.cpus() != null) {
+      b.vcpu(settings.cpus());
+    }
+    Timers.apply(settings.timers(), b::autoSuspendTimeout, b::autoDestroyTimeout, d -> {}, t -> {});
     return b.build();
   }
 

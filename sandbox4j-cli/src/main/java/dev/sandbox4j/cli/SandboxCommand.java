@@ -164,12 +164,20 @@ final class SandboxCommand implements Runnable {
     return providers().machines();
   }
 
+  /** The providers whose sandboxes the machine commands reach through that provider itself. */
+  private static final java.util.Set<String> OWN_MACHINES =
+      java.util.Set.of(
+          dev.sandbox4j.docker.DockerSandbox.NAME,
+          dev.sandbox4j.modal.ModalSandbox.NAME,
+          dev.sandbox4j.boxd.BoxdSandbox.NAME);
+
   /**
-   * Where the machine commands act on {@code ref}: a docker sandbox's own provider, else {@link
-   * #machines()} (the local engine, or the server).
+   * Where the machine commands act on {@code ref}: a docker, modal or boxd sandbox's own provider
+   * (what it cannot do, it says by name), else {@link #machines()} (the local engine, or the
+   * server).
    */
   Machines machinesOf(WorkspaceRef ref) {
-    return ref.provider().equals(dev.sandbox4j.docker.DockerSandbox.NAME)
+    return OWN_MACHINES.contains(ref.provider())
         ? new Machines(providers(), ref.provider())
         : machines();
   }

@@ -1,0 +1,102 @@
+package dev.sandbox4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.sandbox4j.boxd.FakeBoxdServer;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code --provider boxd} through the CLI, against the boxd module's fake boxd (a gRPC server and a
+ * token endpoint on loopback over local sandboxes; no real boxd is reachable here), found through
+ * the CLI's environment as a user's {@code BOXD_*} variables would point at boxd.
+ */
+class BoxdCliTest {
+  private static FakeBoxdServer boxd;
+  @TempDir static Path home;
+
+  record Run(int exitCode, String out, String err) {}
+
+  @BeforeAll
+  static void startFake() {
+    boxd = new FakeBoxdServer();
+  }
+
+  @AfterAll
+  static void stopFake() {
+    if (boxd != null) {
+      boxd.close();
+    }
+  }
+
+  private static Run run(Map<String, String> env, String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      code = Cli.run(new CliContext(home, new ByteArrayInputStream(new byte[0]), o, e, env), args);
+    }
+    return new Run(
+        code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+  }
+
+  private static Run run(String... args) {
+    return run(boxd.environment(), args);
+  }
+
+  @Test
+  void createExecSuspendAndRemoveABoxdMachine() {
+    Run create = run("--quiet", "create", "--provider", "boxd", "--cpus", "2");
+    assertThat(create.exitCode()).as(create.err()).isZero();
+    String ref = create.out().strip();
+    assertThat(ref).startsWith("boxd:");
+    try {
+      Run exec = run("exec", ref, "--", "sh", "-c", "echo hello > /tmp/x; cat /tmp/x");
+      assertThat(exec.exitCode()).as(exec.err()).isZero();
+      assertThat(exec.out()).isEqualTo("hello\n");
+      Run failing = run("exec", ref, "--", "sh", "-c", "exit 7");
+      assertThat(failing.exitCode()).as("the command's own exit code").isEqualTo(7);
+      Run suspend = run("suspend", ref);
+      assertThat(suspend.exitCode()).as(suspend.err()).isZero();
+      Run woken = run("exec", ref, "--", "cat", "/tmp/x");
+      assertThat(woken.out()).as("a command wakes it, files kept").isEqualTo("hello\n");
+    } finally {
+      Run rm = run("rm", ref);
+      assertThat(rm.exitCode()).as(rm.err()).isZero();
+    }
+    Run gone = run("exec", ref, "--", "true");
+    assertThat(gone.exitCode()).isNotZero();
+    assertThat(gone.err()).contains(ref.substring("boxd:".length()));
+  }
+
+  @Test
+  void whatBoxdCannotDoIsRefusedByName() {
+    Run egress = run("create", "--provider", "boxd", "--egress", "api.example.com");
+    assertThat(egress.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(egress.err()).contains("--egress is not supported by boxd machines");
+    Run memory = run("create", "--provider", "boxd", "--memory", "1g");
+    assertThat(memory.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(memory.err()).contains("--memory is not supported by boxd machines");
+    Run size = run("create", "--provider", "boxd", "--cpus", "3");
+    assertThat(size.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(size.err()).contains("3");
+  }
+
+  @Test
+  void aWrongKeyFailsWithoutShowingIt() {
+    Map<String, String> wrong = new java.util.HashMap<>(boxd.environment());
+    wrong.put("BOXD_API_KEY", "bxd_wrongwrongwrongwrongwrongwrongwrong00");
+    Run create = run(wrong, "create", "--provider", "boxd");
+    assertThat(create.exitCode()).isNotZero();
+    assertThat(create.err()).doesNotContain("bxd_wrong");
+  }
+}
