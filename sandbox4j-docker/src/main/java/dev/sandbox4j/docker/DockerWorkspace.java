@@ -12,6 +12,7 @@ import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.spi.MarkedTrees;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import java.security.SecureRandom;
 import java.util.ArrayList;
@@ -51,39 +52,7 @@ final class DockerWorkspace implements WorkspaceBackend, SupportsCommands {
    * while the tree is walked. POSIX sh, {@code tr} and {@code grep} only, so that it runs in any
    * image with a shell; as root, whose CAP_KILL reaches processes of every user.
    */
-  static final String KILL_TREE =
-      """
-      m="sandbox4j-command-$1"; self=$$; tree=" "
-      for d in /proc/[0-9]*; do
-        p=${d#/proc/}; [ "$p" = "$self" ] && continue
-        if tr '\\0' '\\n' < "$d/cmdline" 2>/dev/null | grep -qxF -- "$m"; then tree="$tree$p "; fi
-      done
-      [ "$tree" = " " ] && exit 0
-      round=0
-      while :; do
-        kill -STOP $tree 2>/dev/null; grown=0
-        for d in /proc/[0-9]*; do
-          p=${d#/proc/}
-          case "$tree" in *" $p "*) continue ;; esac
-          ppid=
-          while read -r k v; do case $k in PPid:) ppid=$v; break ;; esac; done 2>/dev/null < "$d/status"
-          case "$tree" in *" $ppid "*) tree="$tree$p "; grown=1 ;; esac
-        done
-        round=$((round + 1)); [ $grown = 0 ] || [ $round -gt 100 ] && break
-      done
-      kill -KILL $tree 2>/dev/null
-      n=0
-      while [ $n -lt 200 ]; do
-        alive=0
-        for p in $tree; do
-          s=; read -r s < "/proc/$p/stat" 2>/dev/null || continue
-          case "$s" in *") Z "*) ;; *) alive=1 ;; esac
-        done
-        [ $alive = 0 ] && exit 0
-        n=$((n + 1)); sleep 0.01
-      done
-      exit 1
-      """;
+  static final String KILL_TREE = MarkedTrees.killScript(MarkedTrees.MarkerIn.CMDLINE, MARKER);
 
   /**
    * The shell that runs a command on Podman, in place of {@code exec "$@"}. Podman's exec ends the

@@ -8,6 +8,7 @@ import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.spi.MarkedTrees;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import io.grpc.StatusRuntimeException;
 import java.security.SecureRandom;
@@ -54,38 +55,7 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
    * {@code tr} and {@code grep} only.
    */
   static final String KILL_TREE =
-      """
-      m="SANDBOX4J_COMMAND=$1"; self=$$; tree=" "
-      for d in /proc/[0-9]*; do
-        p=${d#/proc/}; [ "$p" = "$self" ] && continue
-        if tr '\\0' '\\n' < "$d/environ" 2>/dev/null | grep -qxF -- "$m"; then tree="$tree$p "; fi
-      done
-      [ "$tree" = " " ] && exit 0
-      round=0
-      while :; do
-        kill -STOP $tree 2>/dev/null; grown=0
-        for d in /proc/[0-9]*; do
-          p=${d#/proc/}
-          case "$tree" in *" $p "*) continue ;; esac
-          ppid=
-          while read -r k v; do case $k in PPid:) ppid=$v; break ;; esac; done 2>/dev/null < "$d/status"
-          case "$tree" in *" $ppid "*) tree="$tree$p "; grown=1 ;; esac
-        done
-        round=$((round + 1)); [ $grown = 0 ] || [ $round -gt 100 ] && break
-      done
-      kill -KILL $tree 2>/dev/null
-      n=0
-      while [ $n -lt 200 ]; do
-        alive=0
-        for p in $tree; do
-          s=; read -r s < "/proc/$p/stat" 2>/dev/null || continue
-          case "$s" in *") Z "*) ;; *) alive=1 ;; esac
-        done
-        [ $alive = 0 ] && exit 0
-        n=$((n + 1)); sleep 0.01
-      done
-      exit 1
-      """;
+      MarkedTrees.killScript(MarkedTrees.MarkerIn.ENVIRON, MARKER + "=");
 
   /**
    * Prints the canonical working directory; creates it first on a new sandbox ({@code $2} = 1), as
