@@ -52,76 +52,68 @@ final class DockerServerEngine implements ServerEngine {
           "isolation: docker sandboxes are containers of the Docker daemon's runtime, not gVisor"
               + " (ask for container, or leave isolation out)");
     }
-    field(
+    ShapeFields.field(
         "autoSuspendTimeoutMs",
         () -> {
           if (s.autoSuspendTimeout() != null) b.autoSuspendTimeout(s.autoSuspendTimeout());
         });
-    field(
+    ShapeFields.field(
         "sandboxTimeoutMs",
         () -> {
           if (s.sandboxTimeout() != null) b.sandboxTimeout(s.sandboxTimeout());
         });
-    field(
+    ShapeFields.field(
         "idleTimeoutMs",
         () -> {
           if (s.idleTimeout() != null) b.idleTimeout(s.idleTimeout());
         });
-    field(
+    ShapeFields.field(
         "deleteAfter",
         () -> {
           if (s.deleteAfter() != null) b.deleteAfter(s.deleteAfter());
         });
-    field(
+    ShapeFields.field(
         "image",
         () -> {
           // the published image 'default' is the provider's default image
           if (s.image() != null && !s.image().equals("default")) b.image(s.image());
         });
-    field(
+    ShapeFields.field(
         "snapshot",
         () -> {
           if (s.snapshot() != null) b.snapshot(s.snapshot());
         });
-    field(
+    ShapeFields.field(
         "cpus",
         () -> {
           if (s.cpus() != null) b.cpus(s.cpus());
         });
-    field(
+    ShapeFields.field(
         "memoryBytes",
         () -> {
           if (s.memoryBytes() != null) b.memory(s.memoryBytes());
         });
-    field(
+    ShapeFields.field(
         "pids",
         () -> {
           if (s.pids() != null) b.pids(s.pids());
         });
-    field(
+    ShapeFields.field(
         "diskBytes",
         () -> {
           if (s.diskBytes() != null) b.disk(s.diskBytes());
         });
-    field("env", () -> b.env(s.env()));
-    field(
+    ShapeFields.field("env", () -> b.env(s.env()));
+    ShapeFields.field(
         "workingDirectory",
         () -> {
           if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
         });
-    field("labels", () -> s.labels().forEach(b::label));
+    ShapeFields.field("labels", () -> s.labels().forEach(b::label));
     try {
       return b.build();
     } catch (IllegalStateException e) {
       throw new IllegalArgumentException("snapshot: " + e.getMessage(), e);
-    }
-  }
-
-  private static void field(String name, Runnable setter) {
-    try {
-      setter.run();
-    } catch (IllegalArgumentException | NullPointerException e) {
-      throw new IllegalArgumentException(name + ": " + e.getMessage(), e);
     }
   }
 }

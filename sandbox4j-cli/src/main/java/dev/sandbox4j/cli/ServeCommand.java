@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.boxd.BoxdSandbox;
 import dev.sandbox4j.docker.DockerSandbox;
 import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
@@ -36,7 +37,10 @@ import picocli.CommandLine.ParentCommand;
           + " finds it), from the default image and the organizations' snapshots, with no network;"
           + " hibernate, egress rules, timers, diskInodes and gVisor isolation answer 501"
           + " not_supported there. A data"
-          + " directory serves one provider: give a docker server its own --data and keys."
+          + " directory serves one provider: give a docker server its own --data and keys.",
+      "--provider boxd serves machines of one boxd account (BOXD_API_KEY or BOXD_TOKEN, and"
+          + " BOXD_BASE_URL): memory, pids, disk and inode quotas, labels, idle timeouts,"
+          + " delete-after, hibernate, fork, egress rules and gVisor answer 501 there."
     })
 final class ServeCommand implements Callable<Integer> {
 
@@ -46,8 +50,9 @@ final class ServeCommand implements Callable<Integer> {
       names = "--provider",
       paramLabel = "NAME",
       description =
-          "Whose sandboxes to serve: local (this machine's engine) or docker (a Docker daemon's"
-              + " containers). Default: ${DEFAULT-VALUE}.",
+          "Whose sandboxes to serve: local (this machine's engine), docker (a Docker daemon's"
+              + " containers) or boxd (machines of the boxd account of BOXD_API_KEY or"
+              + " BOXD_TOKEN). Default: ${DEFAULT-VALUE}.",
       defaultValue = "local")
   String provider;
 
@@ -328,9 +333,21 @@ final class ServeCommand implements Callable<Integer> {
               root.context().err().flush();
             });
       }
+      case BoxdSandbox.NAME -> {
+        List<String> refused = localOnlyOptions();
+        if (!refused.isEmpty()) {
+          throw new IllegalArgumentException(
+              String.join(", ", refused)
+                  + (refused.size() == 1 ? " is" : " are")
+                  + " for the local engine only, not --provider boxd");
+        }
+        return new BoxdServerEngine(root.context().env());
+      }
       default ->
           throw new IllegalArgumentException(
-              "--provider: a server serves local or docker sandboxes, not '" + provider + "'");
+              "--provider: a server serves local, docker or boxd sandboxes, not '"
+                  + provider
+                  + "'");
     }
   }
 }

@@ -159,7 +159,8 @@ class ServeCliTest {
                 + " docker");
     Run unknown = run("serve", "--provider", "host", "--port", "0");
     assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
-    assertThat(unknown.err()).contains("a server serves local or docker sandboxes, not 'host'");
+    assertThat(unknown.err())
+        .contains("a server serves local, docker or boxd sandboxes, not 'host'");
 
     Path data = home.resolve("local-data");
     SandboxServer.builder()

@@ -155,7 +155,10 @@ final class SandboxRoutes {
     o.put(
         "image", info == null ? null : Sandboxes.shownImage(v.row().organization(), info.image()));
     o.put("isolation", info == null ? null : info.isolation()); // null: docker does not say
-    o.put("created", info == null ? v.row().created() : info.created().toString());
+    // a provider that does not say when (boxd, modal) leaves it to the server's own record
+    o.put(
+        "created",
+        info == null || info.created() == null ? v.row().created() : info.created().toString());
     ObjectNode labels = o.putObject("labels");
     Sandboxes.labels(v.row()).forEach(labels::put);
     if (info != null) {
