@@ -319,16 +319,7 @@ final class Providers {
    */
   private static ModalSandbox modal(Providers providers, Settings settings) {
     refuse(settings, NOT_FOR_MODAL, "modal sandboxes");
-    ModalSandbox.Builder b = ModalSandbox.builder().env(settings.env());
-    String id = providers.environment.get("MODAL_TOKEN_ID");
-    String secret = providers.environment.get("MODAL_TOKEN_SECRET");
-    if (id != null && secret != null && !id.isBlank() && !secret.isBlank()) {
-      b.token(id, secret);
-    }
-    String url = providers.environment.get("MODAL_SERVER_URL");
-    if (url != null && !url.isBlank()) {
-      b.serverUrl(url);
-    }
+    ModalSandbox.Builder b = modalBuilder(providers.environment).env(settings.env());
     if (settings.workingDirectory() != null) {
       b.workingDirectory(settings.workingDirectory());
     }
@@ -342,18 +333,43 @@ final class Providers {
       b.cpu(settings.cpus());
     }
     if (settings.memoryBytes() != null) {
-      long mib = settings.memoryBytes() >> 20;
-      if (mib < 1 || mib > Integer.MAX_VALUE || (settings.memoryBytes() & ((1 << 20) - 1)) != 0) {
-        throw new IllegalArgumentException(
-            "--memory for a modal sandbox must be a whole number of MiB, not "
-                + settings.memoryBytes()
-                + " bytes");
+      try {
+        b.memoryMiB(wholeMiB(settings.memoryBytes()));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--memory for a modal sandbox " + e.getMessage(), e);
       }
-      b.memoryMiB((int) mib);
     }
     settings.labels().forEach(b::tag);
     Timers.apply(settings.timers(), d -> {}, b::sandboxTimeout, b::idleTimeout, t -> {});
     return b.build();
+  }
+
+  /**
+   * A Modal builder with the credentials and endpoint of {@code environment} ({@code
+   * MODAL_TOKEN_ID}, {@code MODAL_TOKEN_SECRET}, {@code MODAL_SERVER_URL}); without them, the
+   * builder finds them as Modal's own clients do ({@code ~/.modal.toml}).
+   */
+  static ModalSandbox.Builder modalBuilder(Map<String, String> environment) {
+    ModalSandbox.Builder b = ModalSandbox.builder();
+    String id = environment.get("MODAL_TOKEN_ID");
+    String secret = environment.get("MODAL_TOKEN_SECRET");
+    if (id != null && secret != null && !id.isBlank() && !secret.isBlank()) {
+      b.token(id, secret);
+    }
+    String url = environment.get("MODAL_SERVER_URL");
+    if (url != null && !url.isBlank()) {
+      b.serverUrl(url);
+    }
+    return b;
+  }
+
+  /** {@code bytes} in MiB, which Modal sizes memory in. */
+  static int wholeMiB(long bytes) {
+    long mib = bytes >> 20;
+    if (mib < 1 || mib > Integer.MAX_VALUE || (bytes & ((1 << 20) - 1)) != 0) {
+      throw new IllegalArgumentException("must be a whole number of MiB, not " + bytes + " bytes");
+    }
+    return (int) mib;
   }
 
   /**

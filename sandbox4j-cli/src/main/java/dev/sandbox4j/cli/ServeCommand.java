@@ -2,6 +2,7 @@ package dev.sandbox4j.cli;
 
 import dev.sandbox4j.boxd.BoxdSandbox;
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.modal.ModalSandbox;
 import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.SandboxServer;
@@ -40,7 +41,8 @@ import picocli.CommandLine.ParentCommand;
           + " directory serves one provider: give a docker server its own --data and keys.",
       "--provider boxd serves machines of one boxd account (BOXD_API_KEY or BOXD_TOKEN, and"
           + " BOXD_BASE_URL): memory, pids, disk and inode quotas, labels, idle timeouts,"
-          + " delete-after, hibernate, fork, egress rules and gVisor answer 501 there."
+          + " delete-after, hibernate, fork, egress rules and gVisor answer 501 there;"
+          + " --provider modal serves one Modal account's sandboxes likewise."
     })
 final class ServeCommand implements Callable<Integer> {
 
@@ -51,8 +53,9 @@ final class ServeCommand implements Callable<Integer> {
       paramLabel = "NAME",
       description =
           "Whose sandboxes to serve: local (this machine's engine), docker (a Docker daemon's"
-              + " containers) or boxd (machines of the boxd account of BOXD_API_KEY or"
-              + " BOXD_TOKEN). Default: ${DEFAULT-VALUE}.",
+              + " containers), boxd (machines of the boxd account of BOXD_API_KEY or"
+              + " BOXD_TOKEN) or modal (sandboxes of the Modal account of MODAL_TOKEN_ID or"
+              + " ~/.modal.toml). Default: ${DEFAULT-VALUE}.",
       defaultValue = "local")
   String provider;
 
@@ -343,9 +346,19 @@ final class ServeCommand implements Callable<Integer> {
         }
         return new BoxdServerEngine(root.context().env());
       }
+      case ModalSandbox.NAME -> {
+        List<String> refused = localOnlyOptions();
+        if (!refused.isEmpty()) {
+          throw new IllegalArgumentException(
+              String.join(", ", refused)
+                  + (refused.size() == 1 ? " is" : " are")
+                  + " for the local engine only, not --provider modal");
+        }
+        return new ModalServerEngine(root.context().env());
+      }
       default ->
           throw new IllegalArgumentException(
-              "--provider: a server serves local, docker or boxd sandboxes, not '"
+              "--provider: a server serves local, docker, boxd or modal sandboxes, not '"
                   + provider
                   + "'");
     }

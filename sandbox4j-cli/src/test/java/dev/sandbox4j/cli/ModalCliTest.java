@@ -1,6 +1,7 @@
 package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sandbox4j.modal.FakeModalServer;
 import java.io.ByteArrayInputStream;
@@ -100,5 +101,62 @@ class ModalCliTest {
     Run create = run(wrong, "create", "--provider", "modal", "--image", "debian:bookworm-slim");
     assertThat(create.exitCode()).isNotZero();
     assertThat(create.err().toLowerCase(java.util.Locale.ROOT)).contains("token");
+  }
+
+  @Test
+  void aServerOnModalServesItsSandboxesThroughTheApi() throws Exception {
+    Path data = home.resolve("served");
+    String key = run("keys", "--data", data.toString(), "create", "--org", "cli").out().strip();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    PrintStream errStream = new PrintStream(err, true, StandardCharsets.UTF_8);
+    Thread serving =
+        Thread.ofVirtual()
+            .start(
+                () ->
+                    Cli.run(
+                        new CliContext(
+                            home,
+                            new ByteArrayInputStream(new byte[0]),
+                            new PrintStream(new ByteArrayOutputStream()),
+                            errStream,
+                            modal.environment()),
+                        "serve",
+                        "--provider",
+                        "modal",
+                        "--port",
+                        "0",
+                        "--data",
+                        data.toString()));
+    try {
+      java.util.regex.Matcher uri =
+          java.util.regex.Pattern.compile("serving on (http://\\S+)").matcher("");
+      for (int i = 0; i < 600 && !uri.reset(err.toString(StandardCharsets.UTF_8)).find(); i++) {
+        Thread.sleep(50);
+      }
+      assertThat(uri.reset(err.toString(StandardCharsets.UTF_8)).find())
+          .as(err.toString(StandardCharsets.UTF_8))
+          .isTrue();
+      var client =
+          dev.sandbox4j.remote.RemoteSandbox.builder()
+              .url(uri.group(1))
+              .apiKey(key)
+              .workingDirectory("/tmp");
+      var provider = client.build();
+      var ws = dev.sandbox4j.workspace.Workspace.of(provider.newBackend());
+      var ref = ws.open();
+      try {
+        var hello = ws.run(dev.sandbox4j.workspace.Command.shell("echo hi from $(id -un)"));
+        assertThat(hello.exitCode()).as(hello.stderrText()).isZero();
+        assertThat(hello.stdoutText()).startsWith("hi from ");
+      } finally {
+        provider.destroy(ref);
+      }
+      var limited = client.pids(100).build();
+      assertThatThrownBy(() -> dev.sandbox4j.workspace.Workspace.of(limited.newBackend()).open())
+          .hasMessageContaining("pids: Modal sandboxes have no process limit of ours");
+    } finally {
+      serving.interrupt();
+      serving.join();
+    }
   }
 }

@@ -65,7 +65,8 @@ import java.util.regex.Pattern;
  * <p>This client has not been run against the real Modal service: it is tested against a fake built
  * from Modal's public protocol.
  */
-public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
+public final class ModalSandbox
+    implements WorkspaceProvider, dev.sandbox4j.workspace.machine.SupportsListing, AutoCloseable {
 
   /** The provider name in refs. */
   public static final String NAME = "modal";
@@ -156,11 +157,14 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
   }
 
   /**
-   * The running sandboxes of this provider's app that carry every tag the builder set, newest first
-   * ({@code SandboxList}, paged by creation time).
+   * The running sandboxes of this provider's app that carry every tag the builder set, sorted by id
+   * ({@code SandboxList}, paged by creation time). Modal reports their image, creation time, tags
+   * (as labels) and timeout (as the lifetime); a listed sandbox is {@code running}, since finished
+   * ones are left out.
    */
-  public List<WorkspaceRef> list() {
-    List<WorkspaceRef> refs = new ArrayList<>();
+  @Override
+  public List<dev.sandbox4j.workspace.machine.SandboxInfo> list() {
+    List<dev.sandbox4j.workspace.machine.SandboxInfo> all = new ArrayList<>();
     String app = appId();
     double before = 0;
     while (true) {
@@ -178,13 +182,47 @@ public final class ModalSandbox implements WorkspaceProvider, AutoCloseable {
         throw ModalErrors.translate("listing Modal sandboxes", e);
       }
       if (page.getSandboxesCount() == 0) {
-        return refs;
+        all.sort(java.util.Comparator.comparing(i -> i.ref().id()));
+        return all;
       }
       for (SandboxInfo info : page.getSandboxesList()) {
-        refs.add(new WorkspaceRef(NAME, info.getId()));
+        all.add(info(info));
       }
       before = page.getSandboxes(page.getSandboxesCount() - 1).getCreatedAt();
     }
+  }
+
+  /**
+   * What {@link #list()} says of {@code ref}'s sandbox; empty if it is not running or not this
+   * provider's (Modal has no call that describes one sandbox: this lists them).
+   */
+  @Override
+  public Optional<dev.sandbox4j.workspace.machine.SandboxInfo> info(WorkspaceRef ref) {
+    String id = checkOwnRef(ref);
+    return list().stream().filter(i -> i.ref().id().equals(id)).findFirst();
+  }
+
+  private static dev.sandbox4j.workspace.machine.SandboxInfo info(SandboxInfo sandbox) {
+    Map<String, String> labels = new java.util.TreeMap<>();
+    for (SandboxTag tag : sandbox.getTagsList()) {
+      labels.put(tag.getTagName(), tag.getTagValue());
+    }
+    double created = sandbox.getCreatedAt();
+    return dev.sandbox4j.workspace.machine.SandboxInfo.builder(
+            new WorkspaceRef(NAME, sandbox.getId()), "running")
+        .image(sandbox.getImageId().isEmpty() ? null : sandbox.getImageId())
+        .created(created > 0 ? java.time.Instant.ofEpochMilli(Math.round(created * 1000)) : null)
+        .labels(labels)
+        .timers(
+            new dev.sandbox4j.workspace.machine.SandboxTimers(
+                Duration.ZERO,
+                Duration.ofSeconds(sandbox.getTimeoutSecs()),
+                sandbox.hasIdleTimeoutSecs()
+                    ? Duration.ofSeconds(sandbox.getIdleTimeoutSecs())
+                    : Duration.ZERO,
+                null,
+                null))
+        .build();
   }
 
   /**

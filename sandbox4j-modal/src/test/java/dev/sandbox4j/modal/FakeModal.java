@@ -566,13 +566,21 @@ final class FakeModal implements AutoCloseable {
                     .sorted(Comparator.comparingDouble((FakeSandbox s) -> s.createdAt).reversed())
                     .limit(2)
                     .map(
-                        s ->
-                            SandboxInfo.newBuilder()
-                                .setId(s.id)
-                                .setAppId(s.appId)
-                                .setCreatedAt(s.createdAt)
-                                .addAllTags(s.tags)
-                                .build())
+                        s -> {
+                          // what SandboxInfo carries of the definition (modal-fields.txt)
+                          SandboxInfo.Builder info =
+                              SandboxInfo.newBuilder()
+                                  .setId(s.id)
+                                  .setAppId(s.appId)
+                                  .setCreatedAt(s.createdAt)
+                                  .addAllTags(s.tags)
+                                  .setImageId(s.definition.getImageId())
+                                  .setTimeoutSecs(s.definition.getTimeoutSecs());
+                          if (s.definition.hasIdleTimeoutSecs()) {
+                            info.setIdleTimeoutSecs(s.definition.getIdleTimeoutSecs());
+                          }
+                          return info.build();
+                        })
                     .toList();
             return SandboxListResponse.newBuilder().addAllSandboxes(page).build();
           });

@@ -280,11 +280,17 @@ class ModalSandboxTest {
         refs.add(open(tagged).ref().orElseThrow());
       }
       open(untagged);
-      assertThat(tagged.list())
+      assertThat(tagged.list().stream().map(i -> i.ref()).toList())
           .as("three, over two pages of two")
           .containsExactlyInAnyOrderElementsOf(refs);
+      var info = tagged.info(refs.getFirst()).orElseThrow();
+      assertThat(info.state()).isEqualTo("running");
+      assertThat(info.labels()).containsEntry("run", "42");
+      assertThat(info.created()).isNotNull();
+      assertThat(info.timers().sandboxTimeout()).isPositive();
       tagged.destroy(refs.getFirst());
       assertThat(tagged.list()).as("finished sandboxes are not listed").hasSize(2);
+      assertThat(tagged.info(refs.getFirst())).as("a finished sandbox has no info").isEmpty();
       assertThat(untagged.list()).hasSize(3);
     }
   }
