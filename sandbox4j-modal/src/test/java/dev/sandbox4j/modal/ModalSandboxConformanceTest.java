@@ -34,7 +34,12 @@ class ModalSandboxConformanceTest extends WorkspaceConformanceSuite {
    * A registry image: the fake runs the local engine's image, whose own working directory is used.
    */
   static ModalSandbox.Builder client() {
-    return modal.client(home).image("debian:bookworm-slim");
+    return clientOf(modal, home);
+  }
+
+  /** A client of {@code fake} whose sandboxes run the local engine's image (a registry tag). */
+  static ModalSandbox.Builder clientOf(FakeModal fake, Path home) {
+    return fake.client(home).image("debian:bookworm-slim");
   }
 
   @Override
