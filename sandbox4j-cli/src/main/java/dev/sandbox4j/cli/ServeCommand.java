@@ -299,13 +299,13 @@ final class ServeCommand implements Callable<Integer> {
     switch (provider) {
       case LocalSandbox.NAME -> {
         for (Isolation wanted : java.util.Arrays.asList(forceIsolation, defaultIsolation)) {
-          if (wanted != null && wanted.unavailableHere().isPresent()) {
+          if (wanted != null && LocalSandbox.unavailable(wanted).isPresent()) {
             // every create (forced) or most (default) would fail: say so now, not per request
             throw new IllegalArgumentException(
                 (wanted == forceIsolation ? "--force-isolation " : "--default-isolation ")
                     + wanted
                     + ": "
-                    + wanted.unavailableHere().get());
+                    + LocalSandbox.unavailable(wanted).get());
           }
         }
         LocalSandbox engine = root.providers().local();

@@ -56,17 +56,6 @@ public enum Isolation {
             + Arrays.stream(values()).map(Isolation::id).collect(Collectors.joining(", ")));
   }
 
-  /**
-   * Why this host cannot give a sandbox this isolation, in one line that names the fix (for {@link
-   * #GVISOR}: no runsc that answers {@code runsc --version}; {@code sandbox4j setup} installs it);
-   * empty when it can.
-   */
-  public java.util.Optional<String> unavailableHere() {
-    return this == GVISOR
-        ? dev.sandbox4j.runtime.internal.oci.Gvisor.unavailable()
-        : java.util.Optional.empty();
-  }
-
   @Override
   public String toString() {
     return id.toLowerCase(Locale.ROOT);

@@ -170,6 +170,17 @@ public final class LocalSandbox
     this.poolOwner = b.poolOwner;
   }
 
+  /**
+   * Why this host cannot give a sandbox {@code isolation}, in one line that names the fix (for
+   * {@link Isolation#GVISOR}: no runsc that answers {@code runsc --version}; {@code sandbox4j
+   * setup} installs it); empty when it can. The check a create makes, without creating anything.
+   */
+  public static java.util.Optional<String> unavailable(Isolation isolation) {
+    return isolation == Isolation.GVISOR
+        ? dev.sandbox4j.runtime.internal.oci.Gvisor.unavailable()
+        : java.util.Optional.empty();
+  }
+
   /** A builder starting from the defaults. */
   public static Builder builder() {
     return new Builder();

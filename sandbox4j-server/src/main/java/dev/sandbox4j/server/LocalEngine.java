@@ -96,7 +96,7 @@ final class LocalEngine implements ServerEngine {
         "isolation",
         () -> {
           if (s.isolation() != null) {
-            java.util.Optional<String> why = s.isolation().unavailableHere();
+            java.util.Optional<String> why = LocalSandbox.unavailable(s.isolation());
             if (why.isPresent()) {
               throw new UnsupportedOperationException("isolation: " + why.get());
             }
