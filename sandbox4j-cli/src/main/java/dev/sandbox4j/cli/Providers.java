@@ -432,14 +432,7 @@ final class Providers {
   private static final List<String> NOT_FOR_DOCKER = List.of("--disk-inodes");
 
   private static DockerSandbox docker(Providers providers, Settings settings) {
-    List<String> unsupported =
-        settings.localOnlyOptions().stream().filter(NOT_FOR_DOCKER::contains).toList();
-    if (!unsupported.isEmpty()) {
-      throw new IllegalArgumentException(
-          String.join(", ", unsupported)
-              + (unsupported.size() == 1 ? " is" : " are")
-              + " not supported by docker sandboxes yet");
-    }
+    refuse(settings, NOT_FOR_DOCKER, "docker sandboxes yet");
     if (settings.isolation() == Isolation.GVISOR) {
       // a docker sandbox is a container of the daemon's runtime: 'container' is what it is
       throw new IllegalArgumentException(

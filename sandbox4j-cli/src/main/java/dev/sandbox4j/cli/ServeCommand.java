@@ -323,13 +323,7 @@ final class ServeCommand implements Callable<Integer> {
         return ServerEngine.local(engine);
       }
       case DockerSandbox.NAME -> {
-        List<String> refused = localOnlyOptions();
-        if (!refused.isEmpty()) {
-          throw new IllegalArgumentException(
-              String.join(", ", refused)
-                  + (refused.size() == 1 ? " is" : " are")
-                  + " for the local engine only, not --provider docker");
-        }
+        refuseLocalOnlyOptions();
         return new DockerServerEngine(
             line -> {
               root.context().err().println(line);
@@ -337,23 +331,11 @@ final class ServeCommand implements Callable<Integer> {
             });
       }
       case BoxdSandbox.NAME -> {
-        List<String> refused = localOnlyOptions();
-        if (!refused.isEmpty()) {
-          throw new IllegalArgumentException(
-              String.join(", ", refused)
-                  + (refused.size() == 1 ? " is" : " are")
-                  + " for the local engine only, not --provider boxd");
-        }
+        refuseLocalOnlyOptions();
         return new BoxdServerEngine(root.context().env());
       }
       case ModalSandbox.NAME -> {
-        List<String> refused = localOnlyOptions();
-        if (!refused.isEmpty()) {
-          throw new IllegalArgumentException(
-              String.join(", ", refused)
-                  + (refused.size() == 1 ? " is" : " are")
-                  + " for the local engine only, not --provider modal");
-        }
+        refuseLocalOnlyOptions();
         return new ModalServerEngine(root.context().env());
       }
       default ->
@@ -361,6 +343,18 @@ final class ServeCommand implements Callable<Integer> {
               "--provider: a server serves local, docker, boxd or modal sandboxes, not '"
                   + provider
                   + "'");
+    }
+  }
+
+  /** Refuses the options only the local engine takes, naming them and {@code --provider}. */
+  private void refuseLocalOnlyOptions() {
+    List<String> refused = localOnlyOptions();
+    if (!refused.isEmpty()) {
+      throw new IllegalArgumentException(
+          String.join(", ", refused)
+              + (refused.size() == 1 ? " is" : " are")
+              + " for the local engine only, not --provider "
+              + provider);
     }
   }
 }
