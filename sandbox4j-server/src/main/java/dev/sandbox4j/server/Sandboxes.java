@@ -49,9 +49,9 @@ final class Sandboxes {
   /**
    * A sandbox id as a client may send it: the local engine's and docker's ids, and the cloud
    * providers' (boxd's {@code vm-...}, Modal's {@code sb-...}); each provider checks its own form
-   * again. Never a path separator, a dot or a leading dash.
+   * again (as long as the longest of theirs). Never a path separator, nor a leading dot or dash.
    */
-  static final Pattern ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9_-]{0,63}");
+  static final Pattern ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9_.-]{0,127}");
 
   static final Pattern SNAPSHOT_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,47}");
   static final Pattern IMAGE_NAME = Pattern.compile("[a-z0-9][a-z0-9._-]{0,62}");
