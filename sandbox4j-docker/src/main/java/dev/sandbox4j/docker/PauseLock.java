@@ -41,7 +41,7 @@ final class PauseLock {
 
     /** The channel, opened if this is its first user; null if the sandbox has no directory. */
     synchronized FileChannel use(Path sandboxDir) throws IOException {
-      if (channel == null) {
+      if (channel == null || !channel.isOpen()) {
         channel = open(sandboxDir);
         if (channel == null) {
           return null;
@@ -53,7 +53,9 @@ final class PauseLock {
 
     synchronized void done() throws IOException {
       if (--users == 0) {
-        channel.close();
+        if (channel != null) {
+          channel.close();
+        }
         channel = null;
       }
     }
@@ -88,8 +90,11 @@ final class PauseLock {
       }
       try {
         long at = NEXT_BYTE.getAndIncrement() & (Long.MAX_VALUE >> 1);
-        try (var shared = file.lock(at, 1, true)) {
+        java.nio.channels.FileLock shared = lock(file, at, 1, true);
+        try {
           return start.get();
+        } finally {
+          release(shared);
         }
       } finally {
         entry.done();
@@ -111,8 +116,13 @@ final class PauseLock {
       if (file == null) {
         return pause.get();
       }
-      try (var exclusive = file.lock(0, Long.MAX_VALUE, false)) {
-        return pause.get();
+      try {
+        java.nio.channels.FileLock exclusive = lock(file, 0, Long.MAX_VALUE, false);
+        try {
+          return pause.get();
+        } finally {
+          release(exclusive);
+        }
       } finally {
         entry.done();
       }
@@ -139,17 +149,74 @@ final class PauseLock {
         pause.run();
         return true;
       }
-      try (var exclusive = file.tryLock(0, Long.MAX_VALUE, false)) {
+      try {
+        java.nio.channels.FileLock exclusive = tryLock(file, 0, Long.MAX_VALUE, false);
         if (exclusive == null) {
           return false;
         }
-        pause.run();
-        return true;
+        try {
+          pause.run();
+          return true;
+        } finally {
+          release(exclusive);
+        }
       } finally {
         entry.done();
       }
     } finally {
       threads.unlock();
+    }
+  }
+
+  // A FileChannel is interruptible: an I/O call on it from a thread whose interrupt flag is set
+  // (a cancelled command's, often) closes the channel, which drops every lock this process holds
+  // on the file, other threads' too (seen: an exec's lock release failing with
+  // ClosedChannelException). So the channel is only ever touched with the flag cleared (and set
+  // again after), never in a blocking call: waiting is a sleep between tries, which an interrupt
+  // ends without touching the channel.
+
+  private static final long RETRY_MILLIS = 2;
+
+  /** Locks the region, waiting for other processes' locks; CancellationException if interrupted. */
+  private static java.nio.channels.FileLock lock(
+      FileChannel file, long position, long size, boolean shared) throws IOException {
+    while (true) {
+      java.nio.channels.FileLock lock = tryLock(file, position, size, shared);
+      if (lock != null) {
+        return lock;
+      }
+      try {
+        Thread.sleep(RETRY_MILLIS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new java.util.concurrent.CancellationException(
+            "interrupted while waiting for a pause of the sandbox to end");
+      }
+    }
+  }
+
+  private static java.nio.channels.FileLock tryLock(
+      FileChannel file, long position, long size, boolean shared) throws IOException {
+    boolean interrupted = Thread.interrupted();
+    try {
+      return file.tryLock(position, size, shared);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private static void release(java.nio.channels.FileLock lock) throws IOException {
+    boolean interrupted = Thread.interrupted();
+    try {
+      lock.release();
+    } catch (java.nio.channels.ClosedChannelException gone) {
+      // the channel closed under it (see above): the lock went with it
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
   }
 

@@ -8,6 +8,7 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -144,6 +145,48 @@ class PauseLockTest {
     leave.countDown();
     slow.join();
     assertThat(probeFromOutside()).as("once no exec is starting").isEqualTo("free");
+  }
+
+  /**
+   * A FileChannel closes when a thread whose interrupt flag is set does I/O on it, dropping every
+   * lock the process holds on the file: an exec started by a cancelled thread must not take another
+   * thread's lock with it (found by the conformance suite in CI).
+   */
+  @Test
+  void anInterruptedThreadsExecKeepsAnotherThreadsLock() throws Exception {
+    CountDownLatch inside = new CountDownLatch(1);
+    CountDownLatch leave = new CountDownLatch(1);
+    List<Throwable> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Thread slow =
+        Thread.ofVirtual()
+            .start(
+                () -> {
+                  try {
+                    PauseLock.execStarting(
+                        sandbox,
+                        () -> {
+                          inside.countDown();
+                          await(leave);
+                          return null;
+                        });
+                  } catch (RuntimeException e) {
+                    failures.add(e);
+                  }
+                });
+    assertThat(inside.await(10, TimeUnit.SECONDS)).isTrue();
+    Thread.currentThread().interrupt();
+    try {
+      assertThat(PauseLock.execStarting(sandbox, () -> "started while interrupted"))
+          .isEqualTo("started while interrupted");
+      assertThat(Thread.currentThread().isInterrupted()).as("the flag, kept").isTrue();
+    } finally {
+      Thread.interrupted();
+    }
+    assertThat(probeFromOutside()).as("the other thread's lock, still held").isEqualTo("held");
+    leave.countDown();
+    slow.join();
+    assertThat(failures).as("the other thread's release").isEmpty();
+    assertThat(probeFromOutside()).isEqualTo("free");
   }
 
   @Test
