@@ -77,10 +77,11 @@ final class ListCommand implements Callable<Integer> {
     List<String> names = provider == null ? root.providers().names() : List.of(provider);
     List<Map<String, Object>> rows = new ArrayList<>();
     for (String name : names) {
-      var workspaces = root.provider(spec, name);
+      // before the provider is built: a cloud provider without credentials cannot be
       if (provider == null && !root.providers().mayHoldWorkspaces(name)) {
         continue;
       }
+      var workspaces = root.provider(spec, name);
       try {
         rows.addAll(rowsOf(workspaces));
       } catch (WorkspaceException e) {

@@ -682,13 +682,30 @@ final class Providers {
 
   /**
    * Whether {@code name} may hold workspaces at all: false for {@code local} before its first
-   * sandbox, so that listing every provider does not need root for an engine never used here.
+   * sandbox, so that listing every provider does not need root for an engine never used here; false
+   * for docker without a daemon, and for modal and boxd without credentials (a user who has no
+   * account there has no sandboxes there, and hears nothing of them).
    */
   boolean mayHoldWorkspaces(String name) {
     if (name.equals(DockerSandbox.NAME)) {
       return DockerSandbox.isDaemonConfigured();
     }
+    if (name.equals(ModalSandbox.NAME)) {
+      return isSet("MODAL_TOKEN_ID") && isSet("MODAL_TOKEN_SECRET")
+          || Files.isRegularFile(
+              isSet("MODAL_CONFIG_PATH")
+                  ? Path.of(environment.get("MODAL_CONFIG_PATH"))
+                  : Path.of(System.getProperty("user.home"), ".modal.toml"));
+    }
+    if (name.equals(BoxdSandbox.NAME)) {
+      return isSet(BoxdSandbox.KEY_VARIABLE) || isSet(BoxdSandbox.TOKEN_VARIABLE);
+    }
     return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
+  }
+
+  private boolean isSet(String variable) {
+    String value = environment.get(variable);
+    return value != null && !value.isBlank();
   }
 
   private Entry entry(String name) {
