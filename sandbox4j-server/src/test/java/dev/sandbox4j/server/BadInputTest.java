@@ -159,7 +159,21 @@ class BadInputTest {
 
   @Test
   void unknownSandboxIdsAreNotFound() throws Exception {
-    for (String id : List.of("nope", "0000000000000000", "A-B", "x".repeat(40))) {
+    // the cloud providers' id forms pass the pattern and are still only ids the org owns; the
+    // rest never reach a lookup
+    for (String id :
+        List.of(
+            "nope",
+            "0000000000000000",
+            "A-B",
+            "x".repeat(40),
+            "sb-AbC_1.2",
+            "a..b",
+            "x".repeat(128),
+            "x".repeat(129),
+            "..",
+            ".a",
+            "-a")) {
       assertError(s.call(key, "GET", "/v1/sandboxes/" + id, null), 404, "not_found", null);
       assertError(
           s.call(key, "POST", "/v1/sandboxes/" + id + "/exec", "{\"argv\": [\"true\"]}"),
@@ -167,6 +181,11 @@ class BadInputTest {
           "not_found",
           null);
     }
+  }
+
+  @Test
+  void anEncodedSeparatorInASandboxIdIsRefusedBeforeAnyRoute() throws Exception {
+    assertError(s.call(key, "GET", "/v1/sandboxes/a%2f..%2fb", null), 400, "invalid_request", null);
   }
 
   @Test
