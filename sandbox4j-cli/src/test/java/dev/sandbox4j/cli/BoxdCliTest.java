@@ -4,10 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sandbox4j.boxd.FakeBoxdServer;
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
+import dev.sandbox4j.cli.CloudCli.Run;
 import java.nio.file.Path;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
@@ -24,8 +21,6 @@ class BoxdCliTest {
   private static FakeBoxdServer boxd;
   @TempDir static Path home;
 
-  record Run(int exitCode, String out, String err) {}
-
   @BeforeAll
   static void startFake() {
     boxd = new FakeBoxdServer();
@@ -39,15 +34,7 @@ class BoxdCliTest {
   }
 
   private static Run run(Map<String, String> env, String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code;
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      code = Cli.run(new CliContext(home, new ByteArrayInputStream(new byte[0]), o, e, env), args);
-    }
-    return new Run(
-        code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    return CloudCli.run(home, env, args);
   }
 
   private static Run run(String... args) {
@@ -105,36 +92,8 @@ class BoxdCliTest {
   void aServerOnBoxdServesItsMachinesThroughTheApi() throws Exception {
     Path data = home.resolve("served");
     String key = run("keys", "--data", data.toString(), "create", "--org", "cli").out().strip();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    PrintStream errStream = new PrintStream(err, true, StandardCharsets.UTF_8);
-    Thread serving =
-        Thread.ofVirtual()
-            .start(
-                () ->
-                    Cli.run(
-                        new CliContext(
-                            home,
-                            new ByteArrayInputStream(new byte[0]),
-                            new PrintStream(new ByteArrayOutputStream()),
-                            errStream,
-                            boxd.environment()),
-                        "serve",
-                        "--provider",
-                        "boxd",
-                        "--port",
-                        "0",
-                        "--data",
-                        data.toString()));
-    try {
-      java.util.regex.Matcher uri =
-          java.util.regex.Pattern.compile("serving on (http://\\S+)").matcher("");
-      for (int i = 0; i < 600 && !uri.reset(err.toString(StandardCharsets.UTF_8)).find(); i++) {
-        Thread.sleep(50);
-      }
-      assertThat(uri.reset(err.toString(StandardCharsets.UTF_8)).find())
-          .as(err.toString(StandardCharsets.UTF_8))
-          .isTrue();
-      var client = dev.sandbox4j.remote.RemoteSandbox.builder().url(uri.group(1)).apiKey(key);
+    try (var served = new CloudCli.Served(home, boxd.environment(), "boxd", data)) {
+      var client = dev.sandbox4j.remote.RemoteSandbox.builder().url(served.uri()).apiKey(key);
       var provider = client.build();
       var ws = dev.sandbox4j.workspace.Workspace.of(provider.newBackend());
       var ref = ws.open();
@@ -148,9 +107,6 @@ class BoxdCliTest {
       var tooBig = client.memory(1L << 30).build();
       assertThatThrownBy(() -> dev.sandbox4j.workspace.Workspace.of(tooBig.newBackend()).open())
           .hasMessageContaining("memoryBytes: boxd gives each vCPU class its own memory");
-    } finally {
-      serving.interrupt();
-      serving.join();
     }
   }
 }

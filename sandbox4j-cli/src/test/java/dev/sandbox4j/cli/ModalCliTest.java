@@ -3,11 +3,8 @@ package dev.sandbox4j.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.cli.CloudCli.Run;
 import dev.sandbox4j.modal.FakeModalServer;
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
@@ -24,8 +21,6 @@ class ModalCliTest {
   private static FakeModalServer modal;
   @TempDir static Path home;
 
-  record Run(int exitCode, String out, String err) {}
-
   @BeforeAll
   static void startFake() {
     modal = new FakeModalServer();
@@ -39,15 +34,7 @@ class ModalCliTest {
   }
 
   private static Run run(Map<String, String> env, String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code;
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      code = Cli.run(new CliContext(home, new ByteArrayInputStream(new byte[0]), o, e, env), args);
-    }
-    return new Run(
-        code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    return CloudCli.run(home, env, args);
   }
 
   private static Run run(String... args) {
@@ -107,38 +94,10 @@ class ModalCliTest {
   void aServerOnModalServesItsSandboxesThroughTheApi() throws Exception {
     Path data = home.resolve("served");
     String key = run("keys", "--data", data.toString(), "create", "--org", "cli").out().strip();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    PrintStream errStream = new PrintStream(err, true, StandardCharsets.UTF_8);
-    Thread serving =
-        Thread.ofVirtual()
-            .start(
-                () ->
-                    Cli.run(
-                        new CliContext(
-                            home,
-                            new ByteArrayInputStream(new byte[0]),
-                            new PrintStream(new ByteArrayOutputStream()),
-                            errStream,
-                            modal.environment()),
-                        "serve",
-                        "--provider",
-                        "modal",
-                        "--port",
-                        "0",
-                        "--data",
-                        data.toString()));
-    try {
-      java.util.regex.Matcher uri =
-          java.util.regex.Pattern.compile("serving on (http://\\S+)").matcher("");
-      for (int i = 0; i < 600 && !uri.reset(err.toString(StandardCharsets.UTF_8)).find(); i++) {
-        Thread.sleep(50);
-      }
-      assertThat(uri.reset(err.toString(StandardCharsets.UTF_8)).find())
-          .as(err.toString(StandardCharsets.UTF_8))
-          .isTrue();
+    try (var served = new CloudCli.Served(home, modal.environment(), "modal", data)) {
       var client =
           dev.sandbox4j.remote.RemoteSandbox.builder()
-              .url(uri.group(1))
+              .url(served.uri())
               .apiKey(key)
               .workingDirectory("/tmp");
       var provider = client.build();
@@ -154,9 +113,6 @@ class ModalCliTest {
       var limited = client.pids(100).build();
       assertThatThrownBy(() -> dev.sandbox4j.workspace.Workspace.of(limited.newBackend()).open())
           .hasMessageContaining("pids: Modal sandboxes have no process limit of ours");
-    } finally {
-      serving.interrupt();
-      serving.join();
     }
   }
 }
