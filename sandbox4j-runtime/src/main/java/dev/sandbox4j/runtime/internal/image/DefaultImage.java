@@ -85,6 +85,7 @@ final class DefaultImage {
             size,
             MmdebstrapBuilder.DESCRIPTION,
             MmdebstrapBuilder.PACKAGES,
+            null,
             null);
     progress.accept(
         "image "

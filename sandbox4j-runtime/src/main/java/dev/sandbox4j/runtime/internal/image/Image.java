@@ -26,6 +26,9 @@ import java.util.Objects;
  * @param created when it was built or imported
  * @param sizeBytes the size of the regular files of all its layers
  * @param description what is in it
+ * @param origin the registry reference it was pulled from and its config, for an image that came
+ *     from elsewhere (pulled or imported); null for Sandbox4j's own images (the default, recipes,
+ *     snapshots), which follow the seeds' conventions (user {@code sandbox}, {@code /home/sandbox})
  */
 public record Image(
     String name,
@@ -33,7 +36,8 @@ public record Image(
     List<Path> layers,
     Instant created,
     long sizeBytes,
-    String description) {
+    String description,
+    ImageStore.Origin origin) {
   /** The host id that container id 0 maps to. */
   public static final int UID_SHIFT = 100_000;
 
@@ -49,5 +53,16 @@ public record Image(
     if (layerIds.size() != layers.size() || layers.isEmpty()) {
       throw new IllegalArgumentException("an image has one path per layer id, and one or more");
     }
+  }
+
+  /** An image of Sandbox4j's own (no origin). */
+  public Image(
+      String name,
+      List<String> layerIds,
+      List<Path> layers,
+      Instant created,
+      long sizeBytes,
+      String description) {
+    this(name, layerIds, layers, created, sizeBytes, description, null);
   }
 }

@@ -38,8 +38,8 @@ import java.util.regex.Pattern;
  * {@code application/vnd.oci.image.layer.v1.tar}, {@code +gzip} or {@code +zstd}, or Docker's
  * equivalents; each blob's sha256 is checked against its digest); else a {@code manifest.json} with
  * {@code Layers} makes it a {@code docker save} archive; anything else is a root filesystem. The
- * image's config (entrypoint, env, working directory, user) is not used: sandboxes run their own
- * init and commands.
+ * image config of an OCI layout or {@code docker save} archive is read ({@link ImageConfig}) and
+ * kept as the image's {@link ImageStore.Origin}; a root filesystem has none.
  *
  * <p><b>Layers.</b> Each image layer becomes a layer of the store, its id the sha256 of its bytes
  * (so importing two images with a common base stores the base once, and importing again extracts
@@ -62,17 +62,19 @@ public final class ImageArchive {
   private static final LinkOption NOFOLLOW = LinkOption.NOFOLLOW_LINKS;
   private static final Pattern HEX64 = Pattern.compile("[0-9a-f]{64}");
   private static final int TAIL_LINES = 20;
+  static final int MAX_LAYERS = 256;
+  static final int MAX_INDEX_ENTRIES = 1024;
   private static final long TAR_TIMEOUT_MINUTES = 60;
 
   private static final String WHITEOUT = ".wh.";
   private static final String OPAQUE_MARKER = ".wh..wh..opq";
   private static final String WHITEOUT_META = ".wh..wh.";
 
-  private static final Set<String> INDEX_TYPES =
+  static final Set<String> INDEX_TYPES =
       Set.of(
           "application/vnd.oci.image.index.v1+json",
           "application/vnd.docker.distribution.manifest.list.v2+json");
-  private static final Set<String> MANIFEST_TYPES =
+  static final Set<String> MANIFEST_TYPES =
       Set.of(
           "application/vnd.oci.image.manifest.v1+json",
           "application/vnd.docker.distribution.manifest.v2+json");
@@ -102,7 +104,8 @@ public final class ImageArchive {
   }
 
   /** The store layers an archive became, bottom first, and what to say about them. */
-  public record Imported(List<String> layerIds, long sizeBytes, String description) {}
+  public record Imported(
+      List<String> layerIds, long sizeBytes, String description, ImageStore.Origin origin) {}
 
   private ImageArchive() {}
 
@@ -123,7 +126,8 @@ public final class ImageArchive {
       String id = layerId("rootfs", digest);
       size += importLayer(store, build, archive, id, false, "root filesystem", progress);
       ids.add(id);
-      return new Imported(ids, size, "imported from " + from + " (" + format.description + ")");
+      return new Imported(
+          ids, size, "imported from " + from + " (" + format.description + ")", null);
     }
     Path outer = build.newScratchDirectory();
     progress.accept("unpacking " + archive);
@@ -138,7 +142,8 @@ public final class ImageArchive {
             "--no-same-permissions",
             "--no-xattrs"),
         "unpacking " + archive);
-    List<Blob> blobs = format == Format.OCI ? ociLayers(outer) : dockerLayers(outer);
+    Unpacked unpacked = format == Format.OCI ? ociLayers(outer) : dockerLayers(outer);
+    List<Blob> blobs = unpacked.layers();
     for (int i = 0; i < blobs.size(); i++) {
       Path blob = blobs.get(i).path();
       String digest = sha256File(blob);
@@ -161,7 +166,8 @@ public final class ImageArchive {
     return new Imported(
         ids,
         size,
-        "imported from " + from + " (" + format.description + ", " + ids.size() + " layers)");
+        "imported from " + from + " (" + format.description + ", " + ids.size() + " layers)",
+        new ImageStore.Origin(null, unpacked.manifestDigest(), unpacked.config()));
   }
 
   /** The archive's format, from the names at its top. */
@@ -202,7 +208,10 @@ public final class ImageArchive {
   /** A layer file in the unpacked archive, and the sha256 hex it must have (null: unknown). */
   private record Blob(Path path, String digest) {}
 
-  private static List<Blob> dockerLayers(Path outer) throws IOException {
+  /** What an unpacked archive holds: its layers, its config, its manifest's digest if known. */
+  private record Unpacked(List<Blob> layers, ImageConfig config, String manifestDigest) {}
+
+  private static Unpacked dockerLayers(Path outer) throws IOException {
     JsonNode manifest = JSON.readTree(inside(outer, "manifest.json").toFile());
     if (!manifest.isArray() || manifest.isEmpty()) {
       throw new ImageBuildException("manifest.json of the docker archive lists no image");
@@ -221,43 +230,105 @@ public final class ImageArchive {
     for (JsonNode layer : layers) {
       blobs.add(new Blob(inside(outer, layer.asText()), null));
     }
-    return blobs;
+    JsonNode configFile = manifest.get(0).path("Config");
+    ImageConfig config =
+        configFile.isTextual()
+            ? ImageConfig.fromImageConfigJson(
+                JSON.readTree(inside(outer, configFile.asText()).toFile()))
+            : ImageConfig.NONE;
+    return new Unpacked(blobs, config, null);
   }
 
   // ---- OCI image layout -----------------------------------------------------------------------
 
-  private static List<Blob> ociLayers(Path outer) throws IOException {
+  private static Unpacked ociLayers(Path outer) throws IOException {
     JsonNode layout = JSON.readTree(inside(outer, "oci-layout").toFile());
     if (!layout.path("imageLayoutVersion").isTextual()) {
       throw new ImageBuildException("oci-layout has no imageLayoutVersion");
     }
-    JsonNode manifest = pickManifest(outer, JSON.readTree(inside(outer, "index.json").toFile()), 0);
+    JsonNode[] picked = new JsonNode[2]; // the manifest's descriptor and content
+    pickManifest(outer, JSON.readTree(inside(outer, "index.json").toFile()), 0, picked);
+    JsonNode manifest = picked[1];
+    List<Blob> blobs = new ArrayList<>();
+    for (JsonNode layer : layersOf(manifest)) {
+      String digest = layer.path("digest").asText("");
+      blobs.add(new Blob(blob(outer, digest), digest.substring(digest.indexOf(':') + 1)));
+    }
+    JsonNode configDescriptor = manifest.path("config");
+    ImageConfig config =
+        configDescriptor.path("digest").isTextual()
+            ? ImageConfig.fromImageConfigJson(
+                JSON.readTree(blob(outer, configDescriptor.path("digest").asText()).toFile()))
+            : ImageConfig.NONE;
+    return new Unpacked(blobs, config, picked[0].path("digest").asText(null));
+  }
+
+  /**
+   * The layer descriptors of image manifest {@code manifest}, bottom first, each of a supported
+   * media type with a sha256 digest.
+   */
+  static List<JsonNode> layersOf(JsonNode manifest) {
     JsonNode layers = manifest.path("layers");
     if (!layers.isArray() || layers.isEmpty()) {
-      throw new ImageBuildException("the OCI image manifest lists no layers");
+      throw new ImageBuildException("the image manifest lists no layers");
     }
-    List<Blob> blobs = new ArrayList<>();
+    if (layers.size() > MAX_LAYERS) {
+      throw new ImageBuildException(
+          "the image manifest lists " + layers.size() + " layers (at most " + MAX_LAYERS + ")");
+    }
+    List<JsonNode> out = new ArrayList<>();
     for (JsonNode layer : layers) {
       String type = layer.path("mediaType").asText("");
       if (!LAYER_TYPES.contains(type)) {
         throw new ImageBuildException(
-            "unsupported OCI layer media type '" + type + "': supported are " + LAYER_TYPES);
+            "unsupported layer media type '" + type + "': supported are " + LAYER_TYPES);
       }
-      String digest = layer.path("digest").asText("");
-      blobs.add(new Blob(blob(outer, digest), digest.substring(digest.indexOf(':') + 1)));
+      checkDigest(layer.path("digest").asText(""));
+      out.add(layer);
     }
-    return blobs;
+    return out;
   }
 
-  /** The image manifest for linux on this architecture, following nested indexes. */
-  private static JsonNode pickManifest(Path outer, JsonNode index, int depth) throws IOException {
+  /**
+   * The image manifest for linux on this architecture, following nested indexes: its descriptor
+   * into {@code picked[0]}, its content into {@code picked[1]}.
+   */
+  private static void pickManifest(Path outer, JsonNode index, int depth, JsonNode[] picked)
+      throws IOException {
     if (depth > 4) {
       throw new ImageBuildException("the OCI index nests too deeply");
     }
+    JsonNode descriptor = choosePlatform(index, "the OCI layout");
+    String type = descriptor.path("mediaType").asText("");
+    JsonNode content = JSON.readTree(blob(outer, descriptor.path("digest").asText("")).toFile());
+    if (INDEX_TYPES.contains(type) || (type.isEmpty() && content.has("manifests"))) {
+      pickManifest(outer, content, depth + 1, picked);
+      return;
+    }
+    if (!type.isEmpty() && !MANIFEST_TYPES.contains(type)) {
+      throw new ImageBuildException("unsupported OCI manifest media type '" + type + "'");
+    }
+    picked[0] = descriptor;
+    picked[1] = content;
+  }
+
+  /**
+   * The one descriptor of image index {@code index} for linux on this machine's architecture (a
+   * descriptor without a platform fits any); {@code where} names the index in errors.
+   */
+  static JsonNode choosePlatform(JsonNode index, String where) {
     String arch = ociArchitecture();
+    JsonNode manifests = index.path("manifests");
+    if (manifests.size() > MAX_INDEX_ENTRIES) {
+      throw new ImageBuildException(
+          where + " lists " + manifests.size() + " manifests (at most " + MAX_INDEX_ENTRIES + ")");
+    }
     List<JsonNode> candidates = new ArrayList<>();
-    for (JsonNode d : index.path("manifests")) {
+    List<String> platforms = new ArrayList<>();
+    for (JsonNode d : manifests) {
       JsonNode platform = d.path("platform");
+      platforms.add(
+          platform.path("os").asText("?") + "/" + platform.path("architecture").asText("?"));
       boolean fits =
           platform.isMissingNode()
               || (platform.path("os").asText("linux").equals("linux")
@@ -267,29 +338,17 @@ public final class ImageArchive {
       }
     }
     if (candidates.isEmpty()) {
-      throw new ImageBuildException("the OCI layout has no image for linux/" + arch);
+      throw new ImageBuildException(
+          where + " has no image for linux/" + arch + " (it has " + platforms + ")");
     }
     if (candidates.size() > 1) {
       throw new ImageBuildException(
-          "the OCI layout holds "
-              + candidates.size()
-              + " images for linux/"
-              + arch
-              + "; import a layout of one image");
+          where + " holds " + candidates.size() + " images for linux/" + arch + "; expected one");
     }
-    JsonNode descriptor = candidates.getFirst();
-    String type = descriptor.path("mediaType").asText("");
-    JsonNode content = JSON.readTree(blob(outer, descriptor.path("digest").asText("")).toFile());
-    if (INDEX_TYPES.contains(type) || (type.isEmpty() && content.has("manifests"))) {
-      return pickManifest(outer, content, depth + 1);
-    }
-    if (!type.isEmpty() && !MANIFEST_TYPES.contains(type)) {
-      throw new ImageBuildException("unsupported OCI manifest media type '" + type + "'");
-    }
-    return content;
+    return candidates.getFirst();
   }
 
-  private static String ociArchitecture() {
+  static String ociArchitecture() {
     String arch = System.getProperty("os.arch");
     return switch (arch) {
       case "amd64", "x86_64" -> "amd64";
@@ -299,13 +358,18 @@ public final class ImageArchive {
   }
 
   private static Path blob(Path outer, String digest) throws IOException {
+    return inside(outer, "blobs/sha256/" + checkDigest(digest));
+  }
+
+  /** The hex of {@code sha256:HEX} {@code digest}; fails for any other form or algorithm. */
+  static String checkDigest(String digest) {
     int colon = digest.indexOf(':');
     if (colon < 0
         || !digest.substring(0, colon).equals("sha256")
         || !HEX64.matcher(digest.substring(colon + 1)).matches()) {
       throw new ImageBuildException("unsupported digest '" + digest + "' (only sha256)");
     }
-    return inside(outer, "blobs/sha256/" + digest.substring(colon + 1));
+    return digest.substring(colon + 1);
   }
 
   /**
@@ -331,7 +395,7 @@ public final class ImageArchive {
   // ---- one layer ------------------------------------------------------------------------------
 
   /** Adds the layer in tar file {@code tarball} as {@code id}, unless the store has it. */
-  private static long importLayer(
+  static long importLayer(
       ImageStore store,
       ImageStore.Build build,
       Path tarball,
@@ -426,7 +490,7 @@ public final class ImageArchive {
 
   // ---- helpers --------------------------------------------------------------------------------
 
-  private static String layerId(String kind, String digest) {
+  static String layerId(String kind, String digest) {
     return ImageStore.sha256Hex(
         ("sandbox4j " + kind + " v1\n" + digest).getBytes(StandardCharsets.UTF_8));
   }

@@ -80,6 +80,20 @@ public final class ImageStore {
   }
 
   /**
+   * Where an image that came from elsewhere came from, and how its config says to run it.
+   *
+   * @param reference the registry reference it was pulled from, canonical ({@code
+   *     docker.io/library/python:3.12-slim}); null for an imported archive
+   * @param digest the digest of its image manifest ({@code sha256:...}); null if not known
+   * @param config its image config's user, working directory, environment, entrypoint and command
+   */
+  public record Origin(String reference, String digest, ImageConfig config) {
+    public Origin {
+      config = config == null ? ImageConfig.NONE : config;
+    }
+  }
+
+  /**
    * Who else runs on the store's layers: the engine's sandboxes. Read under the store lock whenever
    * layers may be deleted (a gc, a removal), so that a layer a sandbox runs on is never one of
    * them; a sandbox records its layers under that lock before it mounts them.
@@ -280,7 +294,7 @@ public final class ImageStore {
                           imported.layerIds(),
                           imported.sizeBytes(),
                           imported.description(),
-                          List.of());
+                          imported.origin());
                   progress.accept(
                       "image "
                           + name
@@ -384,7 +398,19 @@ public final class ImageStore {
       List<String> packages,
       Snapshot snapshot)
       throws IOException {
-    return staging.publish(build, name, layerIds, sizeBytes, description, packages, snapshot);
+    return staging.publish(build, name, layerIds, sizeBytes, description, packages, snapshot, null);
+  }
+
+  /** {@link #publish} of an image that came from elsewhere: a registry or an archive. */
+  public Image publish(
+      Build build,
+      String name,
+      List<String> layerIds,
+      long sizeBytes,
+      String description,
+      Origin origin)
+      throws IOException {
+    return staging.publish(build, name, layerIds, sizeBytes, description, List.of(), null, origin);
   }
 
   // ---- sandboxes ---------------------------------------------------------------------------

@@ -41,7 +41,8 @@ final class Manifests {
   /**
    * What {@code image.json} holds; {@code created} as ISO-8601, which needs no Jackson module.
    * {@code layers} bottom first; null in format 1. {@code snapshot} is null unless the image is a
-   * sandbox's snapshot.
+   * sandbox's snapshot; {@code origin} null unless it came from a registry or an archive (and in
+   * manifests written before origins).
    */
   record Manifest(
       int formatVersion,
@@ -51,7 +52,8 @@ final class Manifests {
       String description,
       List<String> packages,
       List<String> layers,
-      ImageStore.Snapshot snapshot) {}
+      ImageStore.Snapshot snapshot,
+      ImageStore.Origin origin) {}
 
   private final StoreLayout layout;
   private final StoreLocks locks;
@@ -150,7 +152,8 @@ final class Manifests {
         paths,
         created,
         manifest.sizeBytes(),
-        manifest.description() == null ? "" : manifest.description());
+        manifest.description() == null ? "" : manifest.description(),
+        manifest.origin());
   }
 
   /**
@@ -211,6 +214,7 @@ final class Manifests {
             old.description(),
             old.packages(),
             List.of(id),
+            null,
             null);
     write(imageDir.resolve(MANIFEST), migrated);
     return null;

@@ -136,7 +136,8 @@ final class Staging {
       long sizeBytes,
       String description,
       List<String> packages,
-      ImageStore.Snapshot snapshot)
+      ImageStore.Snapshot snapshot,
+      ImageStore.Origin origin)
       throws IOException {
     Instant created = Instant.now();
     Manifests.Manifest manifest =
@@ -148,7 +149,8 @@ final class Staging {
             description,
             packages,
             List.copyOf(layerIds),
-            snapshot);
+            snapshot,
+            origin);
     Path manifestDir = Files.createDirectory(build.dir().resolve("image"));
     Files.setPosixFilePermissions(manifestDir, PrivateFiles.PRIVATE_DIR);
     Manifests.write(manifestDir.resolve(MANIFEST), manifest);
@@ -195,7 +197,8 @@ final class Staging {
         layerIds.stream().map(layout::layerPath).toList(),
         created,
         sizeBytes,
-        description);
+        description,
+        origin);
   }
 
   private void writePins(Build build) throws IOException {
