@@ -81,7 +81,10 @@ public final class TestRegistry implements AutoCloseable {
     this.tokenServer = tokenServer;
   }
 
-  /** The registry, skopeo and openssl: skips a test on a machine without them, fails under CI. */
+  /**
+   * The registry, skopeo, openssl (for the token server's key) and zstd (for {@link
+   * RegistryImages#zstdLayer}): skips a test on a machine without them, fails under CI.
+   */
   public static void requireRegistry() {
     Prerequisites.require(
         Files.isExecutable(Path.of("/usr/bin/docker-registry")),
@@ -90,6 +93,8 @@ public final class TestRegistry implements AutoCloseable {
         Files.isExecutable(Path.of("/usr/bin/skopeo")), "skopeo (apt-get install skopeo)");
     Prerequisites.require(
         Files.isExecutable(Path.of("/usr/bin/openssl")), "openssl (apt-get install openssl)");
+    Prerequisites.require(
+        Files.isExecutable(Path.of("/usr/bin/zstd")), "zstd (apt-get install zstd)");
   }
 
   /**
