@@ -163,7 +163,10 @@ public final class TestRegistry implements AutoCloseable {
   /**
    * Pushes the image (or, with every platform, the image index) of the OCI layout {@code ociLayout}
    * to {@code reference} ({@code repo:tag}) with skopeo; fails with skopeo's output. The layout's
-   * index.json must name exactly one manifest or index.
+   * index.json must name exactly one manifest or index. Without {@code skopeoExtraArgs}, skopeo
+   * must push the layout's blobs and manifests unchanged ({@code --preserve-digests}), so that the
+   * digests {@link RegistryImages} reports are the registry's; extra arguments such as {@code
+   * --dest-compress-format zstd} may change them.
    */
   public void push(Path ociLayout, String reference, String... skopeoExtraArgs)
       throws IOException, InterruptedException {
@@ -174,6 +177,9 @@ public final class TestRegistry implements AutoCloseable {
     }
     if (holdsIndex(ociLayout)) {
       argv.add("--all");
+    }
+    if (skopeoExtraArgs.length == 0) {
+      argv.add("--preserve-digests");
     }
     argv.addAll(List.of(skopeoExtraArgs));
     argv.add("oci:" + ociLayout);

@@ -121,10 +121,13 @@ class TestRegistryTest {
       HttpResponse<byte[]> anonymousToken = send(tokenUri, null);
 
       assertThat(granted.statusCode()).isEqualTo(200);
-      HttpResponse<byte[]> withToken = get(registry, path, "Bearer " + tokenOf(granted));
+      String token = tokenOf(granted);
+      HttpResponse<byte[]> withToken = get(registry, path, "Bearer " + token);
       assertThat(withToken.statusCode()).isEqualTo(200);
       assertThat(withToken.headers().firstValue("Docker-Content-Digest"))
           .contains(configured.image().digest());
+      String forged = token.substring(0, token.lastIndexOf('.') + 1) + "AAAA";
+      assertThat(get(registry, path, "Bearer " + forged).statusCode()).isEqualTo(401);
       assertThat(refused.statusCode()).isEqualTo(401);
       // like Docker Hub's for a private repository: a token, but one that grants nothing
       assertThat(anonymousToken.statusCode()).isEqualTo(200);
