@@ -235,19 +235,28 @@ public final class TestRegistry implements AutoCloseable {
         || mediaType.equals("application/vnd.docker.distribution.manifest.list.v2+json");
   }
 
+  /**
+   * Whether the registry bound its port and answers {@code GET /v2/}. The log line comes first: an
+   * answer alone may come from another process that took the port this one then failed to bind.
+   */
   private boolean awaitReady() throws IOException, InterruptedException {
     HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     HttpRequest ping =
         HttpRequest.newBuilder(baseUri().resolve("/v2/")).timeout(Duration.ofSeconds(2)).build();
+    String listening = "listening on " + host();
     long end = System.nanoTime() + START_TIMEOUT.toNanos();
     while (System.nanoTime() < end && registry.isAlive()) {
+      if (!Files.readString(log).contains(listening)) {
+        Thread.sleep(50);
+        continue;
+      }
       try {
         int status = http.send(ping, HttpResponse.BodyHandlers.discarding()).statusCode();
         if (status == 200 || status == 401) {
           return true;
         }
-      } catch (IOException notListeningYet) {
-        // the registry has not bound its port yet
+      } catch (IOException notServingYet) {
+        // bound, but not accepting connections yet: asked again below
       }
       Thread.sleep(50);
     }
