@@ -4,9 +4,14 @@ import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.registry.ImageReference;
+import dev.sandbox4j.runtime.internal.registry.RegistryClient;
+import dev.sandbox4j.runtime.internal.registry.RegistryCredentials;
+import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.util.List;
+import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 
@@ -17,10 +22,18 @@ import java.util.function.Supplier;
 final class LocalImages {
   private final ImageStore images;
   private final Consumer<String> progress;
+  private final RegistryCredentials credentials;
+  private final Set<String> plainHttpRegistries;
 
-  LocalImages(ImageStore images, Consumer<String> progress) {
+  LocalImages(
+      ImageStore images,
+      Consumer<String> progress,
+      RegistryCredentials credentials,
+      Set<String> plainHttpRegistries) {
     this.images = images;
     this.progress = progress;
+    this.credentials = credentials;
+    this.plainHttpRegistries = Set.copyOf(plainHttpRegistries);
   }
 
   ImageStore store() {
@@ -58,13 +71,65 @@ final class LocalImages {
     return images.list().stream().map(ImageInfo::of).toList();
   }
 
+  /** Pulls {@code reference} (see {@link LocalSandbox#pullImage}). */
+  ImageInfo pull(String reference) {
+    ImageReference ref = ImageReference.parse(reference);
+    LocalRefs.requireLinuxAndRoot();
+    return ImageInfo.of(images.pull(ref, client(), progress));
+  }
+
+  /**
+   * The store's name for image {@code image} of a builder: {@code default}, a local image's name,
+   * or a registry reference, pulled first if this machine does not have it.
+   *
+   * @throws IllegalArgumentException if it is neither a valid name nor a valid reference
+   */
+  String localName(String image) {
+    if (image.equals(ImageStore.DEFAULT)) {
+      return image;
+    }
+    boolean reference = ImageReference.looksLikeReference(image);
+    if (!reference && LocalRefs.isImageName(image) && images.find(image).isPresent()) {
+      return image;
+    }
+    ImageReference ref = ImageReference.parse(image);
+    String name = ImageStore.pulledName(ref);
+    if (images.find(name).isPresent()) {
+      return name;
+    }
+    try {
+      return images.pull(ref, client(), progress).name();
+    } catch (WorkspaceException e) {
+      if (reference) {
+        throw e;
+      }
+      throw new WorkspaceException(
+          "image '"
+              + image
+              + "' does not exist here (see `sandbox4j image ls`), and pulling "
+              + ref
+              + " failed: "
+              + e.getMessage(),
+          e);
+    }
+  }
+
+  private RegistryClient client() {
+    return new RegistryClient(credentials, plainHttpRegistries);
+  }
+
   ImageInfo buildDefault(boolean rebuild) {
     LocalRefs.requireLinuxAndRoot();
     return ImageInfo.of(rebuild ? images.buildDefault(progress) : images.ensureDefault(progress));
   }
 
-  boolean removeImage(String name) {
+  /** Removes image {@code nameOrReference}: a local name, or the reference it was pulled as. */
+  boolean removeImage(String nameOrReference) {
     LocalRefs.requireLinuxAndRoot();
+    String name =
+        ImageReference.looksLikeReference(nameOrReference)
+            ? ImageStore.pulledName(ImageReference.parse(nameOrReference))
+            : nameOrReference;
     if (images.find(name).isEmpty()) {
       return false;
     }

@@ -28,6 +28,10 @@ final class LocalRefs {
     return ref.id();
   }
 
+  static boolean isImageName(String name) {
+    return IMAGE_NAME.matcher(name).matches() && !name.equals("layers");
+  }
+
   static void checkImageName(String name, String what) {
     if (name == null || !IMAGE_NAME.matcher(name).matches() || name.equals("layers")) {
       throw new IllegalArgumentException(

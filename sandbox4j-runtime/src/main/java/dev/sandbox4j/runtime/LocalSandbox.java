@@ -8,6 +8,7 @@ import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.HostLimits;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.ports.PortTokens;
+import dev.sandbox4j.runtime.internal.registry.RegistryCredentials;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceBackend;
@@ -163,7 +164,12 @@ public final class LocalSandbox
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
     this.portToken = b.portToken;
-    this.images = new LocalImages(Engine.imageStore(home), progress);
+    this.images =
+        new LocalImages(
+            Engine.imageStore(home),
+            progress,
+            RegistryCredentials.fromEnvironment(b.registryCredentials),
+            b.plainHttpRegistries);
     this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
     this.warmPool = b.warmPool > 0 ? new WarmPool(this, b.warmPool) : null;
@@ -528,13 +534,36 @@ public final class LocalSandbox
   }
 
   /**
-   * Removes the image called {@code name}. Sandboxes created from it keep running: they hold on to
-   * its layers, which are deleted only once nothing uses them (see {@link #gc()}).
+   * Removes the image called {@code name} (or pulled as reference {@code name}). Sandboxes created
+   * from it keep running: they hold on to its layers, which are deleted only once nothing uses them
+   * (see {@link #gc()}).
    *
    * @return whether there was such an image
    */
   public boolean removeImage(String name) {
     return images.removeImage(name);
+  }
+
+  /**
+   * Pulls image {@code reference} from its OCI Distribution registry ({@code python:3.12-slim},
+   * {@code ghcr.io/org/app:1.2}, {@code name@sha256:...}; Docker Hub's defaults apply), reporting
+   * to the progress receiver, and returns it. It is stored under a name of its own ({@link
+   * ImageInfo#name()}) with its reference and digest; pulling again replaces it if the registry's
+   * manifest changed, and downloads only layers this machine does not have. Sandboxes use it by
+   * either name ({@link Builder#image}), which pulls it first if it is not here yet.
+   *
+   * <p>Credentials: the builder's {@link Builder#registryAuth}, else the docker CLI's ({@code
+   * ~/.docker/config.json}: its credential helpers, then {@code auths}), else none. Loopback
+   * registries and {@link Builder#plainHttpRegistry} ones are spoken to over HTTP, all others over
+   * HTTPS. The image's config ({@code User}, {@code WorkingDir}, {@code Env}) is how its sandboxes
+   * run, unless the builder says otherwise. Needs root.
+   *
+   * @throws IllegalArgumentException if {@code reference} is not a valid reference
+   * @throws dev.sandbox4j.workspace.WorkspaceException if the registry refuses (the message names
+   *     why: not found, credentials, digest mismatch) or cannot be reached
+   */
+  public ImageInfo pullImage(String reference) {
+    return images.pull(Objects.requireNonNull(reference, "reference"));
   }
 
   /**
@@ -638,7 +667,9 @@ public final class LocalSandbox
    * @throws WorkspaceUnavailableException if its snapshot does not exist (or is still being saved)
    */
   Engine.Spec spec() {
-    return shape.spec(images.store());
+    SandboxShape s =
+        shape.snapshot() == null ? shape.withImage(images.localName(shape.image())) : shape;
+    return s.spec(images.store());
   }
 
   /** The engine, checked and built on first use. */
@@ -694,6 +725,9 @@ public final class LocalSandbox
     private Runnable beforeCreate = () -> {};
     private int warmPool;
     private LocalSandbox poolOwner;
+    private final Map<String, RegistryCredentials.Credentials> registryCredentials =
+        new LinkedHashMap<>();
+    private final java.util.Set<String> plainHttpRegistries = new java.util.TreeSet<>();
 
     private Builder() {}
 
@@ -748,7 +782,13 @@ public final class LocalSandbox
       return this;
     }
 
-    /** The image of a new sandbox (default {@code default}: Debian bookworm with dev tools). */
+    /**
+     * The image of a new sandbox (default {@code default}: Debian bookworm with dev tools): the
+     * name of an image on this machine ({@link LocalSandbox#images()}), or a registry reference
+     * ({@code python:3.12-slim}, {@code ghcr.io/org/app@sha256:...}), pulled when the first sandbox
+     * is created if this machine does not have it yet (see {@link LocalSandbox#pullImage}). A name
+     * that is no image here is pulled as a reference too, from Docker Hub.
+     */
     public Builder image(String image) {
       this.image = Objects.requireNonNull(image, "image");
       this.imageSet = true;
@@ -886,7 +926,41 @@ public final class LocalSandbox
       return this;
     }
 
-    /** Receives progress lines of long work (building the default image). */
+    /**
+     * The user and password (or access token) for registry {@code host} ({@code docker.io}, {@code
+     * ghcr.io}, {@code localhost:5000}: the host of an image reference), used for pulls instead of
+     * those of the docker CLI's configuration.
+     */
+    public Builder registryAuth(String host, String username, String password) {
+      Objects.requireNonNull(host, "host");
+      Objects.requireNonNull(username, "username");
+      Objects.requireNonNull(password, "password");
+      if (host.isBlank() || host.contains("/") || username.isEmpty()) {
+        throw new IllegalArgumentException(
+            "registryAuth needs a registry host (no scheme or path) and a user name");
+      }
+      registryCredentials.put(
+          host.toLowerCase(java.util.Locale.ROOT),
+          new RegistryCredentials.Credentials(
+              username, password, null, "LocalSandbox.Builder.registryAuth"));
+      return this;
+    }
+
+    /**
+     * Speaks plain HTTP to registry {@code host} ({@code host:port}) instead of HTTPS, as docker's
+     * {@code insecure-registries} does: for a registry on a trusted network only. Loopback hosts
+     * get HTTP without this.
+     */
+    public Builder plainHttpRegistry(String host) {
+      Objects.requireNonNull(host, "host");
+      if (host.isBlank() || host.contains("/")) {
+        throw new IllegalArgumentException("plainHttpRegistry needs HOST[:PORT]: " + host);
+      }
+      plainHttpRegistries.add(host.toLowerCase(java.util.Locale.ROOT));
+      return this;
+    }
+
+    /** Receives progress lines of long work (building the default image, pulling images). */
     public Builder progress(Consumer<String> progress) {
       this.progress = Objects.requireNonNull(progress, "progress");
       return this;

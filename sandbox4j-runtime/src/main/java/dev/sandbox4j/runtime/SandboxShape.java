@@ -32,6 +32,24 @@ record SandboxShape(
     List<String> networks,
     Isolation isolation) {
 
+  /** This shape with image {@code other}. */
+  SandboxShape withImage(String other) {
+    return other.equals(image)
+        ? this
+        : new SandboxShape(
+            other,
+            workingDirectory,
+            cpus,
+            memoryBytes,
+            pids,
+            disk,
+            labels,
+            snapshot,
+            egress,
+            networks,
+            isolation);
+  }
+
   /** This shape with {@code other} labels. */
   SandboxShape withLabels(Map<String, String> other) {
     return new SandboxShape(

@@ -38,6 +38,7 @@ class PackageDependenciesTest {
           "http",
           "egress",
           "ports",
+          "registry",
           "image",
           "oci",
           "net",

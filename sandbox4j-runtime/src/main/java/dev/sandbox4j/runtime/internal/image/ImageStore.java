@@ -4,6 +4,8 @@ import static dev.sandbox4j.runtime.internal.image.StoreLayout.NOFOLLOW;
 import static dev.sandbox4j.runtime.internal.image.StoreLayout.OLD_PREFIX;
 
 import dev.sandbox4j.runtime.internal.linux.Trees;
+import dev.sandbox4j.runtime.internal.registry.ImageReference;
+import dev.sandbox4j.runtime.internal.registry.RegistryClient;
 import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
@@ -307,6 +309,37 @@ public final class ImageStore {
                 });
           } catch (IOException e) {
             throw new ImageBuildException("importing " + archive + " failed: " + e, e);
+          }
+        });
+  }
+
+  // ---- pulling ---------------------------------------------------------------------------
+
+  /** The name image {@code ref} is stored under once pulled (see {@link #pull}). */
+  public static String pulledName(ImageReference ref) {
+    return RegistryPull.localName(ref);
+  }
+
+  /**
+   * Pulls image {@code ref} from its registry with {@code client} and stores it as {@link
+   * #pulledName}, replacing an older pull of the same reference; layers the store has are not
+   * downloaded again, and an image whose manifest digest has not changed is kept as it is (see
+   * {@link RegistryPull}).
+   *
+   * @throws dev.sandbox4j.runtime.internal.registry.RegistryException if the registry refuses,
+   *     cannot be reached, or sends what does not match its digests
+   * @throws ImageBuildException if a layer is unsafe or unsupported
+   */
+  public Image pull(ImageReference ref, RegistryClient client, Consumer<String> progress) {
+    String name = pulledName(ref);
+    return locks.withLock(
+        name,
+        () -> {
+          try {
+            return staging.inStaging(
+                name, build -> new RegistryPull(this, client, progress).pull(build, name, ref));
+          } catch (IOException e) {
+            throw new ImageBuildException("pulling " + ref + " failed: " + e, e);
           }
         });
   }

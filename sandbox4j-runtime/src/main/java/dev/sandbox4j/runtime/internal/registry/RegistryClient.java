@@ -1,0 +1,674 @@
+package dev.sandbox4j.runtime.internal.registry;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.ConnectException;
+import java.net.InetAddress;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.LongConsumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * A client of the OCI Distribution API (v2) for pulling: image manifests and indexes by tag or
+ * digest, and blobs by digest, every byte verified against its digest.
+ *
+ * <p><b>Auth.</b> A request goes out without credentials first, as the docker CLI's does; a {@code
+ * 401} names the scheme in {@code WWW-Authenticate}: for {@code Bearer}, a token is fetched from
+ * the realm for the repository's {@code pull} scope (with the host's {@link RegistryCredentials},
+ * or anonymously, as Docker Hub serves public images) and cached until it expires; for {@code
+ * Basic}, the credentials go with every request to that host. A registry that refuses them gets an
+ * error naming where they came from.
+ *
+ * <p><b>Transport.</b> HTTPS, except to a loopback host ({@code localhost}, {@code 127.0.0.0/8},
+ * {@code ::1}) or one listed as plain, which get HTTP: docker's own default for insecure
+ * registries. Redirects (blob storage behind a CDN) are followed by hand, up to five, and the
+ * {@code Authorization} header goes only to the registry's own host. Every response is bounded: a
+ * manifest or config by {@value #MAX_DOCUMENT} bytes, a blob by the size its descriptor gives; a
+ * body that sends nothing for {@value #STALL_SECONDS} s is given up (and resumed, for a blob).
+ *
+ * <p><b>Blobs</b> are downloaded to a file that survives an interruption: the next download of the
+ * same blob continues where it stopped with a {@code Range} request (a registry that ignores it
+ * sends the whole blob again), and a transfer cut midway is resumed the same way, up to {@value
+ * #ATTEMPTS} attempts. A finished blob whose sha256 is not its digest is deleted and refused.
+ */
+public final class RegistryClient {
+  /** What {@code Accept} asks for: every manifest and index type this client reads. */
+  public static final List<String> MANIFEST_TYPES =
+      List.of(
+          "application/vnd.oci.image.index.v1+json",
+          "application/vnd.oci.image.manifest.v1+json",
+          "application/vnd.docker.distribution.manifest.list.v2+json",
+          "application/vnd.docker.distribution.manifest.v2+json");
+
+  static final int MAX_DOCUMENT = 4 * 1024 * 1024;
+  static final int STALL_SECONDS = 60;
+  static final int ATTEMPTS = 4;
+  private static final int MAX_REDIRECTS = 5;
+  private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(30);
+  private static final Duration HEADERS_TIMEOUT = Duration.ofSeconds(60);
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Pattern CHALLENGE_PARAM =
+      Pattern.compile("([A-Za-z_]+)=(?:\"([^\"]*)\"|([^,\\s]*))");
+
+  /** A manifest or index as the registry sent it, with its digest (verified). */
+  public record Document(byte[] body, String mediaType, String digest) {}
+
+  private final RegistryCredentials credentials;
+  private final Set<String> plainHttpHosts;
+  private final HttpClient http;
+
+  /** {@code Authorization} values by host and repository (Bearer) or host (Basic). */
+  private final Map<String, Authorization> authorizations = new ConcurrentHashMap<>();
+
+  private record Authorization(String header, long expiresAtNanos) {
+    boolean valid() {
+      return System.nanoTime() - expiresAtNanos < 0;
+    }
+  }
+
+  /**
+   * A client with {@code credentials}, speaking plain HTTP to loopback hosts and to {@code
+   * plainHttpHosts} ({@code host[:port]}), HTTPS to every other.
+   */
+  public RegistryClient(RegistryCredentials credentials, Set<String> plainHttpHosts) {
+    this.credentials = credentials;
+    this.plainHttpHosts = Set.copyOf(plainHttpHosts);
+    this.http =
+        HttpClient.newBuilder()
+            .connectTimeout(CONNECT_TIMEOUT)
+            .followRedirects(HttpClient.Redirect.NEVER)
+            .version(HttpClient.Version.HTTP_1_1)
+            .build();
+  }
+
+  // ---- manifests and small blobs ------------------------------------------------------------
+
+  /**
+   * The manifest or index {@code ref} names (its tag, or its digest if it has one); its digest is
+   * computed from the bytes and must equal the reference's digest if that was given.
+   */
+  public Document manifest(ImageReference ref) {
+    return manifest(ref, ref.manifestReference());
+  }
+
+  /** The manifest or index at {@code tagOrDigest} in {@code ref}'s repository. */
+  public Document manifest(ImageReference ref, String tagOrDigest) {
+    URI uri = uri(ref, "/manifests/" + tagOrDigest);
+    HttpResponse<InputStream> response =
+        send(
+            ref,
+            uri,
+            Map.of("Accept", String.join(", ", MANIFEST_TYPES)),
+            "the manifest of " + ref);
+    byte[] body = readBounded(response, MAX_DOCUMENT, "the manifest of " + ref);
+    String digest = "sha256:" + sha256Hex(body);
+    if (tagOrDigest.startsWith("sha256:") && !digest.equals(tagOrDigest)) {
+      throw new RegistryException(
+          "registry "
+              + ref.host()
+              + " sent a manifest for "
+              + ref.repository()
+              + "@"
+              + tagOrDigest
+              + " whose digest is "
+              + digest
+              + ": refused");
+    }
+    String type = response.headers().firstValue("Content-Type").orElse("");
+    int semicolon = type.indexOf(';');
+    if (semicolon >= 0) {
+      type = type.substring(0, semicolon).strip();
+    }
+    if (!MANIFEST_TYPES.contains(type)) {
+      // Some registries send a generic type: the document's own mediaType decides.
+      type = mediaTypeIn(body);
+    }
+    return new Document(body, type, digest);
+  }
+
+  /** A small blob (an image config), verified against {@code digest}. */
+  public byte[] smallBlob(ImageReference ref, String digest) {
+    String what = "blob " + digest + " of " + ref;
+    HttpResponse<InputStream> response = send(ref, uri(ref, "/blobs/" + digest), Map.of(), what);
+    byte[] body = readBounded(response, MAX_DOCUMENT, what);
+    String actual = "sha256:" + sha256Hex(body);
+    if (!actual.equals(digest)) {
+      throw new RegistryException(
+          "registry " + ref.host() + " sent " + what + " with digest " + actual + ": refused");
+    }
+    return body;
+  }
+
+  // ---- layer blobs ---------------------------------------------------------------------------
+
+  /**
+   * Downloads blob {@code digest} of {@code size} bytes to {@code file}, continuing a partial
+   * download that is there, and returns once {@code file} holds exactly the blob. {@code progress}
+   * hears the total bytes in the file as they arrive (first the bytes already there).
+   *
+   * @throws RegistryException if the registry fails {@value #ATTEMPTS} times in a row, or the bytes
+   *     do not match the digest (the file is then deleted)
+   */
+  public void downloadBlob(
+      ImageReference ref, String digest, long size, Path file, LongConsumer progress) {
+    String what = "blob " + digest + " of " + ref;
+    try (FileChannel out =
+        FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE)) {
+      MessageDigest sha = sha256();
+      long have = Math.min(out.size(), size);
+      out.truncate(have);
+      hashPrefix(file, have, sha);
+      progress.accept(have);
+      RegistryException last = null;
+      for (int attempt = 1; attempt <= ATTEMPTS && have < size; attempt++) {
+        try {
+          have = transfer(ref, digest, size, have, out, sha, progress, what);
+          last = null;
+        } catch (RegistryException e) {
+          if (!e.isTransient()) {
+            throw e;
+          }
+          last = e;
+          have = out.size();
+          sleepBeforeRetry(attempt);
+        }
+      }
+      if (last != null) {
+        throw last;
+      }
+      String actual = "sha256:" + HexFormat.of().formatHex(sha.digest());
+      if (!actual.equals(digest)) {
+        out.close();
+        Files.deleteIfExists(file);
+        throw new RegistryException(
+            "registry "
+                + ref.host()
+                + " sent "
+                + what
+                + " whose sha256 is "
+                + actual
+                + ": refused");
+      }
+      out.force(true);
+    } catch (IOException e) {
+      throw new RegistryException("cannot write " + what + " to " + file + ": " + e, e);
+    }
+  }
+
+  /** One GET of the blob from byte {@code have}; returns how many bytes the file then holds. */
+  private long transfer(
+      ImageReference ref,
+      String digest,
+      long size,
+      long have,
+      FileChannel out,
+      MessageDigest sha,
+      LongConsumer progress,
+      String what)
+      throws IOException {
+    Map<String, String> headers = have > 0 ? Map.of("Range", "bytes=" + have + "-") : Map.of();
+    HttpResponse<InputStream> response = send(ref, uri(ref, "/blobs/" + digest), headers, what);
+    if (response.statusCode() == 200 && have > 0) {
+      // The registry ignores ranges: start again from the first byte.
+      out.truncate(0);
+      sha.reset();
+      have = 0;
+      progress.accept(0);
+    } else if (response.statusCode() == 206) {
+      String range = response.headers().firstValue("Content-Range").orElse("");
+      if (!range.startsWith("bytes " + have + "-")) {
+        response.body().close();
+        throw new RegistryException(
+            "registry " + ref.host() + " answered a range request for " + what + " with " + range);
+      }
+    }
+    out.position(have);
+    byte[] buffer = new byte[256 * 1024];
+    try (InputStream in = new StallGuard(response.body(), STALL_SECONDS).stream()) {
+      int n;
+      while ((n = in.read(buffer, 0, (int) Math.min(buffer.length, size - have + 1))) > 0) {
+        if (have + n > size) {
+          throw new RegistryException(
+              "registry " + ref.host() + " sent more than the " + size + " bytes of " + what);
+        }
+        out.write(java.nio.ByteBuffer.wrap(buffer, 0, n));
+        sha.update(buffer, 0, n);
+        have += n;
+        progress.accept(have);
+      }
+    } catch (IOException e) {
+      throw new RegistryException(
+          "the download of " + what + " from " + ref.host() + " broke at byte " + have + ": " + e,
+          e,
+          true);
+    }
+    if (have < size) {
+      throw new RegistryException(
+          "the download of "
+              + what
+              + " from "
+              + ref.host()
+              + " ended at byte "
+              + have
+              + " of "
+              + size,
+          null,
+          true);
+    }
+    return have;
+  }
+
+  private static void sleepBeforeRetry(int attempt) {
+    try {
+      Thread.sleep(250L * attempt);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RegistryException("interrupted while downloading", e);
+    }
+  }
+
+  private static void hashPrefix(Path file, long length, MessageDigest sha) throws IOException {
+    try (InputStream in = Files.newInputStream(file)) {
+      byte[] buffer = new byte[1 << 20];
+      long left = length;
+      while (left > 0) {
+        int n = in.read(buffer, 0, (int) Math.min(buffer.length, left));
+        if (n < 0) {
+          throw new IOException(file + " shrank while being read");
+        }
+        sha.update(buffer, 0, n);
+        left -= n;
+      }
+    }
+  }
+
+  // ---- requests, auth, redirects -------------------------------------------------------------
+
+  /** Sends a GET, authenticating as the registry asks; a 2xx response, or an exception. */
+  private HttpResponse<InputStream> send(
+      ImageReference ref, URI uri, Map<String, String> headers, String what) {
+    HttpResponse<InputStream> response = get(ref, uri, headers, authorization(ref), what);
+    if (response.statusCode() == 401) {
+      String challenge = response.headers().firstValue("WWW-Authenticate").orElse("");
+      discard(response);
+      Authorization auth = authenticate(ref, challenge, what);
+      response = get(ref, uri, headers, auth.header(), what);
+      if (response.statusCode() == 401) {
+        discard(response);
+        throw refused(ref, what);
+      }
+    }
+    int status = response.statusCode();
+    if (status / 100 != 2) {
+      String detail = errorDetail(response);
+      throw new RegistryException(
+          switch (status) {
+            case 403 -> "registry " + ref.host() + " denied access to " + what + detail;
+            case 404 -> what + " was not found in registry " + ref.host() + detail;
+            case 429 ->
+                "registry " + ref.host() + " refused " + what + ": too many requests" + detail;
+            default -> "registry " + ref.host() + " answered " + status + " for " + what + detail;
+          },
+          null,
+          status >= 500);
+    }
+    return response;
+  }
+
+  /** One GET, following redirects; the Authorization header only to the registry's host. */
+  private HttpResponse<InputStream> get(
+      ImageReference ref, URI uri, Map<String, String> headers, String authorization, String what) {
+    URI target = uri;
+    for (int hop = 0; ; hop++) {
+      HttpRequest.Builder request = HttpRequest.newBuilder(target).timeout(HEADERS_TIMEOUT).GET();
+      headers.forEach(request::header);
+      if (authorization != null && target.getAuthority().equals(uri.getAuthority())) {
+        request.header("Authorization", authorization);
+      }
+      HttpResponse<InputStream> response;
+      try {
+        response = http.send(request.build(), HttpResponse.BodyHandlers.ofInputStream());
+      } catch (ConnectException e) {
+        throw new RegistryException(
+            "cannot reach registry " + ref.host() + " at " + target.getAuthority() + ": " + e,
+            e,
+            true);
+      } catch (HttpTimeoutException e) {
+        throw new RegistryException(
+            "cannot reach registry " + ref.host() + ": no answer within " + HEADERS_TIMEOUT,
+            e,
+            true);
+      } catch (IOException e) {
+        throw new RegistryException(
+            "cannot reach registry " + ref.host() + " for " + what + ": " + e, e, true);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new RegistryException("interrupted while fetching " + what, e);
+      }
+      int status = response.statusCode();
+      if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
+        Optional<String> location = response.headers().firstValue("Location");
+        discard(response);
+        if (location.isEmpty() || hop >= MAX_REDIRECTS) {
+          throw new RegistryException(
+              "registry " + ref.host() + " redirected " + what + " too often or nowhere");
+        }
+        target = target.resolve(location.get());
+        if (!target.getScheme().equals("https") && !target.getScheme().equals("http")) {
+          throw new RegistryException(
+              "registry "
+                  + ref.host()
+                  + " redirected "
+                  + what
+                  + " to a "
+                  + target.getScheme()
+                  + " URL");
+        }
+        continue;
+      }
+      return response;
+    }
+  }
+
+  private String authorization(ImageReference ref) {
+    Authorization bearer = authorizations.get(ref.host() + "/" + ref.repository());
+    if (bearer != null && bearer.valid()) {
+      return bearer.header();
+    }
+    Authorization basic = authorizations.get(ref.host());
+    return basic != null ? basic.header() : null;
+  }
+
+  /** Answers a {@code 401}'s challenge: a Bearer token for the repository, or Basic. */
+  private Authorization authenticate(ImageReference ref, String challenge, String what) {
+    Optional<RegistryCredentials.Credentials> creds = credentials.forHost(ref.host());
+    String scheme = challenge.strip().split("\\s+", 2)[0].toLowerCase(Locale.ROOT);
+    if (scheme.equals("basic")) {
+      RegistryCredentials.Credentials c = creds.orElseThrow(() -> needsCredentials(ref, what));
+      if (c.username() == null || c.password() == null) {
+        throw new RegistryException(
+            "registry "
+                + ref.host()
+                + " asks for a user and password; "
+                + c.source()
+                + " holds an identity token");
+      }
+      Authorization basic = new Authorization(basic(c), Long.MAX_VALUE);
+      authorizations.put(ref.host(), basic);
+      return basic;
+    }
+    if (!scheme.equals("bearer")) {
+      throw new RegistryException(
+          "registry "
+              + ref.host()
+              + " asks for authentication this client does not speak: '"
+              + challenge
+              + "'");
+    }
+    Map<String, String> params = challengeParams(challenge);
+    String realm = params.get("realm");
+    if (realm == null || realm.isEmpty()) {
+      throw new RegistryException(
+          "registry " + ref.host() + " asks for a Bearer token without naming its realm");
+    }
+    String scope = "repository:" + ref.repository() + ":pull";
+    Authorization token = fetchToken(ref, URI.create(realm), params.get("service"), scope, creds);
+    authorizations.put(ref.host() + "/" + ref.repository(), token);
+    return token;
+  }
+
+  private Authorization fetchToken(
+      ImageReference ref,
+      URI realm,
+      String service,
+      String scope,
+      Optional<RegistryCredentials.Credentials> creds) {
+    if (!realm.getScheme().equals("https")
+        && !(realm.getScheme().equals("http") && isPlain(realm.getAuthority()))) {
+      throw new RegistryException(
+          "registry "
+              + ref.host()
+              + " names token realm "
+              + realm
+              + ", which is neither HTTPS nor a plain-HTTP registry host");
+    }
+    StringBuilder query = new StringBuilder();
+    if (service != null) {
+      query.append("service=").append(URLEncoder.encode(service, StandardCharsets.UTF_8));
+    }
+    query
+        .append(query.isEmpty() ? "" : "&")
+        .append("scope=")
+        .append(URLEncoder.encode(scope, StandardCharsets.UTF_8));
+    HttpRequest.Builder request;
+    RegistryCredentials.Credentials c = creds.orElse(null);
+    if (c != null && c.identityToken() != null) {
+      // OAuth2 refresh-token grant, as docker does with an identity token.
+      String form =
+          query
+              + "&grant_type=refresh_token&client_id=sandbox4j&refresh_token="
+              + URLEncoder.encode(c.identityToken(), StandardCharsets.UTF_8);
+      request =
+          HttpRequest.newBuilder(realm)
+              .header("Content-Type", "application/x-www-form-urlencoded")
+              .POST(HttpRequest.BodyPublishers.ofString(form));
+    } else {
+      String separator = realm.getQuery() == null ? "?" : "&";
+      request = HttpRequest.newBuilder(URI.create(realm + separator + query)).GET();
+      if (c != null) {
+        request.header("Authorization", basic(c));
+      }
+    }
+    HttpResponse<InputStream> response;
+    try {
+      response =
+          http.send(
+              request.timeout(HEADERS_TIMEOUT).build(), HttpResponse.BodyHandlers.ofInputStream());
+    } catch (IOException e) {
+      throw new RegistryException(
+          "cannot reach the token service " + realm + " of registry " + ref.host() + ": " + e, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RegistryException("interrupted while asking " + realm + " for a token", e);
+    }
+    if (response.statusCode() == 401 || response.statusCode() == 403) {
+      discard(response);
+      if (c == null) {
+        throw needsCredentials(ref, "a token for " + scope);
+      }
+      throw refused(ref, "a token for " + scope);
+    }
+    if (response.statusCode() / 100 != 2) {
+      String detail = errorDetail(response);
+      throw new RegistryException(
+          "the token service "
+              + realm
+              + " of registry "
+              + ref.host()
+              + " answered "
+              + response.statusCode()
+              + detail);
+    }
+    JsonNode answer;
+    try {
+      answer = JSON.readTree(readBounded(response, 1024 * 1024, "a token"));
+    } catch (IOException e) {
+      throw new RegistryException("the token service " + realm + " sent no JSON: " + e, e);
+    }
+    String token = answer.path("token").asText("");
+    if (token.isEmpty()) {
+      token = answer.path("access_token").asText("");
+    }
+    if (token.isEmpty()) {
+      throw new RegistryException("the token service " + realm + " sent no token");
+    }
+    long seconds = Math.max(answer.path("expires_in").asLong(60), 60) - 10;
+    return new Authorization("Bearer " + token, System.nanoTime() + seconds * 1_000_000_000L);
+  }
+
+  static Map<String, String> challengeParams(String challenge) {
+    String[] parts = challenge.strip().split("\\s+", 2);
+    Map<String, String> params = new java.util.HashMap<>();
+    if (parts.length < 2) {
+      return params;
+    }
+    Matcher m = CHALLENGE_PARAM.matcher(parts[1]);
+    while (m.find()) {
+      params.put(m.group(1).toLowerCase(Locale.ROOT), m.group(2) != null ? m.group(2) : m.group(3));
+    }
+    return params;
+  }
+
+  private static String basic(RegistryCredentials.Credentials c) {
+    return "Basic "
+        + Base64.getEncoder()
+            .encodeToString((c.username() + ":" + c.password()).getBytes(StandardCharsets.UTF_8));
+  }
+
+  private RegistryException needsCredentials(ImageReference ref, String what) {
+    return new RegistryException(
+        "registry "
+            + ref.host()
+            + " needs credentials for "
+            + what
+            + ", and none are configured: run `docker login "
+            + ref.host()
+            + "` (read from ~/.docker/config.json) or give them with --registry-auth "
+            + ref.host()
+            + "=USER:PASSWORD");
+  }
+
+  private RegistryException refused(ImageReference ref, String what) {
+    Optional<RegistryCredentials.Credentials> creds = credentials.forHost(ref.host());
+    return new RegistryException(
+        creds
+            .map(
+                c ->
+                    "registry "
+                        + ref.host()
+                        + " refused the credentials"
+                        + (c.username() != null ? " of user " + c.username() : "")
+                        + " (from "
+                        + c.source()
+                        + ") for "
+                        + what
+                        + ": wrong user or password, or no access")
+            .orElseGet(() -> needsCredentials(ref, what).getMessage()));
+  }
+
+  // ---- helpers -------------------------------------------------------------------------------
+
+  private URI uri(ImageReference ref, String path) {
+    String scheme = isPlain(ref.apiHost()) ? "http" : "https";
+    return URI.create(scheme + "://" + ref.apiHost() + "/v2/" + ref.repository() + path);
+  }
+
+  /** Whether {@code authority} ({@code host[:port]}) gets plain HTTP. */
+  boolean isPlain(String authority) {
+    if (plainHttpHosts.contains(authority)) {
+      return true;
+    }
+    String host = authority;
+    if (host.startsWith("[")) {
+      host = host.substring(1, host.indexOf(']'));
+    } else if (host.indexOf(':') >= 0) {
+      host = host.substring(0, host.indexOf(':'));
+    }
+    if (host.equals("localhost")) {
+      return true;
+    }
+    if (!host.matches("[0-9.]+|[0-9A-Fa-f:]+")) {
+      return false; // a name: never resolved just to decide this
+    }
+    try {
+      return InetAddress.getByName(host).isLoopbackAddress();
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  private static String mediaTypeIn(byte[] body) {
+    try {
+      return JSON.readTree(body).path("mediaType").asText("");
+    } catch (IOException e) {
+      throw new RegistryException("a registry sent a manifest that is not JSON: " + e, e);
+    }
+  }
+
+  private static byte[] readBounded(HttpResponse<InputStream> response, int max, String what) {
+    try (InputStream in = new StallGuard(response.body(), STALL_SECONDS).stream()) {
+      byte[] body = in.readNBytes(max + 1);
+      if (body.length > max) {
+        throw new RegistryException(what + " is larger than " + max + " bytes: refused");
+      }
+      return body;
+    } catch (IOException e) {
+      throw new RegistryException("reading " + what + " failed: " + e, e);
+    }
+  }
+
+  /** The registry's error codes and messages ({@code {"errors":[{code, message}]}}), if any. */
+  private static String errorDetail(HttpResponse<InputStream> response) {
+    try (InputStream in = response.body()) {
+      JsonNode errors = JSON.readTree(in.readNBytes(64 * 1024)).path("errors");
+      List<String> parts = new ArrayList<>();
+      for (JsonNode e : errors) {
+        parts.add(
+            e.path("code").asText("?")
+                + ": "
+                + e.path("message").asText("").replaceAll("\\p{Cntrl}", "?"));
+        if (parts.size() == 3) {
+          break;
+        }
+      }
+      return parts.isEmpty() ? "" : " (" + String.join("; ", parts) + ")";
+    } catch (IOException | RuntimeException e) {
+      return "";
+    }
+  }
+
+  private static void discard(HttpResponse<InputStream> response) {
+    try {
+      response.body().close();
+    } catch (IOException e) {
+      // nothing to keep
+    }
+  }
+
+  static MessageDigest sha256() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  static String sha256Hex(byte[] bytes) {
+    return HexFormat.of().formatHex(sha256().digest(bytes));
+  }
+}
