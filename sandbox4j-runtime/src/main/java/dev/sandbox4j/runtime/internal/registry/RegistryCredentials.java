@@ -50,6 +50,7 @@ public final class RegistryCredentials {
 
   private final Map<String, Credentials> explicit;
   private final Path dockerConfig;
+  private final Path helperDirectory; // null: helpers are found on PATH, as docker finds them
 
   /**
    * Credentials {@code explicit} by registry host (as in a reference: {@code docker.io}, {@code
@@ -57,8 +58,14 @@ public final class RegistryCredentials {
    * none).
    */
   public RegistryCredentials(Map<String, Credentials> explicit, Path dockerConfig) {
+    this(explicit, dockerConfig, null);
+  }
+
+  /** As above, with credential helpers run from {@code helperDirectory} (for tests). */
+  RegistryCredentials(Map<String, Credentials> explicit, Path dockerConfig, Path helperDirectory) {
     this.explicit = Map.copyOf(explicit);
     this.dockerConfig = dockerConfig;
+    this.helperDirectory = helperDirectory;
   }
 
   /** Explicit ones, then the docker config where the docker CLI looks for it. */
@@ -190,7 +197,10 @@ public final class RegistryCredentials {
       throw new RegistryException(
           dockerConfig + " names credential helper '" + name + "', which is not a valid name");
     }
-    String program = "docker-credential-" + name;
+    String program =
+        helperDirectory == null
+            ? "docker-credential-" + name
+            : helperDirectory.resolve("docker-credential-" + name).toString();
     String server = host.equals(ImageReference.DOCKER_HUB) ? DOCKER_HUB_KEY : host;
     Process p;
     try {
