@@ -10,12 +10,20 @@ import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -207,6 +215,24 @@ class RegistryPullTest {
   }
 
   @Test
+  void aTransferCutMidwayIsResumedWithARangeRequest() throws Exception {
+    registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS);
+    RegistryImages.LargeFile large = RegistryImages.largeLayer(temp.resolve("large"), 24 << 20);
+    registry.push(large.image().layout(), "big/layer:1");
+    String hex = large.image().layers().getLast().digest().substring("sha256:".length());
+    try (CuttingProxy proxy = new CuttingProxy(registry.baseUri().getPort(), 8 << 20)) {
+      ImageInfo pulled = sandboxes.pullImage("127.0.0.1:" + proxy.port() + "/big/layer:1");
+
+      assertThat(proxy.cuts()).as("the proxy cut one transfer").isEqualTo(1);
+      assertThat(proxy.rangeRequests()).as("the client asked for the rest").isPositive();
+      assertThat(progress)
+          .anyMatch(l -> l.contains(hex.substring(0, 12)) && l.contains("resuming (attempt 2"));
+      assertThat(run(pulled.name(), "sha256sum " + large.path()).stdoutText())
+          .startsWith(large.sha256());
+    }
+  }
+
+  @Test
   void aBasicAuthRegistryNeedsTheRightCredentials() throws Exception {
     registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.BASIC);
     RegistryImages.Image image = RegistryImages.zstdLayer(temp.resolve("zstd"));
@@ -288,6 +314,99 @@ class RegistryPullTest {
       return r;
     } finally {
       ws.ref().ifPresent(on::destroy);
+    }
+  }
+
+  /**
+   * A TCP proxy to the registry that closes, once, the first connection that has sent more than
+   * {@code cutAfter} bytes back: a network that breaks in the middle of a big blob. It counts the
+   * requests that ask for a range.
+   */
+  private static final class CuttingProxy implements AutoCloseable {
+    private final ServerSocket server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    private final int upstreamPort;
+    private final long cutAfter;
+    private final AtomicInteger cuts = new AtomicInteger();
+    private final AtomicInteger ranges = new AtomicInteger();
+    private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+
+    CuttingProxy(int upstreamPort, long cutAfter) throws IOException {
+      this.upstreamPort = upstreamPort;
+      this.cutAfter = cutAfter;
+      Thread.ofVirtual().start(this::accept);
+    }
+
+    int port() {
+      return server.getLocalPort();
+    }
+
+    int cuts() {
+      return cuts.get();
+    }
+
+    int rangeRequests() {
+      return ranges.get();
+    }
+
+    private void accept() {
+      try {
+        while (true) {
+          Socket client = server.accept();
+          Socket upstream = new Socket(InetAddress.getLoopbackAddress(), upstreamPort);
+          sockets.add(client);
+          sockets.add(upstream);
+          Thread.ofVirtual().start(() -> pipeRequests(client, upstream));
+          Thread.ofVirtual().start(() -> pipeResponses(upstream, client));
+        }
+      } catch (IOException closed) {
+        // the proxy is closed
+      }
+    }
+
+    private void pipeRequests(Socket from, Socket to) {
+      byte[] buffer = new byte[64 * 1024];
+      try (InputStream in = from.getInputStream();
+          OutputStream out = to.getOutputStream()) {
+        int n;
+        while ((n = in.read(buffer)) > 0) {
+          if (new String(buffer, 0, n, StandardCharsets.ISO_8859_1)
+              .toLowerCase(Locale.ROOT)
+              .contains("\r\nrange: bytes=")) {
+            ranges.incrementAndGet();
+          }
+          out.write(buffer, 0, n);
+        }
+      } catch (IOException e) {
+        // one side closed
+      }
+    }
+
+    private void pipeResponses(Socket from, Socket to) {
+      byte[] buffer = new byte[64 * 1024];
+      long sent = 0;
+      try (InputStream in = from.getInputStream();
+          OutputStream out = to.getOutputStream()) {
+        int n;
+        while ((n = in.read(buffer)) > 0) {
+          out.write(buffer, 0, n);
+          sent += n;
+          if (sent > cutAfter && cuts.compareAndSet(0, 1)) {
+            to.close();
+            from.close();
+            return;
+          }
+        }
+      } catch (IOException e) {
+        // one side closed
+      }
+    }
+
+    @Override
+    public void close() throws IOException {
+      server.close();
+      for (Socket s : sockets) {
+        s.close();
+      }
     }
   }
 

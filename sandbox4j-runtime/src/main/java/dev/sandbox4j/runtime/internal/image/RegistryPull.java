@@ -233,7 +233,8 @@ final class RegistryPull {
             }
             received.addAndGet(have - counted[0]);
             counted[0] = have;
-          });
+          },
+          why -> progress.accept(what + ": " + why));
       progress.accept(what + ": downloaded " + mib(size));
       return file;
     } finally {

@@ -29,6 +29,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
 import java.util.function.LongConsumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -169,13 +170,19 @@ public final class RegistryClient {
   /**
    * Downloads blob {@code digest} of {@code size} bytes to {@code file}, continuing a partial
    * download that is there, and returns once {@code file} holds exactly the blob. {@code progress}
-   * hears the total bytes in the file as they arrive (first the bytes already there).
+   * hears the total bytes in the file as they arrive (first the bytes already there); {@code
+   * retrying} hears why a transfer broke, each time it is resumed.
    *
    * @throws RegistryException if the registry fails {@value #ATTEMPTS} times in a row, or the bytes
    *     do not match the digest (the file is then deleted)
    */
   public void downloadBlob(
-      ImageReference ref, String digest, long size, Path file, LongConsumer progress) {
+      ImageReference ref,
+      String digest,
+      long size,
+      Path file,
+      LongConsumer progress,
+      Consumer<String> retrying) {
     String what = "blob " + digest + " of " + ref;
     try (FileChannel out =
         FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE)) {
@@ -195,7 +202,11 @@ public final class RegistryClient {
           }
           last = e;
           have = out.size();
-          sleepBeforeRetry(attempt);
+          if (attempt < ATTEMPTS) {
+            retrying.accept(
+                e.getMessage() + "; resuming (attempt " + (attempt + 1) + " of " + ATTEMPTS + ")");
+            sleepBeforeRetry(attempt);
+          }
         }
       }
       if (last != null) {
