@@ -46,8 +46,11 @@ final class CreateCommand implements Callable<Integer> {
 
   @Option(
       names = "--image",
-      paramLabel = "NAME",
-      description = "The image of the sandbox (default: default; see 'sandbox4j image ls').")
+      paramLabel = "IMAGE",
+      description =
+          "The image of the sandbox: a name (see 'sandbox4j image ls') or a registry reference"
+              + " such as python:3.12-slim, pulled first if it is not here (see 'image pull')."
+              + " Default: default.")
   String image;
 
   @Option(names = "--cpus", paramLabel = "N", description = "CPU quota: 1, 2, 4 or 8 (default: 1).")

@@ -5,6 +5,7 @@ import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
@@ -13,6 +14,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -35,6 +37,7 @@ import picocli.CommandLine.Spec;
     },
     subcommands = {
       ImageCommand.Build.class,
+      ImageCommand.Pull.class,
       ImageCommand.ListImages.class,
       ImageCommand.Remove.class,
       ImageCommand.Publish.class,
@@ -49,7 +52,8 @@ final class ImageCommand implements Runnable {
   @Override
   public void run() {
     throw new ParameterException(
-        spec.commandLine(), "missing a command: build, ls, rm, publish, unpublish or published");
+        spec.commandLine(),
+        "missing a command: build, pull, ls, rm, publish, unpublish or published");
   }
 
   LocalSandbox sandboxes() {
@@ -105,6 +109,112 @@ final class ImageCommand implements Runnable {
     }
   }
 
+  /** {@code image pull REF}. */
+  @Command(
+      name = "pull",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Pulls an image from its registry (Docker Hub, ghcr.io, any OCI Distribution registry)"
+            + " with progress on stderr, and prints the name it is stored under. Layers this"
+            + " machine has are not downloaded again; a pull cut midway continues where it"
+            + " stopped. 'create --image REF' pulls too, when the image is not here. Needs root.",
+        "Credentials: --registry-auth, else those of 'docker login' (~/.docker/config.json and"
+            + " its credential helpers), else none. Loopback registries get plain HTTP, the"
+            + " others HTTPS unless --plain-http."
+      })
+  static final class Pull implements Callable<Integer> {
+    @ParentCommand ImageCommand image;
+
+    @Parameters(
+        index = "0",
+        paramLabel = "REF",
+        description = "NAME[:TAG][@DIGEST], e.g. python:3.12-slim or ghcr.io/org/app:1.2.")
+    String reference;
+
+    @Option(
+        names = "--registry-auth",
+        paramLabel = "HOST=USER[:PASSWORD]",
+        description =
+            "Credentials for registry HOST (as in the reference: docker.io, ghcr.io,"
+                + " localhost:5000). Without :PASSWORD, --password-stdin gives it.")
+    List<String> registryAuth = List.of();
+
+    @Option(
+        names = "--password-stdin",
+        description = "Read the password of --registry-auth's one registry from stdin.")
+    boolean passwordStdin;
+
+    @Option(
+        names = "--plain-http",
+        paramLabel = "HOST[:PORT]",
+        description = "Speak plain HTTP to this registry (a trusted network only).")
+    List<String> plainHttp = List.of();
+
+    @Option(
+        names = "--json",
+        description = "Print the image as 'image ls --json' shows it, and nothing on stderr.")
+    boolean json;
+
+    @Override
+    public Integer call() throws java.io.IOException {
+      CommandLine line = image.spec.commandLine();
+      Map<String, String[]> auth = new LinkedHashMap<>();
+      for (String given : registryAuth) {
+        int eq = given.indexOf('=');
+        if (eq <= 0 || eq == given.length() - 1) {
+          throw new ParameterException(
+              line, "--registry-auth takes HOST=USER[:PASSWORD], not '" + given + "'");
+        }
+        String host = given.substring(0, eq);
+        String userPassword = given.substring(eq + 1);
+        int colon = userPassword.indexOf(':');
+        if (colon == 0) {
+          throw new ParameterException(line, "--registry-auth for " + host + " names no user");
+        }
+        auth.put(
+            host,
+            colon < 0
+                ? new String[] {userPassword, null}
+                : new String[] {
+                  userPassword.substring(0, colon), userPassword.substring(colon + 1)
+                });
+      }
+      List<String[]> withoutPassword = auth.values().stream().filter(a -> a[1] == null).toList();
+      if (passwordStdin) {
+        if (withoutPassword.size() != 1) {
+          throw new ParameterException(
+              line,
+              "--password-stdin needs exactly one --registry-auth HOST=USER without a password");
+        }
+        String password =
+            new String(image.root.context().in().readAllBytes(), StandardCharsets.UTF_8).strip();
+        withoutPassword.getFirst()[1] = password;
+      } else if (!withoutPassword.isEmpty()) {
+        throw new ParameterException(
+            line, "--registry-auth HOST=USER without :PASSWORD needs --password-stdin");
+      }
+      LocalSandbox sandboxes =
+          image
+              .root
+              .providers()
+              .local(
+                  b -> {
+                    auth.forEach((host, up) -> b.registryAuth(host, up[0], up[1]));
+                    plainHttp.forEach(b::plainHttpRegistry);
+                  });
+      ImageInfo pulled;
+      try (var task = image.root.task("pulling " + reference, true, json)) {
+        pulled = sandboxes.pullImage(reference);
+      }
+      image
+          .root
+          .context()
+          .out()
+          .println(json ? Json.write(ListImages.fields(pulled)) : pulled.name());
+      return ExitCodes.OK;
+    }
+  }
+
   /** {@code image ls [--json]}. */
   @Command(
       name = "ls",
@@ -118,7 +228,8 @@ final class ImageCommand implements Runnable {
     @Option(
         names = "--json",
         description =
-            "Print a JSON array of {\"name\",\"created\",\"sizeBytes\",\"description\"} instead.")
+            "Print a JSON array of {\"name\",\"created\",\"sizeBytes\",\"description\","
+                + "\"reference\",\"digest\"} instead (reference and digest null unless pulled).")
     boolean json;
 
     /** An image as the server's {@code GET /v1/images} shows it. */
@@ -128,7 +239,13 @@ final class ImageCommand implements Runnable {
       m.put("created", i.created().truncatedTo(ChronoUnit.SECONDS).toString());
       m.put("sizeBytes", i.sizeBytes());
       m.put("description", i.description());
+      m.put("reference", i.reference());
+      m.put("digest", i.digest());
       return m;
+    }
+
+    private static String reference(ImageInfo i) {
+      return i.reference() == null ? "-" : i.reference();
     }
 
     @Override
@@ -143,12 +260,16 @@ final class ImageCommand implements Runnable {
         return ExitCodes.OK;
       }
       int nameWidth = Math.max(4, images.stream().mapToInt(i -> i.name().length()).max().orElse(0));
-      String format = "%-" + nameWidth + "s  %-20s  %8s  %s%n";
-      out.printf(format, "NAME", "CREATED", "SIZE", "DESCRIPTION");
+      int refWidth =
+          Math.max(9, images.stream().mapToInt(i -> reference(i).length()).max().orElse(0));
+      String format = "%-" + nameWidth + "s  %-" + refWidth + "s  %-19s  %-20s  %8s  %s%n";
+      out.printf(format, "NAME", "REFERENCE", "DIGEST", "CREATED", "SIZE", "DESCRIPTION");
       for (ImageInfo i : images) {
         out.printf(
             format,
             i.name(),
+            reference(i),
+            i.digest() == null ? "-" : i.digest().substring(0, Math.min(19, i.digest().length())),
             i.created().truncatedTo(ChronoUnit.SECONDS),
             i.sizeBytes() / (1024 * 1024) + " MiB",
             i.description());
@@ -169,7 +290,10 @@ final class ImageCommand implements Runnable {
   static final class Remove implements Callable<Integer> {
     @ParentCommand ImageCommand image;
 
-    @Parameters(arity = "1..*", paramLabel = "NAME", description = "Images to remove.")
+    @Parameters(
+        arity = "1..*",
+        paramLabel = "NAME",
+        description = "Images to remove, by name or by the reference they were pulled as.")
     List<String> names;
 
     @Option(

@@ -615,17 +615,26 @@ final class Providers {
   }
 
   private static LocalSandbox local(Providers providers, Settings settings) {
-    LocalSandbox built = buildLocal(providers, settings);
+    LocalSandbox built = buildLocal(providers, settings, b -> {});
     providers.built.put(built, settings);
     return built;
   }
 
-  private static LocalSandbox buildLocal(Providers providers, Settings settings) {
+  /** The local engine with default settings and what {@code customize} adds (registry auth). */
+  LocalSandbox local(java.util.function.Consumer<LocalSandbox.Builder> customize) {
+    return buildLocal(this, Settings.DEFAULTS, customize);
+  }
+
+  private static LocalSandbox buildLocal(
+      Providers providers,
+      Settings settings,
+      java.util.function.Consumer<LocalSandbox.Builder> customize) {
     LocalSandbox.Builder b =
         LocalSandbox.builder()
             .home(providers.home)
             .env(settings.env())
             .progress(providers.progress);
+    customize.accept(b);
     if (settings.workingDirectory() != null) {
       b.workingDirectory(settings.workingDirectory());
     }

@@ -568,8 +568,9 @@ class LocalCliTest {
   void imageLsListsTheDefaultImage() throws Exception {
     Run table = run("image", "ls");
     assertThat(table.exitCode()).as(table.err()).isZero();
-    assertThat(table.out()).containsPattern("(?m)^NAME +CREATED +SIZE +DESCRIPTION$");
-    assertThat(table.out()).containsPattern("(?m)^default +\\S+ +\\d+ MiB +Debian bookworm");
+    assertThat(table.out())
+        .containsPattern("(?m)^NAME +REFERENCE +DIGEST +CREATED +SIZE +DESCRIPTION$");
+    assertThat(table.out()).containsPattern("(?m)^default +- +- +\\S+ +\\d+ MiB +Debian bookworm");
 
     Run json = run("image", "ls", "--json");
     JsonNode images = JSON.readTree(json.out());

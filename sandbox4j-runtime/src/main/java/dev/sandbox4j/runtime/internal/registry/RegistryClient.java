@@ -569,9 +569,10 @@ public final class RegistryClient {
             + what
             + ", and none are configured: run `docker login "
             + ref.host()
-            + "` (read from ~/.docker/config.json) or give them with --registry-auth "
+            + "` (read from ~/.docker/config.json), or give them: `sandbox4j image pull"
+            + " --registry-auth "
             + ref.host()
-            + "=USER:PASSWORD");
+            + "=USER:PASSWORD`, LocalSandbox.Builder.registryAuth");
   }
 
   private RegistryException refused(ImageReference ref, String what) {
