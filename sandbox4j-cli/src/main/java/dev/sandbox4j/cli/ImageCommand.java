@@ -40,6 +40,7 @@ import picocli.CommandLine.Spec;
       ImageCommand.Pull.class,
       ImageCommand.ListImages.class,
       ImageCommand.Remove.class,
+      ImageCommand.Gc.class,
       ImageCommand.Publish.class,
       ImageCommand.Unpublish.class,
       ImageCommand.Published.class
@@ -53,7 +54,7 @@ final class ImageCommand implements Runnable {
   public void run() {
     throw new ParameterException(
         spec.commandLine(),
-        "missing a command: build, pull, ls, rm, publish, unpublish or published");
+        "missing a command: build, pull, ls, rm, gc, publish, unpublish or published");
   }
 
   LocalSandbox sandboxes() {
@@ -314,6 +315,37 @@ final class ImageCommand implements Runnable {
       }
       if (json) {
         image.root.context().out().println(Json.write(names));
+      }
+      return ExitCodes.OK;
+    }
+  }
+
+  /** {@code image gc}. */
+  @Command(
+      name = "gc",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Deletes the image layers that no image, sandbox or image build uses (left by removed or"
+            + " replaced images), leftovers of interrupted image builds, and partial downloads of"
+            + " pulls that are not running. 'sandbox4j gc' does this too, with the rest.",
+        "Prints a line per thing removed, or 'nothing to clean'."
+      })
+  static final class Gc implements Callable<Integer> {
+    @ParentCommand ImageCommand image;
+
+    @Option(names = "--json", description = "Print {\"removed\":[...]} instead.")
+    boolean json;
+
+    @Override
+    public Integer call() {
+      List<String> removed = image.sandboxes().gcImages();
+      PrintStream out = image.root.context().out();
+      if (json) {
+        out.println(Json.write(Map.of("removed", removed)));
+      } else if (removed.isEmpty()) {
+        out.println("nothing to clean");
+      } else {
+        removed.forEach(line -> out.println("removed " + line));
       }
       return ExitCodes.OK;
     }

@@ -13,6 +13,7 @@ import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -105,6 +106,33 @@ class ImagePullCliTest {
     Run rm = run("", "image", "rm", ref);
     assertThat(rm.exitCode()).as(rm.err()).isZero();
     assertThat(run("", "image", "ls", "--json").out().strip()).isEqualTo("[]");
+  }
+
+  @Test
+  void imageGcDeletesADownloadNoPullIsWorkingOn() throws Exception {
+    RegistryImages.Image image = RegistryImages.zstdLayer(temp.resolve("image"));
+    registry.push(image.layout(), "gc/me:1");
+    String ref = registry.host() + "/gc/me:1";
+    Run pulled =
+        run(
+            registry.password(),
+            "image",
+            "pull",
+            "--registry-auth",
+            registry.host() + "=" + registry.user(),
+            "--password-stdin",
+            ref);
+    assertThat(pulled.exitCode()).as(pulled.err()).isZero();
+    // What a pull that died midway leaves.
+    Path downloads = home.resolve("images/.downloads");
+    Files.write(downloads.resolve("sha256-" + "ab".repeat(32)), new byte[4096]);
+    assertThat(run("", "image", "rm", ref).exitCode()).isZero();
+
+    Run gc = run("", "image", "gc");
+    assertThat(gc.exitCode()).as(gc.err()).isZero();
+    assertThat(gc.out()).contains("removed partial download sha256-" + "ab".repeat(32));
+    assertThat(downloads.resolve("sha256-" + "ab".repeat(32))).doesNotExist();
+    assertThat(run("", "image", "gc").out().strip()).isEqualTo("nothing to clean");
   }
 
   private Run run(String stdin, String... args) {

@@ -516,6 +516,16 @@ public final class LocalSandbox
     return removed;
   }
 
+  /**
+   * Deletes the image layers that no image, sandbox or build in progress uses, what interrupted
+   * image builds left, and partial downloads of pulls that are not running (a pull started again
+   * then downloads those blobs from the start). Returns a line per thing removed. Part of {@link
+   * #gc()}.
+   */
+  public List<String> gcImages() {
+    return engine().images().gc();
+  }
+
   /** The images on this machine (of this state directory), sorted by name. */
   public List<ImageInfo> images() {
     return images.images();

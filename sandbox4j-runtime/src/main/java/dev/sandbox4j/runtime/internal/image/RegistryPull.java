@@ -273,6 +273,45 @@ final class RegistryPull {
     }
   }
 
+  /**
+   * Deletes the downloads in {@code imagesDir} that no pull is working on (one that died, or one
+   * left to resume later): a gc asked for explicitly gives up resuming them. Returns a line per
+   * download deleted.
+   */
+  static List<String> removeAbandonedDownloads(Path imagesDir) throws IOException {
+    Path dir = imagesDir.resolve(DOWNLOADS);
+    if (!Files.isDirectory(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+      return List.of();
+    }
+    List<String> removed = new ArrayList<>();
+    List<Path> blobs;
+    try (var listing = Files.list(dir)) {
+      blobs = listing.filter(p -> !p.getFileName().toString().endsWith(".lock")).sorted().toList();
+    }
+    for (Path blob : blobs) {
+      ReentrantLock inJvm = BLOB_LOCKS.computeIfAbsent(blob, f -> new ReentrantLock());
+      if (!inJvm.tryLock()) {
+        continue; // a pull of this JVM is downloading it
+      }
+      try (FileChannel lockFile =
+              FileChannel.open(
+                  blob.resolveSibling(blob.getFileName() + ".lock"),
+                  StandardOpenOption.CREATE,
+                  StandardOpenOption.WRITE);
+          FileLock lock = lockFile.tryLock()) {
+        if (lock == null) {
+          continue; // another process is downloading it
+        }
+        long size = Files.size(blob);
+        Files.deleteIfExists(blob);
+        removed.add("partial download " + blob.getFileName() + " (" + mib(size) + ")");
+      } finally {
+        inJvm.unlock();
+      }
+    }
+    return removed;
+  }
+
   private Path downloadsDir() throws IOException {
     Path dir = store.directory().resolve(DOWNLOADS);
     PrivateFiles.createPrivateDirectories(dir);

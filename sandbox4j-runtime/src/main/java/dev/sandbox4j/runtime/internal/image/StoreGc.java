@@ -56,6 +56,11 @@ final class StoreGc {
             return null;
           });
     }
+    try {
+      removed.addAll(RegistryPull.removeAbandonedDownloads(layout.imagesDir()));
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot clean " + layout.imagesDir() + ": " + e, e);
+    }
     if (!Files.isDirectory(layout.layersDir(), NOFOLLOW)) {
       return removed;
     }
