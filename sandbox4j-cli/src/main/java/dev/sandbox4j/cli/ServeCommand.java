@@ -133,6 +133,16 @@ final class ServeCommand implements Callable<Integer> {
   Double diskOvercommit;
 
   @Option(
+      names = "--allow-registry",
+      paramLabel = "HOST[/PATH]",
+      description =
+          "Let creates name images by registry reference from this registry or repository prefix"
+              + " (docker.io, docker.io/library, ghcr.io/acme), pulled on first use with this"
+              + " server's credentials (~/.docker/config.json): every organization may use them."
+              + " Repeatable. Local engine only. Default: none, creates name published images.")
+  List<String> allowRegistries = List.of();
+
+  @Option(
       names = "--default-isolation",
       paramLabel = "container|gvisor",
       converter = IsolationOption.Parse.class,
@@ -207,6 +217,7 @@ final class ServeCommand implements Callable<Integer> {
       if (maxDiskInodes != null) {
         builder.maxDiskInodesPerSandbox(maxDiskInodes);
       }
+      allowRegistries.forEach(builder::allowRegistry);
       if (forceIsolation != null) {
         builder.forceIsolation(forceIsolation);
       } else if (defaultIsolation != null) {
@@ -274,6 +285,9 @@ final class ServeCommand implements Callable<Integer> {
     }
     if (warmPool != 0) {
       set.add("--warm-pool");
+    }
+    if (!allowRegistries.isEmpty()) {
+      set.add("--allow-registry");
     }
     return set;
   }

@@ -555,6 +555,22 @@ public final class LocalSandbox
   }
 
   /**
+   * The canonical form of image reference {@code reference}, as {@link #pullImage} reads it: {@code
+   * python:3.12} is {@code docker.io/library/python:3.12}, {@code ghcr.io/o/a} is {@code
+   * ghcr.io/o/a:latest}.
+   *
+   * @throws IllegalArgumentException naming what is wrong with it
+   */
+  public static String canonicalImageReference(String reference) {
+    return dev.sandbox4j.runtime.internal.registry.ImageReference.parse(reference).toString();
+  }
+
+  /** Whether {@code image} names a registry reference rather than an image of this machine. */
+  public static boolean isImageReference(String image) {
+    return dev.sandbox4j.runtime.internal.registry.ImageReference.looksLikeReference(image);
+  }
+
+  /**
    * Pulls image {@code reference} from its OCI Distribution registry ({@code python:3.12-slim},
    * {@code ghcr.io/org/app:1.2}, {@code name@sha256:...}; Docker Hub's defaults apply), reporting
    * to the progress receiver, and returns it. It is stored under a name of its own ({@link

@@ -100,7 +100,8 @@ public final class SandboxServer implements AutoCloseable {
                 b.maxPids != 0 ? b.maxPids : host.pids(),
                 b.maxDisk != 0 ? b.maxDisk : host.diskBytes(),
                 b.maxDiskInodes != 0 ? b.maxDiskInodes : host.diskInodes()),
-            b.isolation);
+            b.isolation,
+            new RegistryAllowlist(b.registries));
     Sandboxes sandboxes;
     try {
       sandboxes = new Sandboxes(b.engine, db, limits);
@@ -252,6 +253,7 @@ public final class SandboxServer implements AutoCloseable {
     private long maxDisk; // 0: from the host
     private long maxDiskInodes; // 0: the engine's default
     private IsolationPolicy isolation = IsolationPolicy.DEFAULT;
+    private final List<String> registries = new java.util.ArrayList<>();
     private Consumer<String> requestLog = System.err::println;
     private Duration keepAlive = Duration.ofSeconds(15);
     private Duration execSocketIdle = Duration.ofMinutes(1);
@@ -421,6 +423,22 @@ public final class SandboxServer implements AutoCloseable {
      */
     public Builder forceIsolation(Isolation isolation) {
       this.isolation = new IsolationPolicy(Objects.requireNonNull(isolation, "isolation"), true);
+      return this;
+    }
+
+    /**
+     * Lets a create name an image by registry reference ({@code python:3.12-slim}, {@code
+     * ghcr.io/acme/tool:1}) when it is in {@code registry}: a host ({@code docker.io}, {@code
+     * registry.internal:5000}) or a repository prefix in one ({@code docker.io/library}, {@code
+     * ghcr.io/acme}). The local engine pulls it on first use, with the server's credentials (its
+     * user's {@code ~/.docker/config.json}), and every organization may use it: allow only what all
+     * tenants may see. Without any, creates name published images only ({@link ServerImages}). May
+     * be called for several.
+     *
+     * @throws IllegalArgumentException if {@code registry} is not {@code HOST[:PORT][/PATH]}
+     */
+    public Builder allowRegistry(String registry) {
+      registries.add(RegistryAllowlist.checkEntry(registry));
       return this;
     }
 

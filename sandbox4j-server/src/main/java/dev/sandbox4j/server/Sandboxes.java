@@ -212,6 +212,9 @@ final class Sandboxes {
     WorkspaceProvider creator = shaped(shape);
     admission.takeCreateToken(org); // after validation: a bad request does not spend a create
     try (Admission.Reservation _ = admission.reserve(org)) {
+      if (source.snapshot() == null && LocalSandbox.isImageReference(source.name())) {
+        ensurePulled(source.name());
+      }
       Workspace ws = Workspace.of(creator.newBackend());
       WorkspaceRef ref;
       try {
@@ -257,7 +260,7 @@ final class Sandboxes {
               .snapshots()
               .stream()
               .anyMatch(i -> i.name().equals(snapshot.name()))
-          : s.imageExists(name);
+          : LocalSandbox.isImageReference(name) || s.imageExists(name);
     }
   }
 
@@ -278,6 +281,9 @@ final class Sandboxes {
    * that exists nowhere.
    */
   private Source usableImage(String name) {
+    if (name != null && LocalSandbox.isImageReference(name)) {
+      return allowedReference(name);
+    }
     if (name == null
         || !IMAGE_NAME.matcher(name).matches()
         || !db.isPublished(name)
@@ -285,6 +291,61 @@ final class Sandboxes {
       throw noImage(name);
     }
     return new Source("image", name, null);
+  }
+
+  /**
+   * A registry reference, as the operator allows ({@link RegistryAllowlist}): a 400 naming {@code
+   * image} if it is malformed or from a registry not allowed; the local engine pulls it when the
+   * sandbox is created.
+   */
+  private Source allowedReference(String reference) {
+    if (!local()) {
+      throw ApiException.notSupported(
+          "image",
+          "this server's provider '"
+              + provider.name()
+              + "' starts sandboxes from no registry image");
+    }
+    String canonical;
+    try {
+      canonical = LocalSandbox.canonicalImageReference(reference);
+    } catch (IllegalArgumentException e) {
+      throw ApiException.invalid("image", e.getMessage());
+    }
+    RegistryAllowlist allowed = limits.registries();
+    if (!allowed.allows(canonical)) {
+      throw ApiException.invalid(
+          "image",
+          "image '"
+              + printable(reference)
+              + "' ("
+              + canonical
+              + ") is from a registry this server does not pull from; it pulls from: "
+              + allowed);
+    }
+    return new Source("image", reference, null);
+  }
+
+  /**
+   * Pulls allowed reference {@code reference} unless the engine has it: a registry that refuses or
+   * has no such image is a 404 naming {@code image} with the registry's reason, not a 500.
+   */
+  private void ensurePulled(String reference) {
+    LocalSandbox local = (LocalSandbox) provider;
+    String canonical = LocalSandbox.canonicalImageReference(reference);
+    if (local.images().stream().anyMatch(i -> canonical.equals(i.reference()))) {
+      return;
+    }
+    try {
+      local.pullImage(canonical);
+    } catch (WorkspaceException e) {
+      throw new ApiException(
+          ErrorCode.NOT_FOUND,
+          "image '" + printable(reference) + "' cannot be pulled: " + e.getMessage(),
+          "image",
+          null,
+          null);
+    }
   }
 
   private boolean imageExists(String name) {

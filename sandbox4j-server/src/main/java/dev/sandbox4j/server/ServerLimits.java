@@ -12,9 +12,17 @@ record ServerLimits(
     Duration createRefill,
     long maxJsonBytes,
     SandboxCeilings ceilings,
-    IsolationPolicy isolation) {
+    IsolationPolicy isolation,
+    RegistryAllowlist registries) {
 
   /** The defaults; the ceilings' come from the host when the server is built. */
   static final ServerLimits DEFAULTS =
-      new ServerLimits(50, 20, Duration.ofSeconds(1), 1 << 20, null, IsolationPolicy.DEFAULT);
+      new ServerLimits(
+          50,
+          20,
+          Duration.ofSeconds(1),
+          1 << 20,
+          null,
+          IsolationPolicy.DEFAULT,
+          RegistryAllowlist.NONE);
 }
