@@ -412,7 +412,11 @@ final class Providers {
       b.vcpu(settings.cpus());
     }
     Timers.apply(settings.timers(), b::autoSuspendTimeout, b::autoDestroyTimeout, d -> {}, t -> {});
-    return b.build();
+    try {
+      return b.build();
+    } catch (IllegalStateException e) {
+      throw new IllegalArgumentException(e.getMessage(), e); // no credentials: a usage error
+    }
   }
 
   /** Refuses the options of {@code settings} that {@code notFor} lists, naming them. */

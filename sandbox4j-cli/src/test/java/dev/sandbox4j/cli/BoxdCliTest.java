@@ -80,6 +80,15 @@ class BoxdCliTest {
   }
 
   @Test
+  void noCredentialsIsAUsageErrorThatSaysWhatToSet() {
+    Run rm = run(Map.of(), "rm", "boxd:m-123");
+    assertThat(rm.exitCode()).as(rm.err()).isEqualTo(ExitCodes.USAGE);
+    assertThat(rm.err())
+        .contains("no boxd credentials: set BOXD_API_KEY")
+        .doesNotContain("internal");
+  }
+
+  @Test
   void aWrongKeyFailsWithoutShowingIt() {
     Map<String, String> wrong = new java.util.HashMap<>(boxd.environment());
     wrong.put("BOXD_API_KEY", "bxd_wrongwrongwrongwrongwrongwrongwrong00");
