@@ -168,7 +168,8 @@ public final class WorkspaceBench implements AutoCloseable {
       PrintStream out = System.out;
       out.printf(
           "sandbox4j bench: provider %s, %d iterations (+%d warm-up), first command %s%n",
-          provider.name(),
+          // the option's name: 'gvisor' is the local engine's provider with another isolation
+          options.provider(),
           options.iterations(),
           options.warmup(),
           String.join(" ", first.toArgv()));
