@@ -69,7 +69,7 @@ final class ModalFiles implements SupportsFileSystem {
   private static final float OUTPUT_TIMEOUT_SECONDS = 55;
 
   /** How often an output stream is reopened after a retryable failure, as libmodal does. */
-  static final int OUTPUT_REOPENS = 10;
+  private static final int OUTPUT_REOPENS = 10;
 
   private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -326,7 +326,7 @@ final class ModalFiles implements SupportsFileSystem {
   // ---- the filesystem calls ------------------------------------------------------------------
 
   /** Opens {@code path} in {@code mode} ({@code r}, {@code w}, ...); returns the descriptor. */
-  String open(String path, String mode) {
+  private String open(String path, String mode) {
     ContainerFilesystemExecResponse response =
         run(
             path,
@@ -373,7 +373,7 @@ final class ModalFiles implements SupportsFileSystem {
    * {@code batch_index}, are skipped. One that simply ends (the server's timeout) is reopened
    * without limit, as the operation may still run.
    */
-  byte[] output(String path, String what, String execId) {
+  private byte[] output(String path, String what, String execId) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     long lastBatch = -1;
     boolean reopened = false;
@@ -424,7 +424,8 @@ final class ModalFiles implements SupportsFileSystem {
    * The exception for a {@code SystemErrorMessage}: its code is the errno the operation met in the
    * sandbox, which names the cause; the message is Modal's.
    */
-  static WorkspaceFileException fileError(String path, String what, SystemErrorMessage error) {
+  private static WorkspaceFileException fileError(
+      String path, String what, SystemErrorMessage error) {
     String reason = what + " failed: " + error.getErrorMessage();
     return switch (error.getErrorCode()) {
       case SYSTEM_ERROR_CODE_NOENT -> new WorkspaceNoSuchFileException(path, reason);
