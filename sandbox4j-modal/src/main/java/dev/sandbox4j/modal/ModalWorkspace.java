@@ -2,8 +2,11 @@ package dev.sandbox4j.modal;
 
 import dev.sandbox4j.workspace.Command;
 import dev.sandbox4j.workspace.CommandResult;
+import dev.sandbox4j.workspace.DirectoryEntry;
+import dev.sandbox4j.workspace.FileStat;
 import dev.sandbox4j.workspace.RunOptions;
 import dev.sandbox4j.workspace.SupportsCommands;
+import dev.sandbox4j.workspace.SupportsFileSystem;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
@@ -11,6 +14,7 @@ import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.spi.MarkedTrees;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import io.grpc.StatusRuntimeException;
+import java.io.InputStream;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.HexFormat;
@@ -26,11 +30,11 @@ import java.util.concurrent.TimeUnit;
  * wrapped in a shell that puts a marker into the environment of everything the command starts
  * ({@link #MARKER}); Modal cannot kill an exec, so a kill is a second exec that stops and kills
  * every process carrying the marker, and their descendants ({@link #KILL_TREE}). Files go through
- * commands ({@code CommandFileSystem}, which {@code Workspace} builds for a backend without native
- * files). State: {@code id}, {@code router} and {@code workingDirectory} are set once, under {@code
+ * Modal's filesystem calls where it has them, else through commands ({@link ModalFiles}). State:
+ * {@code id}, {@code router}, {@code files} and {@code workingDirectory} are set once, under {@code
  * this}.
  */
-final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
+final class ModalWorkspace implements WorkspaceBackend, SupportsCommands, SupportsFileSystem {
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final System.Logger LOG = System.getLogger(ModalWorkspace.class.getName());
 
@@ -74,6 +78,7 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
   private final String attachId;
   private String id;
   private CommandRouter router;
+  private ModalFiles files;
   private String workingDirectory;
 
   ModalWorkspace(ModalSandbox sandboxes, String attachId) {
@@ -115,6 +120,19 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
         throw new WorkspaceException(
             "Modal could not start sandbox " + id + ": " + e.getMessage(), e);
       }
+    }
+    if (files == null) {
+      String sandbox = id;
+      files =
+          new ModalFiles(
+              sandboxes.control(),
+              router.taskId(),
+              SupportsFileSystem.fromCommands(this, this),
+              this,
+              (what, e) ->
+                  sandboxes.failureOf(
+                      sandbox,
+                      ModalErrors.translateForSandbox(what + " in " + sandbox, sandbox, e)));
     }
     // the default image's /root is for sandboxes this provider makes: an attached one (made by
     // another provider, maybe from another image) keeps its own unless one was set
@@ -166,6 +184,54 @@ final class ModalWorkspace implements WorkspaceBackend, SupportsCommands {
 
   private synchronized CommandRouter router() {
     return router;
+  }
+
+  /** The sandbox's files, once it runs. */
+  private ModalFiles files() {
+    acquire();
+    synchronized (this) {
+      return files;
+    }
+  }
+
+  @Override
+  public InputStream openRead(String path) {
+    return files().openRead(path);
+  }
+
+  @Override
+  public void write(String path, InputStream content) {
+    files().write(path, content);
+  }
+
+  @Override
+  public FileStat stat(String path) {
+    return files().stat(path);
+  }
+
+  @Override
+  public boolean exists(String path) {
+    return files().exists(path);
+  }
+
+  @Override
+  public List<DirectoryEntry> list(String path) {
+    return files().list(path);
+  }
+
+  @Override
+  public void createDirectories(String path) {
+    files().createDirectories(path);
+  }
+
+  @Override
+  public void remove(String path, boolean recursive) {
+    files().remove(path, recursive);
+  }
+
+  @Override
+  public void rename(String from, String to) {
+    files().rename(from, to);
   }
 
   private ModalExec startExec(List<String> argv, String workdir, List<String> secretIds) {

@@ -6,6 +6,10 @@ import dev.sandbox4j.modal.internal.proto.AppGetOrCreateRequest;
 import dev.sandbox4j.modal.internal.proto.AppGetOrCreateResponse;
 import dev.sandbox4j.modal.internal.proto.AuthTokenGetRequest;
 import dev.sandbox4j.modal.internal.proto.AuthTokenGetResponse;
+import dev.sandbox4j.modal.internal.proto.ContainerFilesystemExecGetOutputRequest;
+import dev.sandbox4j.modal.internal.proto.ContainerFilesystemExecRequest;
+import dev.sandbox4j.modal.internal.proto.ContainerFilesystemExecResponse;
+import dev.sandbox4j.modal.internal.proto.FilesystemRuntimeOutputBatch;
 import dev.sandbox4j.modal.internal.proto.GenericResult;
 import dev.sandbox4j.modal.internal.proto.GenericResult.GenericStatus;
 import dev.sandbox4j.modal.internal.proto.ImageGetOrCreateRequest;
@@ -107,7 +111,12 @@ import java.util.function.Supplier;
  *       a registry image {@code missing/...}, else SUCCESS);
  *   <li>ended sandboxes answer {@code SandboxWait} and {@code SandboxGetTaskId} with their result
  *       (TERMINATED), commands running in a terminated sandbox exit by signal 9; unknown ids are
- *       {@code NOT_FOUND}.
+ *       {@code NOT_FOUND};
+ *   <li>filesystem calls ({@link FakeFilesystem}): {@code ContainerFilesystemExec} runs the
+ *       operation and answers with an exec id (and a descriptor for an open); {@code
+ *       ContainerFilesystemExecGetOutput} streams its outcome, from the first batch on every
+ *       stream: the bytes in numbered batches, or a {@code SystemErrorMessage} with the errno, then
+ *       eof; faults can cut such a stream ({@link #cutFilesystemOutputAfterBatches}).
  * </ul>
  *
  * <p>Each sandbox is a real Sandbox4j local sandbox ({@link LocalSandbox}, default home) where
@@ -116,7 +125,15 @@ import java.util.function.Supplier;
  * user, not root; a filesystem snapshot is a local snapshot; tunnels are made-up host names, no
  * traffic flows; timeouts and idle timeouts of sandboxes are recorded but not enforced; the command
  * router is the same server (its URL is {@code https://127.0.0.1:PORT}, served in plaintext, which
- * libmodal allows for a local control plane).
+ * libmodal allows for a local control plane). Its filesystem calls act through the local sandbox's
+ * own file API: an operation runs before {@code ContainerFilesystemExec} answers, not
+ * asynchronously; open supports the modes {@code r}, {@code w}, {@code a}, {@code x} (with or
+ * without {@code b}) but not {@code +}; a file open for writing gets its content at flush and close
+ * (written by replacing the file, so a hard link to it is not updated), and a file open for reading
+ * reads from a stream opened at open; opening a FIFO or device for reading is refused (the real
+ * service's behaviour is not documented); rm refuses the local sandbox's working directory and its
+ * ancestors; {@code file_ls_request} and the other operations this client does not send are not
+ * implemented; the outputs of filesystem execs are kept until the fake closes.
  */
 final class FakeModal implements AutoCloseable {
   static final String TOKEN_ID = "ak-fake";
@@ -152,6 +169,22 @@ final class FakeModal implements AutoCloseable {
 
   /** How many stdout chunks a stdio stream sends before the fake cuts it (UNAVAILABLE); 0 never. */
   volatile int cutStdioAfterChunks;
+
+  /** The most bytes one batch of a filesystem exec's output holds. */
+  static final int FILESYSTEM_BATCH_BYTES = 64 * 1024;
+
+  /** The output batches of each filesystem exec, by exec id. */
+  private final Map<String, List<FilesystemRuntimeOutputBatch>> filesystemOutputs =
+      new ConcurrentHashMap<>();
+
+  private final Map<ContainerFilesystemExecRequest.FileExecRequestOneofCase, AtomicInteger>
+      filesystemOps = new ConcurrentHashMap<>();
+
+  /**
+   * How many batches a filesystem output stream sends before the fake cuts it (UNAVAILABLE), once;
+   * 0 never.
+   */
+  volatile int cutFilesystemOutputAfterBatches;
 
   FakeModal() {
     ServerInterceptor capture =
@@ -638,6 +671,44 @@ final class FakeModal implements AutoCloseable {
     }
 
     @Override
+    public void containerFilesystemExec(
+        ContainerFilesystemExecRequest r, StreamObserver<ContainerFilesystemExecResponse> out) {
+      unary("ContainerFilesystemExec", true, out, () -> filesystemExec(r));
+    }
+
+    @Override
+    public void containerFilesystemExecGetOutput(
+        ContainerFilesystemExecGetOutputRequest r,
+        StreamObserver<FilesystemRuntimeOutputBatch> out) {
+      Call call = record("ContainerFilesystemExecGetOutput");
+      Status denied = checkAuth(call, false);
+      if (denied == null) {
+        denied = injectedFault("ContainerFilesystemExecGetOutput");
+      }
+      if (denied != null) {
+        out.onError(denied.asRuntimeException());
+        return;
+      }
+      List<FilesystemRuntimeOutputBatch> batches = filesystemOutputs.get(r.getExecId());
+      if (batches == null) {
+        out.onError(Status.NOT_FOUND.withDescription("exec " + r.getExecId()).asRuntimeException());
+        return;
+      }
+      // every stream of an exec starts from its first batch
+      int sent = 0;
+      for (FilesystemRuntimeOutputBatch batch : batches) {
+        if (cutFilesystemOutputAfterBatches > 0 && sent >= cutFilesystemOutputAfterBatches) {
+          cutFilesystemOutputAfterBatches = 0;
+          out.onError(Status.UNAVAILABLE.withDescription("stream cut").asRuntimeException());
+          return;
+        }
+        out.onNext(batch);
+        sent++;
+      }
+      out.onCompleted();
+    }
+
+    @Override
     public void taskGetCommandRouterAccess(
         TaskGetCommandRouterAccessRequest r,
         StreamObserver<TaskGetCommandRouterAccessResponse> out) {
@@ -791,6 +862,60 @@ final class FakeModal implements AutoCloseable {
     }
   }
 
+  // ---- the filesystem calls -----------------------------------------------------------------
+
+  /**
+   * Runs one filesystem operation at once and keeps its output for {@code
+   * ContainerFilesystemExecGetOutput}: the bytes in batches of at most {@link
+   * #FILESYSTEM_BATCH_BYTES}, numbered from 1, then an eof batch; or a batch with the error, then
+   * eof (Python's client checks eof before error, so the two never share a batch).
+   */
+  private ContainerFilesystemExecResponse filesystemExec(ContainerFilesystemExecRequest r) {
+    FakeSandbox sandbox = sandboxOfTask(r.getTaskId());
+    FakeFilesystem files = sandbox.runningFiles();
+    filesystemOps
+        .computeIfAbsent(r.getFileExecRequestOneofCase(), k -> new AtomicInteger())
+        .incrementAndGet();
+    String execId = "fe-" + ids.incrementAndGet();
+    ContainerFilesystemExecResponse.Builder response =
+        ContainerFilesystemExecResponse.newBuilder().setExecId(execId);
+    List<FilesystemRuntimeOutputBatch> batches = new ArrayList<>();
+    try {
+      FakeFilesystem.Outcome outcome = files.run(r);
+      if (outcome.fileDescriptor() != null) {
+        response.setFileDescriptor(outcome.fileDescriptor());
+      }
+      byte[] output = outcome.output();
+      for (int start = 0; start < output.length; start += FILESYSTEM_BATCH_BYTES) {
+        int end = Math.min(output.length, start + FILESYSTEM_BATCH_BYTES);
+        batches.add(
+            FilesystemRuntimeOutputBatch.newBuilder()
+                .setBatchIndex(batches.size() + 1)
+                .addOutput(ByteString.copyFrom(output, start, end - start))
+                .build());
+      }
+    } catch (FakeFilesystem.Failure e) {
+      batches.add(
+          FilesystemRuntimeOutputBatch.newBuilder()
+              .setBatchIndex(batches.size() + 1)
+              .setError(e.error)
+              .build());
+    }
+    batches.add(
+        FilesystemRuntimeOutputBatch.newBuilder()
+            .setBatchIndex(batches.size() + 1)
+            .setEof(true)
+            .build());
+    filesystemOutputs.put(execId, List.copyOf(batches));
+    return response.build();
+  }
+
+  /** How many filesystem operations of one kind the fake ran. */
+  int filesystemOps(ContainerFilesystemExecRequest.FileExecRequestOneofCase kind) {
+    AtomicInteger n = filesystemOps.get(kind);
+    return n == null ? 0 : n.get();
+  }
+
   // ---- sandboxes and execs -------------------------------------------------------------------
 
   /** One sandbox: CREATING (no task) → RUNNING (task id) → ended (result). Guarded by this. */
@@ -804,6 +929,7 @@ final class FakeModal implements AutoCloseable {
     String taskId;
     GenericResult result;
     Workspace workspace;
+    FakeFilesystem files;
 
     FakeSandbox(String id, String appId, dev.sandbox4j.modal.internal.proto.Sandbox definition) {
       this.id = id;
@@ -840,6 +966,7 @@ final class FakeModal implements AutoCloseable {
                 }
                 synchronized (this) {
                   workspace = ws;
+                  files = new FakeFilesystem(ws);
                   if (result != null) {
                     engine().destroy(ws.ref().orElseThrow());
                     return;
@@ -881,6 +1008,16 @@ final class FakeModal implements AutoCloseable {
         Thread.currentThread().interrupt();
       }
       return result;
+    }
+
+    /** The filesystem of a running sandbox; FAILED_PRECONDITION once it has ended. */
+    synchronized FakeFilesystem runningFiles() {
+      if (result != null || files == null) {
+        throw Status.FAILED_PRECONDITION
+            .withDescription("sandbox " + id + " is not running")
+            .asRuntimeException();
+      }
+      return files;
     }
 
     FakeExec start(TaskExecStartRequest r) {
