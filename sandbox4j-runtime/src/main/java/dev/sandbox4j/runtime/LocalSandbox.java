@@ -51,10 +51,12 @@ import java.util.function.Consumer;
  * sandboxes.destroy(ref);                                // sandboxes outlive the JVM
  * }</pre>
  *
- * <p>{@code image} (or {@code snapshot}), {@code cpus}, {@code memory}, {@code pids} and labels
- * shape a new sandbox only; {@code workingDirectory}, {@code env} and {@code noOutputTimeout} apply
- * to every command, also after attaching. The working directory is created in a new sandbox and
- * must already exist in one attached to.
+ * <p>{@code image} (or {@code snapshot}), {@code user}, {@code cpus}, {@code memory}, {@code pids}
+ * and labels shape a new sandbox only; {@code workingDirectory}, {@code env} and {@code
+ * noOutputTimeout} apply to every command, also after attaching. The working directory is created
+ * in a new sandbox and must already exist in one attached to. A sandbox's user, and its own working
+ * directory and environment (which those settings override), come from its image and stay with it
+ * ({@link Builder#image}).
  *
  * <p>A sandbox can be suspended (with the cgroup freezer), stopped (its processes ended and its
  * root file system unmounted), hibernated, forked (files, and processes where checkpoint/restore
@@ -154,7 +156,8 @@ public final class LocalSandbox
             b.snapshot,
             b.egress,
             networks,
-            b.isolation);
+            b.isolation,
+            b.user);
     this.env = Map.copyOf(b.env);
     this.diskReserve = b.diskReserve;
     this.diskOvercommit = b.diskOvercommit;
@@ -593,8 +596,9 @@ public final class LocalSandbox
   }
 
   /**
-   * Runs an interactive login shell ({@code /bin/bash -l}) as the sandbox user in {@code ref}'s
-   * sandbox, on this process's terminal, and returns its exit status when it exits.
+   * Runs an interactive login shell ({@code /bin/bash -l}, or {@code /bin/sh -l} in an image
+   * without bash) as the sandbox's user in {@code ref}'s sandbox, on this process's terminal, and
+   * returns its exit status when it exits.
    *
    * <p>The shell gets a terminal of its own: {@code crun exec -t} allocates it and relays this
    * process's stdin and stdout, which must be a terminal (check before calling). It starts in the
@@ -603,6 +607,7 @@ public final class LocalSandbox
    * keep running, as they do after a command.
    *
    * @throws dev.sandbox4j.workspace.WorkspaceUnavailableException if the sandbox is gone
+   * @throws WorkspaceException if its image has neither {@code /bin/bash} nor {@code /bin/sh}
    * @throws java.util.concurrent.CancellationException if this thread is interrupted; the shell and
    *     everything it started are killed
    */
@@ -723,7 +728,8 @@ public final class LocalSandbox
     private Path home;
     private String runtime; // null: the default crun
     private String image = ImageStore.DEFAULT;
-    private String workingDirectory = Engine.HOME;
+    private String workingDirectory; // null: the sandbox's own (its image's, or /home/sandbox)
+    private String user; // null: the image's
     private final Map<String, String> env = new LinkedHashMap<>();
     private int cpus = 1;
     private long memoryBytes;
@@ -814,6 +820,28 @@ public final class LocalSandbox
      * ({@code python:3.12-slim}, {@code ghcr.io/org/app@sha256:...}), pulled when the first sandbox
      * is created if this machine does not have it yet (see {@link LocalSandbox#pullImage}). A name
      * that is no image here is pulled as a reference too, from Docker Hub.
+     *
+     * <p>Sandbox4j's own images (the default, images built from an {@link ImageRecipe}, snapshots
+     * of their sandboxes, and root filesystem tarballs) follow the seeds' conventions: commands run
+     * as user {@code sandbox} (1000:1000, passwordless {@code sudo} in the default image) in {@code
+     * /home/sandbox}, with {@code PATH}, {@code HOME=/home/sandbox}, {@code USER=sandbox} and
+     * {@code LANG=C.UTF-8}. An image that came from elsewhere (imported from an OCI layout or
+     * {@code docker save} archive, or pulled from a registry) runs as its image config says: its
+     * {@code User} (root if it names none; a name is looked up in the image's {@code /etc/passwd}
+     * and {@code /etc/group}, without supplementary groups), its {@code WorkingDir} ({@code /} if
+     * none; made if missing), and an environment of {@code PATH}, {@code HOME} (the user's home
+     * directory from {@code /etc/passwd}, else {@code /root} for root and {@code /} for others) and
+     * {@code LANG=C.UTF-8} overridden by its {@code Env}. Its {@code Entrypoint} and {@code Cmd}
+     * are not run: a sandbox runs its own init, and the commands it is given. {@link #user}, {@link
+     * #workingDirectory} and {@link #env} override the image's. A sandbox keeps its user, working
+     * directory and environment for its life, also when attached to from another process, forked,
+     * stopped, hibernated or saved as a snapshot (whose sandboxes run the same way).
+     *
+     * <p>An image needs no program of its own for what the engine does itself: files, creating the
+     * working directory, running a program given as {@code Command.argv(...)} (looked up on {@code
+     * PATH}). Shell commands need {@code /bin/sh}, the {@linkplain LocalSandbox#shell shell} {@code
+     * /bin/bash} or {@code /bin/sh}, {@link Isolation#GVISOR} {@code /bin/sh}; where a program is
+     * missing, the error names it and the image.
      */
     public Builder image(String image) {
       this.image = Objects.requireNonNull(image, "image");
@@ -822,15 +850,43 @@ public final class LocalSandbox
     }
 
     /**
-     * The absolute directory commands start in and relative paths resolve against (default {@code
-     * /home/sandbox}). Created in a new sandbox; must exist in one attached to.
+     * The absolute directory commands start in and relative paths resolve against (default: the
+     * sandbox's own, which is {@code /home/sandbox} for Sandbox4j's own images and the image
+     * config's {@code WorkingDir}, else {@code /}, for an image from elsewhere: see {@link
+     * #image}). Created in a new sandbox and given to its user; must exist in one attached to.
      */
     public Builder workingDirectory(String path) {
       this.workingDirectory = SettingChecks.workingDirectory(path);
       return this;
     }
 
-    /** A variable every command gets (a command's own env wins). */
+    /**
+     * Who a new sandbox's commands and file operations run as, instead of its image's user (see
+     * {@link #image}): {@code UID}, {@code NAME}, {@code UID:GID} or {@code NAME:GROUP}. A number
+     * is taken as it is (0 to 65535, the ids a sandbox maps); a name is looked up in the image's
+     * {@code /etc/passwd} or {@code /etc/group} when the sandbox is created, which fails naming it
+     * if the image has no such user or group. Without a group, the user's primary group from {@code
+     * /etc/passwd}, else 0. {@code HOME} becomes the user's home directory. The sandbox keeps its
+     * user for its life; a provider that attaches to it uses the sandbox's.
+     *
+     * <p>Files are read and written from the host with the file system ids of that user in the
+     * sandbox's own block of host ids. For root (uid 0) that is the owner of the sandbox's system
+     * files, but without the capabilities a root process inside has: a file of another user that
+     * root could read or change inside only because of those capabilities is refused to the files
+     * API (commands run as root inside are not limited so).
+     *
+     * @throws IllegalArgumentException if {@code user} is not of that form, or an id is out of
+     *     range
+     */
+    public Builder user(String user) {
+      this.user = SettingChecks.user(user);
+      return this;
+    }
+
+    /**
+     * A variable every command gets, over the sandbox's own environment (for an image from
+     * elsewhere, its config's {@code Env}; see {@link #image}); a command's own env wins.
+     */
     public Builder env(String name, String value) {
       SettingChecks.env(name, value);
       env.put(name, value);

@@ -22,27 +22,46 @@ final class RootfsCalls {
   private final String id;
   private final String rootfs;
 
-  /** The host uid (= gid) of the sandbox's user; 0 until read from its record. */
-  private volatile int userId;
+  /** The host uid and gid its file operations run as; -1 until read from its record. */
+  private volatile long hostIds = -1;
 
+  /**
+   * The calls of sandbox {@code id} as its user ({@link SandboxIdentity}), read from its record.
+   */
   RootfsCalls(Engine engine, String id) {
     this.engine = engine;
     this.id = id;
     this.rootfs = engine.home().resolve("sandboxes").resolve(id).resolve("rootfs").toString();
   }
 
+  /** The calls of sandbox {@code id} as host ids {@code hostUid}:{@code hostGid}. */
+  RootfsCalls(Engine engine, String id, int hostUid, int hostGid) {
+    this(engine, id);
+    this.hostIds = pack(hostUid, hostGid);
+  }
+
+  private static long pack(int uid, int gid) {
+    return ((long) uid << 32) | (gid & 0xffffffffL);
+  }
+
   /**
-   * The host uid and gid of container user 1000 in this sandbox: in its own block of host ids
-   * ({@link IdBlocks}), never another sandbox's. Read once from its record (a sandbox's block never
-   * changes).
+   * The host uid and gid of the sandbox's user: its container ids in its own block of host ids
+   * ({@link IdBlocks}), never another sandbox's. Read once from its record (a sandbox's block and
+   * identity never change). For a sandbox that runs as root (uid 0), that is the host id its root
+   * maps to, which owns its root's files but has no capability over other users' files, unlike a
+   * root process inside: the file operations get the permissions of an owner, no more.
    */
-  private int userId() {
-    int u = userId;
-    if (u == 0) {
-      u = engine.record(id).hostBase() + 1000;
-      userId = u;
+  private long hostIds() {
+    long ids = hostIds;
+    if (ids < 0) {
+      SandboxRecord record = engine.record(id);
+      ids =
+          pack(
+              record.hostBase() + record.identity().uid(),
+              record.hostBase() + record.identity().gid());
+      hostIds = ids;
     }
-    return u;
+    return ids;
   }
 
   @FunctionalInterface
@@ -67,10 +86,12 @@ final class RootfsCalls {
       throw unavailable(e);
     }
     try {
-      int user = userId();
+      long ids = hostIds();
+      int uid = (int) (ids >>> 32);
+      int gid = (int) ids;
       Future<T> future =
           SandboxUserThreads.EXECUTOR.submit(
-              () -> SandboxUserThreads.asSandboxUser(user, user, () -> task.run(root)));
+              () -> SandboxUserThreads.asSandboxUser(uid, gid, () -> task.run(root)));
       // Waits for the task even if interrupted: the root's descriptor is closed only after it,
       // since a number closed under a running task could be reused for a host directory. Tasks
       // are short (nothing they do waits on the sandbox).
@@ -105,6 +126,36 @@ final class RootfsCalls {
       }
     } finally {
       NativeFs.close(root);
+    }
+  }
+
+  /**
+   * Gives {@code path} in the sandbox's root to host ids {@code hostUid}:{@code hostGid}, as the
+   * engine (host root) on this thread: for the engine's own setup of a new sandbox, never on behalf
+   * of its user. The path is resolved inside the root ({@link NativeFs#openInRoot}) and the file
+   * changed through that descriptor, so no link leads the change out of it.
+   */
+  void chownAsHost(String path, int hostUid, int hostGid) {
+    try {
+      int root = NativeFs.openHostDirectory(rootfs);
+      try {
+        int fd =
+            NativeFs.openInRoot(
+                root, path.getBytes(java.nio.charset.StandardCharsets.UTF_8), NativeFs.O_PATH, 0);
+        try {
+          java.nio.file.Path self = java.nio.file.Path.of("/proc/self/fd/" + fd);
+          java.nio.file.Files.setAttribute(self, "unix:uid", hostUid);
+          java.nio.file.Files.setAttribute(self, "unix:gid", hostGid);
+        } finally {
+          NativeFs.close(fd);
+        }
+      } finally {
+        NativeFs.close(root);
+      }
+    } catch (NativeFs.Errno e) {
+      throw translate(path, "", e);
+    } catch (java.io.IOException e) {
+      throw new WorkspaceFileException(path, "cannot change its owner: " + e.getMessage(), e);
     }
   }
 
