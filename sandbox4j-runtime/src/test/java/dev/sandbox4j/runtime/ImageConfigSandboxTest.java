@@ -131,13 +131,16 @@ class ImageConfigSandboxTest {
                 .home(home)
                 .image("app")
                 .user("root:staff")
-                .workingDirectory("/opt/mine")
+                .workingDirectory("/home/app/project")
                 .env("GREETING", "from the builder")
                 .build()
                 .newBackend());
 
-    assertThat(run(ws, WHO)).isEqualTo("0\n50\n/opt/mine\ngreeting=from the builder\nhome=/root\n");
-    assertThat(run(ws, "stat -c %u:%g /opt/mine")).isEqualTo("0:50\n");
+    assertThat(run(ws, WHO))
+        .isEqualTo("0\n50\n/home/app/project\ngreeting=from the builder\nhome=/root\n");
+    assertThat(run(ws, "stat -c %u:%g /home/app/project"))
+        .as("made under a parent of another user, given to this one")
+        .isEqualTo("0:50\n");
 
     Workspace numeric =
         Workspace.of(

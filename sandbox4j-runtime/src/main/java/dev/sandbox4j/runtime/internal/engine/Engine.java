@@ -775,23 +775,14 @@ public final class Engine {
               record.identity().user()));
       return;
     }
-    RootfsCalls asRoot = new RootfsCalls(this, id, record.hostBase(), record.hostBase());
-    boolean existed =
-        asRoot.call(
+    new RootfsCalls(this, id)
+        .makeDirectoryAsHost(
             path,
-            root -> {
-              boolean there = SandboxFileWrites.isDirectory(root, path);
-              if (!there) {
-                SandboxFileWrites.mkdirs(root, path, path);
-              }
-              return there;
-            });
-    if (!existed || always) {
-      asRoot.chownAsHost(
-          path,
-          record.hostBase() + record.identity().uid(),
-          record.hostBase() + record.identity().gid());
-    }
+            record.hostBase(),
+            record.hostBase(),
+            record.hostBase() + record.identity().uid(),
+            record.hostBase() + record.identity().gid(),
+            always);
   }
 
   // ---- programs of the image ----------------------------------------------------------------

@@ -34,12 +34,6 @@ final class RootfsCalls {
     this.rootfs = engine.home().resolve("sandboxes").resolve(id).resolve("rootfs").toString();
   }
 
-  /** The calls of sandbox {@code id} as host ids {@code hostUid}:{@code hostGid}. */
-  RootfsCalls(Engine engine, String id, int hostUid, int hostGid) {
-    this(engine, id);
-    this.hostIds = pack(hostUid, hostGid);
-  }
-
   private static long pack(int uid, int gid) {
     return ((long) uid << 32) | (gid & 0xffffffffL);
   }
@@ -130,32 +124,81 @@ final class RootfsCalls {
   }
 
   /**
-   * Gives {@code path} in the sandbox's root to host ids {@code hostUid}:{@code hostGid}, as the
-   * engine (host root) on this thread: for the engine's own setup of a new sandbox, never on behalf
-   * of its user. The path is resolved inside the root ({@link NativeFs#openInRoot}) and the file
-   * changed through that descriptor, so no link leads the change out of it.
+   * Makes directory {@code path} in the sandbox's root unless it is one, as the engine (host root)
+   * on this thread, for the engine's own setup of a new sandbox (never on behalf of its user, whose
+   * permissions a parent owned by someone else would refuse): missing parents become host ids
+   * {@code parentUid}:{@code parentGid}'s (the sandbox's root's), the directory itself {@code
+   * uid}:{@code gid}'s; with {@code always}, also if it exists already. Each name is made in a
+   * descriptor of its parent resolved inside the root ({@link NativeFs#openInRoot}) and changed
+   * through a descriptor of its own, so no link leads a change out of the root. Returns whether it
+   * existed.
    */
-  void chownAsHost(String path, int hostUid, int hostGid) {
+  boolean makeDirectoryAsHost(
+      String path, int parentUid, int parentGid, int uid, int gid, boolean always) {
     try {
       int root = NativeFs.openHostDirectory(rootfs);
       try {
-        int fd =
-            NativeFs.openInRoot(
-                root, path.getBytes(java.nio.charset.StandardCharsets.UTF_8), NativeFs.O_PATH, 0);
-        try {
-          java.nio.file.Path self = java.nio.file.Path.of("/proc/self/fd/" + fd);
-          java.nio.file.Files.setAttribute(self, "unix:uid", hostUid);
-          java.nio.file.Files.setAttribute(self, "unix:gid", hostGid);
-        } finally {
-          NativeFs.close(fd);
+        boolean existed = makeDirectories(root, path, parentUid, parentGid);
+        if (!existed || always) {
+          chown(root, path, uid, gid);
         }
+        return existed;
       } finally {
         NativeFs.close(root);
       }
     } catch (NativeFs.Errno e) {
       throw translate(path, "", e);
     } catch (java.io.IOException e) {
-      throw new WorkspaceFileException(path, "cannot change its owner: " + e.getMessage(), e);
+      throw new WorkspaceFileException(path, "cannot make it: " + e.getMessage(), e);
+    }
+  }
+
+  /** Makes {@code dir} and its missing parents, each {@code uid}:{@code gid}'s; whether it was. */
+  private static boolean makeDirectories(int root, String dir, int uid, int gid)
+      throws NativeFs.Errno, java.io.IOException {
+    if (SandboxFileWrites.isDirectory(root, dir)) {
+      return true;
+    }
+    if (dir.equals("/")) {
+      throw new NativeFs.Errno("open /", NativeFs.ENOTDIR);
+    }
+    int slash = dir.lastIndexOf('/');
+    String parent = slash <= 0 ? "/" : dir.substring(0, slash);
+    makeDirectories(root, parent, uid, gid);
+    int parentFd =
+        NativeFs.openInRoot(root, SandboxFiles.bytes(parent), SandboxFiles.dirFlags(), 0);
+    try {
+      NativeFs.mkdirat(parentFd, SandboxFiles.bytes(dir.substring(slash + 1)), 0755);
+    } catch (NativeFs.Errno e) {
+      if (e.errno != NativeFs.EEXIST || !SandboxFileWrites.isDirectory(root, dir)) {
+        throw e;
+      }
+      return false; // made meanwhile
+    } finally {
+      NativeFs.close(parentFd);
+    }
+    chown(root, dir, uid, gid);
+    int made =
+        NativeFs.openInRoot(
+            root, SandboxFiles.bytes(dir), NativeFs.O_RDONLY | NativeFs.O_DIRECTORY, 0);
+    try {
+      NativeFs.fchmod(made, 0755); // as mkdir -p in the sandbox makes it, whatever our umask is
+    } finally {
+      NativeFs.close(made);
+    }
+    return false;
+  }
+
+  private static void chown(int root, String path, int uid, int gid)
+      throws NativeFs.Errno, java.io.IOException {
+    int fd = NativeFs.openInRoot(root, SandboxFiles.bytes(path), NativeFs.O_PATH, 0);
+    try {
+      // the descriptor's own /proc link: the file found inside the root, whatever links say now
+      java.nio.file.Path self = java.nio.file.Path.of("/proc/self/fd/" + fd);
+      java.nio.file.Files.setAttribute(self, "unix:uid", uid);
+      java.nio.file.Files.setAttribute(self, "unix:gid", gid);
+    } finally {
+      NativeFs.close(fd);
     }
   }
 
