@@ -97,6 +97,64 @@ class ImageConfigSandboxTest {
   }
 
   @Test
+  void theIdentityOutlivesSuspendHibernateAndALiveFork() throws Exception {
+    Prerequisites.requireCheckpointRestore(sandboxes.engine().runtime(), "hibernate");
+    importApp("app", Map.of("User", "app", "WorkingDir", "/srv", "Env", List.of("GREETING=g")));
+    Workspace ws =
+        Workspace.of(LocalSandbox.builder().home(home).image("app").build().newBackend());
+    String expected = "1234\n2345\n/srv\ngreeting=g\nhome=/home/app\n";
+    assertThat(run(ws, WHO)).isEqualTo(expected);
+    WorkspaceRef ref = ws.open();
+    LocalSandbox fresh = LocalSandbox.builder().home(home).build();
+
+    sandboxes.suspend(ref);
+    assertThat(run(Workspace.of(fresh.backend(ref).orElseThrow()), WHO))
+        .as("suspended and woken")
+        .isEqualTo(expected);
+    sandboxes.hibernate(ref);
+    assertThat(run(Workspace.of(fresh.backend(ref).orElseThrow()), WHO))
+        .as("hibernated and restored")
+        .isEqualTo(expected);
+
+    var fork = sandboxes.fork(ref);
+    assertThat(fork.processesCopied()).as(fork.reason()).isTrue();
+    assertThat(run(Workspace.of(fresh.backend(fork.ref()).orElseThrow()), WHO))
+        .as("live fork")
+        .isEqualTo(expected);
+  }
+
+  @Test
+  void aRecipeOnAnArchiveKeepsItsConfigAndItsStepsRunAsRoot() throws Exception {
+    Path rootfs = appRootfs(temp.resolve("recipe-rootfs"));
+    Path archive =
+        TestImages.ociArchive(
+            rootfs,
+            Map.of("User", "app", "WorkingDir", "/srv", "Env", List.of("GREETING=recipe")),
+            temp.resolve("recipe.tar"));
+    ImageRecipe.fromArchive(archive).run("id -u > /step-user").build(sandboxes, "app-recipe");
+
+    Workspace ws =
+        Workspace.of(LocalSandbox.builder().home(home).image("app-recipe").build().newBackend());
+    assertThat(run(ws, WHO)).isEqualTo("1234\n2345\n/srv\ngreeting=recipe\nhome=/home/app\n");
+    assertThat(ws.readText("/step-user")).as("a step runs as root").isEqualTo("0\n");
+  }
+
+  @Test
+  void theDefaultImageRunsAsTheSeedsAndAnotherUserCanBeAsked() throws Exception {
+    TestImages.seedDefault(home);
+    Workspace seed = Workspace.of(LocalSandbox.builder().home(home).build().newBackend());
+    assertThat(run(seed, "id -un; id -u; id -g; pwd; echo $HOME $USER"))
+        .isEqualTo("sandbox\n1000\n1000\n/home/sandbox\n/home/sandbox sandbox\n");
+
+    Workspace asRoot =
+        Workspace.of(LocalSandbox.builder().home(home).user("root").build().newBackend());
+    assertThat(run(asRoot, "id -u; pwd; echo $HOME $USER"))
+        .isEqualTo("0\n/home/sandbox\n/root root\n");
+    asRoot.writeText("/etc/by-root", "x");
+    assertThat(run(asRoot, "stat -c %U /etc/by-root")).isEqualTo("root\n");
+  }
+
+  @Test
   void aNumericUserWithoutWorkingDirRunsInRootWithHomeSlash() throws Exception {
     importApp("numeric", Map.of("User", "4321:4322"));
     Workspace ws =
