@@ -1051,7 +1051,9 @@ public final class LocalSandbox
     /**
      * A new sandbox starts from snapshot {@code name} ({@link LocalSandbox#snapshot}) instead of an
      * image, with the size the snapshot was saved with: {@code cpus}, {@code memory}, {@code pids}
-     * and {@code image} cannot be combined with it. A snapshot that does not exist, or is still
+     * and {@code image} cannot be combined with it. It runs as the saved sandbox ran (its user,
+     * working directory and environment; see {@link #image}) unless {@link #user}, {@link
+     * #workingDirectory} or {@link #env} say otherwise. A snapshot that does not exist, or is still
      * being saved (it exists once {@link LocalSandbox#snapshot} has returned), makes the first use
      * fail with {@link WorkspaceUnavailableException}, whose message says which; nothing waits for
      * a save.

@@ -155,6 +155,17 @@ class ImageConfigSandboxTest {
   }
 
   @Test
+  void aWarmPoolsSandboxRunsAsItsImageSays() throws Exception {
+    importApp("app", Map.of("User", "app", "WorkingDir", "/srv", "Env", List.of("GREETING=warm")));
+    try (LocalSandbox pool =
+        LocalSandbox.builder().home(home).image("app").warmPool(1).progress(line -> {}).build()) {
+      TestImages.awaitWarm(pool, 1);
+      Workspace claimed = Workspace.of(pool.newBackend());
+      assertThat(run(claimed, WHO)).isEqualTo("1234\n2345\n/srv\ngreeting=warm\nhome=/home/app\n");
+    }
+  }
+
+  @Test
   void aNumericUserWithoutWorkingDirRunsInRootWithHomeSlash() throws Exception {
     importApp("numeric", Map.of("User", "4321:4322"));
     Workspace ws =

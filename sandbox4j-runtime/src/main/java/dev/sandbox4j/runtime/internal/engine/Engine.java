@@ -565,12 +565,10 @@ public final class Engine {
       }
       upper.prepare(dir, id);
       upper.start(this, dir, id, image, spec.limits());
-      SandboxRecord record = reserved.record();
+      // Known only now that its root is mounted (a name is looked up in its /etc/passwd). Kept
+      // by the RUNNING record that commit writes; nothing reads it from the CREATING one.
       SandboxIdentity identity = identity(dir, image, spec);
-      if (!identity.equals(record.identity())) {
-        record = record.withIdentity(identity);
-        record.write(dir.resolve("state.json"));
-      }
+      SandboxRecord record = reserved.record().withIdentity(identity);
       String workingDirectory = spec.workingDirectory();
       if (workingDirectory != null && !workingDirectory.equals(identity.workingDirectory())) {
         createWorkingDirectory(id, record, workingDirectory, true);
