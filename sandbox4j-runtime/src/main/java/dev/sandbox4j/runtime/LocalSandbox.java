@@ -661,8 +661,8 @@ public final class LocalSandbox
 
   /**
    * Whether this provider and {@code other} make the same sandboxes but for labels, timers and env
-   * (what a claim from a warm pool sets): same home, runtime, image or snapshot, size, working
-   * directory, egress policy, networks, isolation and port token.
+   * (what a claim from a warm pool sets): same home, runtime, image or snapshot, user, size,
+   * working directory, egress policy, networks, isolation and port token.
    */
   boolean sameSandboxesAs(LocalSandbox other) {
     return home.equals(other.home)
@@ -1150,8 +1150,8 @@ public final class LocalSandbox
     /**
      * Takes new sandboxes from {@code owner}'s warm pool ({@link #warmPool}) whenever this builder
      * makes the same sandboxes as {@code owner} but for labels, timers and env (home, runtime,
-     * image or snapshot, size, working directory, egress policy, networks, isolation and port token
-     * equal): a claimed sandbox gets this builder's labels and timers, and its commands this
+     * image or snapshot, user, size, working directory, egress policy, networks, isolation and port
+     * token equal): a claimed sandbox gets this builder's labels and timers, and its commands this
      * builder's env. One pool then serves many label sets, a server's tenants say. Where the shape
      * differs, or {@code owner} has no pool, a backend creates its sandbox afresh.
      */
