@@ -798,12 +798,15 @@ public final class Engine {
     if (withShell.contains(id)) {
       return true;
     }
+    Path root = sandboxes.resolve(id).resolve("rootfs");
     try {
-      if (RootfsPaths.isExecutable(sandboxes.resolve(id).resolve("rootfs"), "/bin/sh")) {
+      if (RootfsPaths.isExecutable(root, "/bin/sh")) {
         withShell.add(id);
         return true;
       }
-      return false;
+      // an empty mount point (stopped meanwhile) says nothing of its image: the runtime's error
+      // will
+      return !RootfsPaths.isMounted(root);
     } catch (IOException e) {
       return true; // no root to look in: the runtime's own error says why
     }

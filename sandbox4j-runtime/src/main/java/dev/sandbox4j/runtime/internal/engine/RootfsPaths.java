@@ -51,6 +51,21 @@ final class RootfsPaths {
     }
   }
 
+  /** Whether {@code root} is a mounted overlay: a sandbox's root, not its empty mount point. */
+  static boolean isMounted(Path root) throws IOException {
+    if (!NativeFs.AVAILABLE) {
+      return true;
+    }
+    int rootFd = openRoot(root);
+    try {
+      return NativeFs.isOverlay(rootFd);
+    } catch (NativeFs.Errno e) {
+      throw new IOException("cannot check the root " + root + ": " + e.getMessage());
+    } finally {
+      NativeFs.close(rootFd);
+    }
+  }
+
   /**
    * Where {@code program} (a name without {@code /}) is in {@code root}, looked up in the
    * directories of {@code path} (a {@code PATH} value) as a shell would: the first executable
