@@ -92,7 +92,8 @@ final class CreateCommand implements Callable<Integer> {
       paramLabel = "PATH",
       description =
           "An absolute directory to create in the sandbox, owned by its user. Commands start in"
-              + " /home/sandbox unless each exec names it with --workdir too.")
+              + " the sandbox's own (/home/sandbox, or an imported or pulled image's WorkingDir)"
+              + " unless each exec names it with --workdir too.")
   String workdir;
 
   @Option(

@@ -26,10 +26,15 @@ import java.util.Objects;
  * <p><b>Base.</b> {@link #from(String)} starts from an image on this machine ({@code default} is
  * built first if it is not yet); {@link #fromArchive(Path)} from an archive: a root filesystem
  * tarball (plain, gzip, xz or zstd), a {@code docker save} archive or an OCI image layout archive.
- * Its image config (entrypoint, env, working directory, user) is not used. To run commands, an
- * image must provide {@code /bin/sh} and {@code setsid} (and, for the workspace's file API, GNU
- * coreutils and findutils), and {@code /home/sandbox} for uid 1000 unless sandboxes set another
- * working directory; sandboxes bring their own init.
+ * The image config of a {@code docker save} or OCI archive applies to the built image's sandboxes,
+ * as to those of any image from elsewhere: its {@code User}, {@code WorkingDir} and {@code Env};
+ * its {@code Entrypoint} and {@code Cmd} are not run (see {@link LocalSandbox.Builder#image}). A
+ * recipe from an image keeps that image's config the same way, as a Dockerfile's {@code FROM} does.
+ * A root filesystem tarball has no config: its sandboxes run as Sandbox4j's own images' do, as uid
+ * 1000 in {@code /home/sandbox} (which the tarball must then provide, unless sandboxes set another
+ * working directory). Sandboxes bring their own init; shell commands and {@link #run} steps need
+ * {@code /bin/sh}, and where the workspace's file API falls back to commands (without native
+ * access), GNU coreutils and findutils.
  *
  * <p><b>Steps.</b> Each step becomes one read-only layer on top of the ones before. {@link
  * #run(String)} runs a {@code /bin/sh -c} script as root (uid 0 inside the sandbox's user

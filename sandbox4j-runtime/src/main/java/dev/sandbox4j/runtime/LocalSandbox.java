@@ -51,10 +51,12 @@ import java.util.function.Consumer;
  * sandboxes.destroy(ref);                                // sandboxes outlive the JVM
  * }</pre>
  *
- * <p>{@code image} (or {@code snapshot}), {@code cpus}, {@code memory}, {@code pids} and labels
- * shape a new sandbox only; {@code workingDirectory}, {@code env} and {@code noOutputTimeout} apply
- * to every command, also after attaching. The working directory is created in a new sandbox and
- * must already exist in one attached to.
+ * <p>{@code image} (or {@code snapshot}), {@code user}, {@code cpus}, {@code memory}, {@code pids}
+ * and labels shape a new sandbox only; {@code workingDirectory}, {@code env} and {@code
+ * noOutputTimeout} apply to every command, also after attaching. The working directory is created
+ * in a new sandbox and must already exist in one attached to. A sandbox's user, and its own working
+ * directory and environment (which those settings override), come from its image and stay with it
+ * ({@link Builder#image}).
  *
  * <p>A sandbox can be suspended (with the cgroup freezer), stopped (its processes ended and its
  * root file system unmounted), hibernated, forked (files, and processes where checkpoint/restore
@@ -154,7 +156,8 @@ public final class LocalSandbox
             b.snapshot,
             b.egress,
             networks,
-            b.isolation);
+            b.isolation,
+            b.user);
     this.env = Map.copyOf(b.env);
     this.diskReserve = b.diskReserve;
     this.diskOvercommit = b.diskOvercommit;
@@ -593,8 +596,9 @@ public final class LocalSandbox
   }
 
   /**
-   * Runs an interactive login shell ({@code /bin/bash -l}) as the sandbox user in {@code ref}'s
-   * sandbox, on this process's terminal, and returns its exit status when it exits.
+   * Runs an interactive login shell ({@code /bin/bash -l}, or {@code /bin/sh -l} in an image
+   * without bash) as the sandbox's user in {@code ref}'s sandbox, on this process's terminal, and
+   * returns its exit status when it exits.
    *
    * <p>The shell gets a terminal of its own: {@code crun exec -t} allocates it and relays this
    * process's stdin and stdout, which must be a terminal (check before calling). It starts in the
@@ -603,6 +607,7 @@ public final class LocalSandbox
    * keep running, as they do after a command.
    *
    * @throws dev.sandbox4j.workspace.WorkspaceUnavailableException if the sandbox is gone
+   * @throws WorkspaceException if its image has neither {@code /bin/bash} nor {@code /bin/sh}
    * @throws java.util.concurrent.CancellationException if this thread is interrupted; the shell and
    *     everything it started are killed
    */
@@ -656,8 +661,8 @@ public final class LocalSandbox
 
   /**
    * Whether this provider and {@code other} make the same sandboxes but for labels, timers and env
-   * (what a claim from a warm pool sets): same home, runtime, image or snapshot, size, working
-   * directory, egress policy, networks, isolation and port token.
+   * (what a claim from a warm pool sets): same home, runtime, image or snapshot, user, size,
+   * working directory, egress policy, networks, isolation and port token.
    */
   boolean sameSandboxesAs(LocalSandbox other) {
     return home.equals(other.home)
@@ -723,7 +728,8 @@ public final class LocalSandbox
     private Path home;
     private String runtime; // null: the default crun
     private String image = ImageStore.DEFAULT;
-    private String workingDirectory = Engine.HOME;
+    private String workingDirectory; // null: the sandbox's own (its image's, or /home/sandbox)
+    private String user; // null: the image's
     private final Map<String, String> env = new LinkedHashMap<>();
     private int cpus = 1;
     private long memoryBytes;
@@ -814,6 +820,28 @@ public final class LocalSandbox
      * ({@code python:3.12-slim}, {@code ghcr.io/org/app@sha256:...}), pulled when the first sandbox
      * is created if this machine does not have it yet (see {@link LocalSandbox#pullImage}). A name
      * that is no image here is pulled as a reference too, from Docker Hub.
+     *
+     * <p>Sandbox4j's own images (the default, images built from an {@link ImageRecipe}, snapshots
+     * of their sandboxes, and root filesystem tarballs) follow the seeds' conventions: commands run
+     * as user {@code sandbox} (1000:1000, passwordless {@code sudo} in the default image) in {@code
+     * /home/sandbox}, with {@code PATH}, {@code HOME=/home/sandbox}, {@code USER=sandbox} and
+     * {@code LANG=C.UTF-8}. An image that came from elsewhere (imported from an OCI layout or
+     * {@code docker save} archive, or pulled from a registry) runs as its image config says: its
+     * {@code User} (root if it names none; a name is looked up in the image's {@code /etc/passwd}
+     * and {@code /etc/group}, without supplementary groups), its {@code WorkingDir} ({@code /} if
+     * none; made if missing), and an environment of {@code PATH}, {@code HOME} (the user's home
+     * directory from {@code /etc/passwd}, else {@code /root} for root and {@code /} for others) and
+     * {@code LANG=C.UTF-8} overridden by its {@code Env}. Its {@code Entrypoint} and {@code Cmd}
+     * are not run: a sandbox runs its own init, and the commands it is given. {@link #user}, {@link
+     * #workingDirectory} and {@link #env} override the image's. A sandbox keeps its user, working
+     * directory and environment for its life, also when attached to from another process, forked,
+     * stopped, hibernated or saved as a snapshot (whose sandboxes run the same way).
+     *
+     * <p>An image needs no program of its own for what the engine does itself: files, creating the
+     * working directory, running a program given as {@code Command.argv(...)} (looked up on {@code
+     * PATH}). Shell commands need {@code /bin/sh}, the {@linkplain LocalSandbox#shell shell} {@code
+     * /bin/bash} or {@code /bin/sh}, {@link Isolation#GVISOR} {@code /bin/sh}; where a program is
+     * missing, the error names it and the image.
      */
     public Builder image(String image) {
       this.image = Objects.requireNonNull(image, "image");
@@ -822,15 +850,43 @@ public final class LocalSandbox
     }
 
     /**
-     * The absolute directory commands start in and relative paths resolve against (default {@code
-     * /home/sandbox}). Created in a new sandbox; must exist in one attached to.
+     * The absolute directory commands start in and relative paths resolve against (default: the
+     * sandbox's own, which is {@code /home/sandbox} for Sandbox4j's own images and the image
+     * config's {@code WorkingDir}, else {@code /}, for an image from elsewhere: see {@link
+     * #image}). Created in a new sandbox and given to its user; must exist in one attached to.
      */
     public Builder workingDirectory(String path) {
       this.workingDirectory = SettingChecks.workingDirectory(path);
       return this;
     }
 
-    /** A variable every command gets (a command's own env wins). */
+    /**
+     * Who a new sandbox's commands and file operations run as, instead of its image's user (see
+     * {@link #image}): {@code UID}, {@code NAME}, {@code UID:GID} or {@code NAME:GROUP}. A number
+     * is taken as it is (0 to 65535, the ids a sandbox maps); a name is looked up in the image's
+     * {@code /etc/passwd} or {@code /etc/group} when the sandbox is created, which fails naming it
+     * if the image has no such user or group. Without a group, the user's primary group from {@code
+     * /etc/passwd}, else 0. {@code HOME} becomes the user's home directory. The sandbox keeps its
+     * user for its life; a provider that attaches to it uses the sandbox's.
+     *
+     * <p>Files are read and written from the host with the file system ids of that user in the
+     * sandbox's own block of host ids. For root (uid 0) that is the owner of the sandbox's system
+     * files, but without the capabilities a root process inside has: a file of another user that
+     * root could read or change inside only because of those capabilities is refused to the files
+     * API (commands run as root inside are not limited so).
+     *
+     * @throws IllegalArgumentException if {@code user} is not of that form, or an id is out of
+     *     range
+     */
+    public Builder user(String user) {
+      this.user = SettingChecks.user(user);
+      return this;
+    }
+
+    /**
+     * A variable every command gets, over the sandbox's own environment (for an image from
+     * elsewhere, its config's {@code Env}; see {@link #image}); a command's own env wins.
+     */
     public Builder env(String name, String value) {
       SettingChecks.env(name, value);
       env.put(name, value);
@@ -995,7 +1051,9 @@ public final class LocalSandbox
     /**
      * A new sandbox starts from snapshot {@code name} ({@link LocalSandbox#snapshot}) instead of an
      * image, with the size the snapshot was saved with: {@code cpus}, {@code memory}, {@code pids}
-     * and {@code image} cannot be combined with it. A snapshot that does not exist, or is still
+     * and {@code image} cannot be combined with it. It runs as the saved sandbox ran (its user,
+     * working directory and environment; see {@link #image}) unless {@link #user}, {@link
+     * #workingDirectory} or {@link #env} say otherwise. A snapshot that does not exist, or is still
      * being saved (it exists once {@link LocalSandbox#snapshot} has returned), makes the first use
      * fail with {@link WorkspaceUnavailableException}, whose message says which; nothing waits for
      * a save.
@@ -1092,8 +1150,8 @@ public final class LocalSandbox
     /**
      * Takes new sandboxes from {@code owner}'s warm pool ({@link #warmPool}) whenever this builder
      * makes the same sandboxes as {@code owner} but for labels, timers and env (home, runtime,
-     * image or snapshot, size, working directory, egress policy, networks, isolation and port token
-     * equal): a claimed sandbox gets this builder's labels and timers, and its commands this
+     * image or snapshot, user, size, working directory, egress policy, networks, isolation and port
+     * token equal): a claimed sandbox gets this builder's labels and timers, and its commands this
      * builder's env. One pool then serves many label sets, a server's tenants say. Where the shape
      * differs, or {@code owner} has no pool, a backend creates its sandbox afresh.
      */

@@ -4,6 +4,7 @@ import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.EnginePorts;
 import dev.sandbox4j.runtime.internal.engine.Exec;
 import dev.sandbox4j.runtime.internal.engine.SandboxFiles;
+import dev.sandbox4j.runtime.internal.engine.SandboxIdentity;
 import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.workspace.Command;
@@ -41,6 +42,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
   private final LocalSandbox settings;
   private String id;
   private boolean ready;
+  private SandboxIdentity identity; // read from its record once it is known to run
   private SupportsFileSystem files;
 
   LocalSandboxBackend(LocalSandbox settings, String attachId) {
@@ -53,10 +55,25 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
     return Optional.ofNullable(id).map(i -> new WorkspaceRef(LocalSandbox.NAME, i));
   }
 
+  /**
+   * The builder's working directory if it set one, else the sandbox's own ({@link
+   * SandboxIdentity#workingDirectory()}: its image's, or {@code /home/sandbox}).
+   */
   @Override
   public String workingDirectory() {
     open();
-    return settings.workingDirectory();
+    return workingDirectoryOf(identity());
+  }
+
+  private String workingDirectoryOf(SandboxIdentity sandbox) {
+    String set = settings.workingDirectory();
+    return set != null ? set : sandbox.workingDirectory();
+  }
+
+  /** Who the sandbox runs as, from its record (opening it first). */
+  synchronized SandboxIdentity identity() {
+    open();
+    return identity;
   }
 
   /**
@@ -79,6 +96,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
                           EnginePorts.creatingWith(
                               settings.portToken(),
                               Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer))));
+      identity = engine.record(id).identity();
       ready = true;
       Supervisor.ensureRunning(engine);
     } else if (!ready) {
@@ -86,6 +104,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
       Timers.touch(engine.dir(id)); // before waking: the supervisor must not suspend it again
       settings.checkNetworkAccess(id, "attach to");
       engine.attach(id);
+      identity = engine.record(id).identity();
       checkWorkingDirectory(engine);
       ready = true;
       Supervisor.ensureRunning(engine);
@@ -97,20 +116,11 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
   }
 
   private void checkWorkingDirectory(Engine engine) {
-    CommandResult r =
-        Exec.run(
-            engine,
-            id,
-            Engine.USER,
-            "/",
-            env(Map.of()),
-            List.of("/bin/sh", "-c", "test -d \"$1\"", "sh", settings.workingDirectory()),
-            RunOptions.defaults(),
-            System.nanoTime());
-    if (!r.succeeded()) {
+    String workingDirectory = workingDirectoryOf(identity);
+    if (!engine.isDirectoryForUser(id, workingDirectory)) {
       throw new WorkspaceException(
           "the working directory "
-              + settings.workingDirectory()
+              + workingDirectory
               + " does not exist in sandbox local:"
               + id
               + " (it is created only in a new sandbox)");
@@ -128,8 +138,8 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
           Exec.run(
               engine,
               sandbox,
-              Engine.USER,
-              settings.workingDirectory(),
+              identity.user(),
+              workingDirectoryOf(identity),
               env(options.env()),
               command.toArgv(),
               options,
@@ -171,7 +181,7 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
         files =
             SandboxFiles.usable()
                 ? new SandboxFiles(
-                    settings.engine(), sandbox, settings.workingDirectory(), commands)
+                    settings.engine(), sandbox, workingDirectoryOf(identity), commands)
                 : commands;
       }
       return files;
@@ -218,9 +228,15 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
     files().rename(from, to);
   }
 
-  /** The sandbox's own env, then the configured env, then the command's. */
+  /**
+   * The sandbox's own env (its identity's: the base and its image's {@code Env}, then its egress
+   * proxy's), then the configured env, then the command's. Once open.
+   */
   private Map<String, String> env(Map<String, String> commandEnv) {
-    Map<String, String> env = new LinkedHashMap<>(Engine.BASE_ENV);
+    Map<String, String> env;
+    synchronized (this) {
+      env = new LinkedHashMap<>(identity.envMap());
+    }
     Engine engine = settings.engine();
     env.putAll(engine.networks().proxyEnv(engine.dir(ref().orElseThrow().id())));
     env.putAll(settings.env());

@@ -2,6 +2,7 @@ package dev.sandbox4j.runtime;
 
 import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
+import dev.sandbox4j.runtime.internal.engine.SandboxIdentity;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.net.Networks;
@@ -16,8 +17,10 @@ import java.util.Optional;
  * What a new sandbox of a {@link LocalSandbox} is made of, as its builder said: an image (or a
  * snapshot, whose layers and size win), size, labels, egress, networks and isolation.
  *
+ * @param workingDirectory null: the sandbox's own (its image's, or {@code /home/sandbox})
  * @param disk null: the default, or a snapshot's
  * @param snapshot null: from {@code image}
+ * @param user null: the image's (or the snapshot's) user
  */
 record SandboxShape(
     String image,
@@ -30,7 +33,8 @@ record SandboxShape(
     String snapshot,
     EgressPolicy egress,
     List<String> networks,
-    Isolation isolation) {
+    Isolation isolation,
+    String user) {
 
   /** This shape with image {@code other}. */
   SandboxShape withImage(String other) {
@@ -47,7 +51,8 @@ record SandboxShape(
             snapshot,
             egress,
             networks,
-            isolation);
+            isolation,
+            user);
   }
 
   /** This shape with {@code other} labels. */
@@ -63,7 +68,8 @@ record SandboxShape(
         snapshot,
         egress,
         networks,
-        isolation);
+        isolation,
+        user);
   }
 
   /**
@@ -81,7 +87,9 @@ record SandboxShape(
           null,
           new Networks.Settings(egress, networks),
           disk != null ? disk : SandboxDisk.Limit.DEFAULT,
-          isolation);
+          isolation,
+          user,
+          null);
     }
     Optional<ImageStore.Snapshot> saved = images.snapshotOf(snapshot);
     Optional<Image> found = images.find(snapshot);
@@ -112,6 +120,9 @@ record SandboxShape(
         found.get().layerIds(),
         new Networks.Settings(egress, joined),
         disk != null ? disk : SandboxDisk.limitOf(s.diskBytes(), s.diskInodes()),
-        isolation);
+        isolation,
+        user,
+        // who the saved sandbox ran as; a snapshot of a sandbox that ran as the seeds has none
+        s.identity() == null ? null : SandboxIdentity.fromConfig(s.identity()));
   }
 }

@@ -43,6 +43,38 @@ final class SettingChecks {
     return path;
   }
 
+  private static final java.util.regex.Pattern USER_PART =
+      java.util.regex.Pattern.compile("[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}");
+
+  /**
+   * A user setting: {@code uid}, {@code name}, {@code uid:gid}, {@code name:group} (or a mix); a
+   * number from 0 to 65535, the ids a sandbox maps. Names are resolved when a sandbox is created.
+   */
+  static String user(String user) {
+    if (user == null) {
+      throw new IllegalArgumentException("user must be UID, NAME, UID:GID or NAME:GROUP, not null");
+    }
+    String[] parts = user.split(":", -1);
+    if (parts.length > 2) {
+      throw new IllegalArgumentException(
+          "user must be UID, NAME, UID:GID or NAME:GROUP (one ':' at most): " + user);
+    }
+    for (String part : parts) {
+      if (!USER_PART.matcher(part).matches()) {
+        throw new IllegalArgumentException(
+            "user must be UID, NAME, UID:GID or NAME:GROUP (names of letters, digits, '_', '.',"
+                + " '-'; up to 64): "
+                + user.replaceAll("\\p{Cntrl}", "?"));
+      }
+      if (part.chars().allMatch(Character::isDigit)
+          && (part.length() > 5 || Integer.parseInt(part) > 65_535)) {
+        throw new IllegalArgumentException(
+            "user ids must be from 0 to 65535 (the ids a sandbox maps): " + user);
+      }
+    }
+    return user;
+  }
+
   static void env(String name, String value) {
     if (name == null || name.isEmpty() || name.contains("=") || name.indexOf('\0') >= 0) {
       throw new IllegalArgumentException("invalid env name '" + name + "'");

@@ -8,8 +8,10 @@
  * {@link dev.sandbox4j.runtime.EgressPolicy}), UTS and IPC namespaces, a user namespace (its ids a
  * block of 65536 host ids of its own, root inside no host user's), cgroup limits on memory, CPU and
  * processes, Docker's default capability set, a seccomp filter, and {@code catatonit} as PID 1.
- * Commands run as the user {@code sandbox} (uid 1000, passwordless sudo that is root only inside),
- * each in its own cgroup so that a timeout kills every process it started.
+ * Commands run as the user {@code sandbox} (uid 1000, passwordless sudo that is root only inside)
+ * in Sandbox4j's own images, as the image config's {@code User} in an imported or pulled one (see
+ * {@link dev.sandbox4j.runtime.LocalSandbox.Builder#image}), each in its own cgroup so that a
+ * timeout kills every process it started.
  *
  * <p>State lives on disk under {@code $SANDBOX4J_HOME} (default {@code /var/lib/sandbox4j}), so
  * sandboxes outlive the JVM that made them and any JVM on the machine can attach by ref. The engine

@@ -257,18 +257,21 @@ class ImageImportTest {
   }
 
   @Test
-  void anImageWithoutAShellFailsSandboxCreationClearly() throws Exception {
+  void anImageWithoutAnyProgramStillServesFilesAndNamesWhatIsMissing() throws Exception {
     Path rootfs = Files.createDirectories(temp.resolve("noshell/etc"));
     Files.writeString(rootfs.resolve("hostname"), "x\n");
     store.importArchive(
         "noshell", TestImages.tar(rootfs.getParent(), temp.resolve("noshell.tar")), progress::add);
 
-    LocalSandbox noShell = LocalSandbox.builder().home(home).image("noshell").build();
+    LocalSandbox noShell =
+        LocalSandbox.builder().home(home).image("noshell").workingDirectory("/work").build();
     Workspace ws = Workspace.of(noShell.newBackend());
     assertThatThrownBy(() -> ws.run(Command.shell("true")))
         .isInstanceOf(WorkspaceException.class)
-        .hasMessageContaining("image 'noshell' has no executable /bin/sh");
-    assertThat(noShell.list()).isEmpty();
+        .hasMessageContaining("has no /bin/sh (its image 'noshell' does not provide it)");
+    assertThat(ws.run(Command.argv("true")).exitCode()).as("no true either").isEqualTo(127);
+    ws.writeText("note", "kept\n");
+    assertThat(ws.readText("/work/note")).isEqualTo("kept\n");
   }
 
   @Test

@@ -98,6 +98,41 @@ class RegistryPullTest {
   }
 
   @Test
+  void aPulledImagesUserWorkingDirAndEnvApplyUnlessTheBuilderSaysOtherwise() throws Exception {
+    registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS);
+    registry.push(
+        RegistryImages.configured(temp.resolve("numeric"), RegistryImages.NUMERIC_USER)
+            .image()
+            .layout(),
+        "config/numeric:1");
+    registry.push(
+        RegistryImages.configured(temp.resolve("named"), RegistryImages.NAMED_USER)
+            .image()
+            .layout(),
+        "config/named:1");
+    String who = "id -u; id -g; pwd; echo $GREETING $HOME";
+
+    assertThat(run(registry.host() + "/config/numeric:1", who).stdoutText())
+        .isEqualTo("1234\n1234\n/srv/app\nhello /\n");
+    assertThat(run(registry.host() + "/config/named:1", who).stdoutText())
+        .as("a name from the image's /etc/passwd")
+        .isEqualTo("1000\n1000\n/srv/app\nhello /home/sandbox\n");
+
+    Workspace overridden =
+        Workspace.of(
+            LocalSandbox.builder()
+                .home(home)
+                .image(registry.host() + "/config/named:1")
+                .user("0")
+                .workingDirectory("/tmp")
+                .env("GREETING", "bye")
+                .build()
+                .newBackend());
+    CommandResult r = overridden.run(Command.shell(who));
+    assertThat(r.stdoutText()).as(r.stderrText()).isEqualTo("0\n0\n/tmp\nbye /root\n");
+  }
+
+  @Test
   void aReferenceNotHereIsPulledWhenTheFirstSandboxIsCreated() throws Exception {
     registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS);
     RegistryImages.Image image = RegistryImages.withWhiteouts(temp.resolve("whiteouts"));

@@ -20,6 +20,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -192,6 +193,68 @@ public final class TestImages {
     String hex = ImageStore.sha256Hex(content);
     Files.write(blobs.resolve(hex), content);
     return hex;
+  }
+
+  /**
+   * An OCI image layout archive at {@code out} of one gzip layer, the root filesystem in {@code
+   * rootfs}, whose image config's {@code config} is {@code config} (its {@code User}, {@code
+   * WorkingDir}, {@code Env} ...).
+   */
+  static Path ociArchive(Path rootfs, Map<String, Object> config, Path out)
+      throws IOException, InterruptedException {
+    Path work = Files.createTempDirectory(out.getParent(), "oci-");
+    Path dir = Files.createDirectories(work.resolve("layout"));
+    Path blobs = Files.createDirectories(dir.resolve("blobs/sha256"));
+    Path layer = tar(rootfs, work.resolve("layer.tar"), "--gzip");
+    byte[] layerBytes = Files.readAllBytes(layer);
+    String layerDigest = addBlob(blobs, layerBytes);
+    byte[] configBytes =
+        JSON.writeValueAsBytes(Map.of("architecture", "amd64", "os", "linux", "config", config));
+    String configDigest = addBlob(blobs, configBytes);
+    byte[] manifest =
+        JSON.writeValueAsBytes(
+            Map.of(
+                "schemaVersion",
+                2,
+                "mediaType",
+                "application/vnd.oci.image.manifest.v1+json",
+                "config",
+                Map.of(
+                    "mediaType",
+                    "application/vnd.oci.image.config.v1+json",
+                    "digest",
+                    "sha256:" + configDigest,
+                    "size",
+                    configBytes.length),
+                "layers",
+                List.of(
+                    Map.of(
+                        "mediaType",
+                        "application/vnd.oci.image.layer.v1.tar+gzip",
+                        "digest",
+                        "sha256:" + layerDigest,
+                        "size",
+                        layerBytes.length))));
+    String manifestDigest = addBlob(blobs, manifest);
+    Files.writeString(dir.resolve("oci-layout"), "{\"imageLayoutVersion\":\"1.0.0\"}");
+    Files.write(
+        dir.resolve("index.json"),
+        JSON.writeValueAsBytes(
+            Map.of(
+                "schemaVersion",
+                2,
+                "manifests",
+                List.of(
+                    Map.of(
+                        "mediaType",
+                        "application/vnd.oci.image.manifest.v1+json",
+                        "digest",
+                        "sha256:" + manifestDigest,
+                        "size",
+                        manifest.length)))));
+    tar(dir, out);
+    Trees.delete(work);
+    return out;
   }
 
   static void mknod(Path path, String type, int major, int minor)

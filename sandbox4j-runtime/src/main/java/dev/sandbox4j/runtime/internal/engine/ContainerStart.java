@@ -98,7 +98,6 @@ final class ContainerStart {
         Overlay.mount(
             image.layers(), SandboxDisk.upper(dir), SandboxDisk.work(dir), rootfs, hostBase);
       }
-      RootfsPaths.requireShell(rootfs, image.name());
       // Every container start (create, start, restore) comes through here: no sandbox ever runs
       // under a parent without the limits of all sandboxes together.
       cgroups.ensureParent();

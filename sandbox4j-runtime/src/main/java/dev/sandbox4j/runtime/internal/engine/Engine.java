@@ -394,6 +394,14 @@ public final class Engine {
    * SandboxDisk}); without, the layer is a directory of the host's file system (an image build's
    * step, whose layer is moved into the image store). {@code isolation} (null: {@link
    * Isolation#CONTAINER}) is the runtime its container runs under for its whole life.
+   *
+   * <p>{@code workingDirectory}, if not null, is made in the new sandbox and given to its user,
+   * unless it is its identity's own; null: its identity's, made if missing. {@code identity}, if
+   * not null, is the new sandbox's as it is (a fork's, its parent's; a snapshot's, the one it was
+   * saved with); null: its image's ({@link SandboxIdentity}: an image with an origin runs as its
+   * config says, Sandbox4j's own as the seeds do). {@code user}, if not null, is who it runs as
+   * instead ({@code uid[:gid]} or {@code name[:group]}, resolved against its image's {@code
+   * /etc/passwd} and {@code /etc/group}).
    */
   public record Spec(
       String image,
@@ -403,9 +411,24 @@ public final class Engine {
       List<String> layers,
       Networks.Settings network,
       SandboxDisk.Limit disk,
-      Isolation isolation) {
+      Isolation isolation,
+      String user,
+      SandboxIdentity identity) {
     public Spec {
       isolation = isolation == null ? Isolation.CONTAINER : isolation;
+    }
+
+    /** A sandbox that runs as its image says ({@link SandboxIdentity}). */
+    public Spec(
+        String image,
+        String workingDirectory,
+        OciConfig.Limits limits,
+        Map<String, String> labels,
+        List<String> layers,
+        Networks.Settings network,
+        SandboxDisk.Limit disk,
+        Isolation isolation) {
+      this(image, workingDirectory, limits, labels, layers, network, disk, isolation, null, null);
     }
 
     /** A container sandbox ({@link Isolation#CONTAINER}). */
@@ -542,8 +565,16 @@ public final class Engine {
       }
       upper.prepare(dir, id);
       upper.start(this, dir, id, image, spec.limits());
-      if (!spec.workingDirectory().equals(HOME)) {
-        createWorkingDirectory(id, spec.workingDirectory());
+      // Known only now that its root is mounted (a name is looked up in its /etc/passwd). Kept
+      // by the RUNNING record that commit writes; nothing reads it from the CREATING one.
+      SandboxIdentity identity = identity(dir, image, spec);
+      SandboxRecord record = reserved.record().withIdentity(identity);
+      String workingDirectory = spec.workingDirectory();
+      if (workingDirectory != null && !workingDirectory.equals(identity.workingDirectory())) {
+        createWorkingDirectory(id, record, workingDirectory, true);
+      } else if (spec.identity() == null && !identity.workingDirectory().equals(HOME)) {
+        // the image's WorkingDir: docker makes it if missing, and so does this
+        createWorkingDirectory(id, record, identity.workingDirectory(), false);
       }
       if (spec.network() != null && spec.network().egress().interceptTls()) {
         installCaIfIntercepting(id);
@@ -554,7 +585,7 @@ public final class Engine {
       AtomicFiles.syncDirectory(sandboxes);
       return new Parked(
           id,
-          reserved.record(),
+          record,
           reserved.lock(),
           spec.network() == null ? List.of() : List.copyOf(spec.network().networks()));
     } catch (IOException | RuntimeException e) {
@@ -701,11 +732,162 @@ public final class Engine {
     return sandboxes.resolve(id);
   }
 
-  private void createWorkingDirectory(String id, String path) {
-    Exec.checkAsRoot(
-        this,
-        id,
-        List.of("/bin/sh", "-c", "mkdir -p -- \"$1\" && chown 1000:1000 -- \"$1\"", "sh", path));
+  /**
+   * The identity of a new sandbox, whose root is mounted in {@code dir}: {@code spec}'s, else its
+   * image's; as {@code spec}'s user if it names one.
+   */
+  private SandboxIdentity identity(Path dir, Image image, Spec spec) throws IOException {
+    if (spec.user() == null && (spec.identity() != null || image.origin() == null)) {
+      // no need to read its /etc/passwd
+      return spec.identity() != null ? spec.identity() : SandboxIdentity.SEED;
+    }
+    ImageUsers users = RootfsPaths.users(dir.resolve("rootfs"), image.name());
+    SandboxIdentity identity =
+        spec.identity() != null
+            ? spec.identity()
+            : image.origin() != null
+                ? SandboxIdentity.ofImage(image.origin().config(), users)
+                : SandboxIdentity.SEED;
+    return spec.user() == null ? identity : identity.as(users.resolve(spec.user(), "user"));
+  }
+
+  /**
+   * Makes directory {@code path} (and its missing parents, as the sandbox's root) in new sandbox
+   * {@code id}, the directory itself its user's; with {@code always}, also if it exists already (a
+   * working directory the builder named: the user works there). Native calls confined to the
+   * sandbox's root: no program of the image is needed.
+   */
+  private void createWorkingDirectory(
+      String id, SandboxRecord record, String path, boolean always) {
+    if (!SandboxFiles.usable()) {
+      String make = "mkdir -p -- \"$1\" && chown \"$2\" -- \"$1\"";
+      Exec.checkAsRoot(
+          this,
+          id,
+          List.of(
+              "/bin/sh",
+              "-c",
+              always ? make : "[ -d \"$1\" ] || { " + make + "; }",
+              "sh",
+              path,
+              record.identity().user()));
+      return;
+    }
+    new RootfsCalls(this, id)
+        .makeDirectoryAsHost(
+            path,
+            record.hostBase(),
+            record.hostBase(),
+            record.hostBase() + record.identity().uid(),
+            record.hostBase() + record.identity().gid(),
+            always);
+  }
+
+  // ---- programs of the image ----------------------------------------------------------------
+
+  /** Sandboxes known to have an executable {@code /bin/sh}: a shell is seldom removed. */
+  private final java.util.Set<String> withShell =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+  /**
+   * Whether running sandbox {@code id} has an executable {@code /bin/sh}, which the engine starts
+   * commands with where there is one ({@link Exec#inside}). Looked up in its root, confined to it;
+   * a yes is remembered, a no looked up again (a shell may be installed).
+   */
+  boolean hasShell(String id) {
+    if (withShell.contains(id)) {
+      return true;
+    }
+    Path root = sandboxes.resolve(id).resolve("rootfs");
+    try {
+      if (RootfsPaths.isExecutable(root, "/bin/sh")) {
+        withShell.add(id);
+        return true;
+      }
+      // an empty mount point (stopped meanwhile) says nothing of its image: the runtime's error
+      // will
+      return !RootfsPaths.isMounted(root);
+    } catch (IOException e) {
+      return true; // no root to look in: the runtime's own error says why
+    }
+  }
+
+  /**
+   * The login shell of an interactive terminal in running sandbox {@code id}: {@code /bin/bash},
+   * else {@code /bin/sh}.
+   *
+   * @throws WorkspaceException if it has neither, naming them and its image
+   */
+  public String loginShell(String id) {
+    try {
+      Path root = sandboxes.resolve(id).resolve("rootfs");
+      for (String shell : List.of("/bin/bash", "/bin/sh")) {
+        if (RootfsPaths.isExecutable(root, shell)) {
+          return shell;
+        }
+      }
+    } catch (IOException e) {
+      return "/bin/bash"; // no root to look in: the runtime's own error says why
+    }
+    throw missingProgram(id, "/bin/bash or /bin/sh", "an interactive shell cannot run");
+  }
+
+  /** Where {@code program} is on {@code path} in running sandbox {@code id}'s root, if anywhere. */
+  Optional<String> findInSandbox(String id, String program, String path) {
+    try {
+      return RootfsPaths.findOnPath(sandboxes.resolve(id).resolve("rootfs"), program, path);
+    } catch (IOException e) {
+      throw new WorkspaceException("cannot look for " + program + " in local:" + id + ": " + e, e);
+    }
+  }
+
+  /**
+   * The error for something the engine cannot do in sandbox {@code id} because its image lacks
+   * {@code program}: it names both, and says {@code what} follows.
+   */
+  WorkspaceException missingProgram(String id, String program, String what) {
+    String image;
+    try {
+      image = lockedRecord(id).image();
+    } catch (WorkspaceException e) {
+      image = "?";
+    }
+    return new WorkspaceException(
+        "sandbox local:"
+            + id
+            + " has no "
+            + program
+            + " (its image '"
+            + image
+            + "' does not provide it): "
+            + what);
+  }
+
+  /**
+   * Whether {@code path} is a directory that running sandbox {@code id}'s user can reach: looked up
+   * in its root with the user's permissions ({@link RootfsCalls}), or where this JVM cannot, by
+   * {@code test -d} run as the user.
+   */
+  public boolean isDirectoryForUser(String id, String path) {
+    if (SandboxFiles.usable()) {
+      try {
+        return new RootfsCalls(this, id)
+            .call(path, root -> SandboxFileWrites.isDirectory(root, path));
+      } catch (dev.sandbox4j.workspace.WorkspaceFileException e) {
+        return false; // not searchable for the user, say: as test -d says
+      }
+    }
+    SandboxIdentity identity = record(id).identity();
+    return Exec.run(
+            this,
+            id,
+            identity.user(),
+            "/",
+            identity.envMap(),
+            List.of("/bin/sh", "-c", "test -d \"$1\"", "sh", path),
+            dev.sandbox4j.workspace.RunOptions.defaults(),
+            System.nanoTime())
+        .succeeded();
   }
 
   // ---- attach ----------------------------------------------------------------------------
@@ -863,6 +1045,7 @@ public final class Engine {
       r.delete(id);
     }
     isolations.remove(id); // the sandbox is going: its id is never used again
+    withShell.remove(id);
   }
 
   /** Tears sandbox {@code id} down; the caller holds its lock. */

@@ -16,6 +16,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -74,6 +75,47 @@ public final class Exec {
     return inside;
   }
 
+  /**
+   * {@code argv} as run inside sandbox {@code id} with {@code env}: under {@link #EXEC_AS_SHELL}
+   * where the sandbox has a {@code /bin/sh} ({@link #asShell}). An image without one still runs
+   * programs: a name without {@code /} is looked up on {@code env}'s {@code PATH} in the sandbox's
+   * root, as the shell would, and the program is run directly; empty if it is not there (the caller
+   * reports 127, as the shell would).
+   *
+   * @throws WorkspaceException for a shell command ({@code /bin/sh ...}) in a sandbox without one,
+   *     naming the missing shell and the image
+   */
+  static Optional<List<String>> inside(
+      Engine engine, String id, Map<String, String> env, List<String> argv) {
+    if (engine.hasShell(id)) {
+      return Optional.of(asShell(argv));
+    }
+    String program = argv.getFirst();
+    if (program.equals("/bin/sh")) {
+      throw engine.missingProgram(
+          id, "/bin/sh", "a shell command cannot run; run a program directly");
+    }
+    if (program.contains("/")) {
+      return Optional.of(argv);
+    }
+    Optional<String> found =
+        engine.findInSandbox(id, program, env.getOrDefault("PATH", Engine.BASE_ENV.get("PATH")));
+    if (found.isEmpty()) {
+      return Optional.empty();
+    }
+    List<String> direct = new ArrayList<>(argv);
+    direct.set(0, found.get());
+    return Optional.of(direct);
+  }
+
+  /** What a program that is not on the sandbox's PATH gives: the shell's 127 and message. */
+  static CommandResult notFound(String program) {
+    return new CommandResult(
+        127,
+        new byte[0],
+        (program + ": not found\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+  }
+
   /** {@code uid:gid} as two numbers, or null for anything else (a name: crun resolves it). */
   static int[] numericUser(String user) {
     String[] f = user.split(":", -1);
@@ -124,12 +166,17 @@ public final class Exec {
       return GvisorExec.run(engine, id, user, cwd, env, argv, options, clockStart, noOutput);
     }
     engine.runtime().requireExecFilter(id);
+    Optional<List<String>> prepared = inside(engine, id, env, argv);
+    if (prepared.isEmpty()) {
+      return notFound(argv.getFirst());
+    }
+    List<String> inside = prepared.get();
     int[] ids = numericUser(user);
     ExecHelper helper = ids == null ? null : engine.execHelper(id);
     if (helper != null) {
       try {
         return FastExec.run(
-            engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+            engine, helper, id, ids, cwd, env, inside, options, clockStart, noOutput);
       } catch (FastExec.HelperGoneException gone) {
         // it died before the request reached it (killed by the previous command, say): nothing
         // ran, so once more with a new one
@@ -138,7 +185,7 @@ public final class Exec {
           throw gone;
         }
         return FastExec.run(
-            engine, helper, id, ids, cwd, env, asShell(argv), options, clockStart, noOutput);
+            engine, helper, id, ids, cwd, env, inside, options, clockStart, noOutput);
       }
     }
     checkHeadroomForUnsafeRuntime(engine, id);
@@ -165,7 +212,6 @@ public final class Exec {
       if (watchdog != null) {
         options = watchdog.watching(options);
       }
-      List<String> inside = asShell(argv);
       RunOptions watched = options;
       CommandResult result =
           watched(

@@ -70,6 +70,11 @@ final class GvisorExec {
       if (watchdog != null) {
         options = watchdog.watching(options);
       }
+      if (!engine.hasShell(id)) {
+        // its kill of a command's processes (killTree) is a shell script run inside
+        throw engine.missingProgram(
+            id, "/bin/sh", "commands under gVisor isolation need it; use Isolation.CONTAINER");
+      }
       List<String> inside = new ArrayList<>(List.of(OciConfig.initPath(), "--"));
       if (!argv.getFirst().equals("/bin/sh")) {
         inside.addAll(Exec.EXEC_AS_SHELL);

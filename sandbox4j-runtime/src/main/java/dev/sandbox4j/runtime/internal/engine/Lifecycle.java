@@ -377,7 +377,7 @@ public final class Lifecycle {
     Engine.Spec spec =
         new Engine.Spec(
             parent.image(),
-            Engine.HOME, // copied with the files; nothing to create
+            null, // the parent's identity's, copied with the files: nothing to create
             new OciConfig.Limits(parent.memoryBytes(), parent.cpus(), parent.pids()),
             parent.labels(),
             parent.layerIds(),
@@ -387,7 +387,10 @@ public final class Lifecycle {
                 : new Networks.Settings(Networks.policy(parentDir), Networks.networksOf(parentDir)),
             // The parent's quota; a parent made before disks gets the default.
             parent.diskLimit() == null ? SandboxDisk.Limit.DEFAULT : parent.diskLimit(),
-            parent.isolation());
+            parent.isolation(),
+            null,
+            parent.identity()); // who the parent runs as, and where: its files are copied
+
     Fork fork = new Fork(parentId, unavailable, inherit);
     String child = engine.create(spec, progress, fork);
     LOG.log(
@@ -632,7 +635,8 @@ public final class Lifecycle {
                       record.pids(),
                       Networks.networksOf(engine.dir(id)),
                       record.diskBytes(),
-                      record.diskInodes()));
+                      record.diskInodes(),
+                      record.identity().isSeed() ? null : record.identity().toConfig()));
           LOG.log(System.Logger.Level.INFO, "Saved local sandbox {0} as snapshot {1}", id, name);
           return image;
         });

@@ -141,17 +141,20 @@ public final class RecipeBuild {
     List<String> layers = new ArrayList<>();
     long size;
     String from;
+    ImageStore.Origin baseOrigin;
     if (base != null) {
       store.pin(build, base);
       layers.addAll(base.layerIds());
       size = base.sizeBytes();
       from = "image " + base.name();
+      baseOrigin = base.origin();
     } else {
       ImageArchive.Imported imported =
           ImageArchive.importLayers(store, build, recipe.baseArchive(), progress);
       layers.addAll(imported.layerIds());
       size = imported.sizeBytes();
       from = imported.description();
+      baseOrigin = imported.origin();
     }
     String key = sha256Hex("sandbox4j recipe v1\nbase\n" + String.join("\n", layers));
     List<Step> steps = recipe.steps();
@@ -180,7 +183,19 @@ public final class RecipeBuild {
     if (description.length() > 300) {
       description = description.substring(0, 297) + "...";
     }
-    Image image = store.publish(build, name, layers, size, description, List.of());
+    // As a Dockerfile's FROM: the image runs as its base's config says (a base from elsewhere),
+    // or as the seeds do (one of Sandbox4j's own). The origin is the base's config only: this
+    // image is no registry's.
+    Image image =
+        baseOrigin == null
+            ? store.publish(build, name, layers, size, description, List.of())
+            : store.publish(
+                build,
+                name,
+                layers,
+                size,
+                description,
+                new ImageStore.Origin(null, null, baseOrigin.config()));
     progress.accept(
         "image "
             + name

@@ -173,6 +173,24 @@ final class SandboxFileWrites {
   }
 
   /** mkdir -p of {@code dirPath}, where a non-directory in the way is not-a-directory. */
+  /** Whether {@code path} is a directory in {@code root} (following links inside it). */
+  static boolean isDirectory(int root, String path) throws NativeFs.Errno {
+    int fd;
+    try {
+      fd = NativeFs.openInRoot(root, SandboxFiles.bytes(path), NativeFs.O_PATH, 0);
+    } catch (NativeFs.Errno e) {
+      if (e.errno == NativeFs.ENOENT || e.errno == NativeFs.ENOTDIR) {
+        return false;
+      }
+      throw e;
+    }
+    try {
+      return NativeFs.fstat(fd).isDirectory();
+    } finally {
+      NativeFs.close(fd);
+    }
+  }
+
   static void mkdirs(int root, String path, String dirPath) throws NativeFs.Errno {
     for (int attempt = 0; attempt < 3; attempt++) {
       try {

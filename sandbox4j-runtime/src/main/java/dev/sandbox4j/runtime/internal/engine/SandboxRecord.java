@@ -40,6 +40,10 @@ import java.util.stream.Stream;
  *
  * <p>{@code isolation} is the runtime its container runs under, for its whole life ({@link
  * Isolation}); {@code CONTAINER} in records written before there was a choice.
+ *
+ * <p>{@code identity} is who its commands and file operations run as, where commands start and the
+ * environment they start from, resolved when it was created ({@link SandboxIdentity}); the seeds'
+ * ({@link SandboxIdentity#SEED}) in records written before sandboxes had one.
  */
 public record SandboxRecord(
     int formatVersion,
@@ -55,7 +59,8 @@ public record SandboxRecord(
     long diskBytes,
     long diskInodes,
     long idBase,
-    Isolation isolation) {
+    Isolation isolation,
+    SandboxIdentity identity) {
 
   public static final int FORMAT_VERSION = 1;
 
@@ -96,6 +101,41 @@ public record SandboxRecord(
     labels = labels == null ? Map.of() : Map.copyOf(labels);
     layers = layers == null ? null : List.copyOf(layers);
     isolation = isolation == null ? Isolation.CONTAINER : isolation; // records from before gVisor
+    identity = identity == null ? SandboxIdentity.SEED : identity; // records from before identities
+  }
+
+  /** A record of a sandbox that runs as the seeds' identity ({@link SandboxIdentity#SEED}). */
+  public SandboxRecord(
+      int formatVersion,
+      String id,
+      Status status,
+      String image,
+      String created,
+      Map<String, String> labels,
+      int cpus,
+      long memoryBytes,
+      int pids,
+      List<String> layers,
+      long diskBytes,
+      long diskInodes,
+      long idBase,
+      Isolation isolation) {
+    this(
+        formatVersion,
+        id,
+        status,
+        image,
+        created,
+        labels,
+        cpus,
+        memoryBytes,
+        pids,
+        layers,
+        diskBytes,
+        diskInodes,
+        idBase,
+        isolation,
+        null);
   }
 
   /** A record of a container sandbox ({@link Isolation#CONTAINER}). */
@@ -190,7 +230,28 @@ public record SandboxRecord(
         diskBytes,
         diskInodes,
         idBase,
-        isolation);
+        isolation,
+        identity);
+  }
+
+  /** This record with {@code next} as its sandbox's identity. */
+  SandboxRecord withIdentity(SandboxIdentity next) {
+    return new SandboxRecord(
+        formatVersion,
+        id,
+        status,
+        image,
+        created,
+        labels,
+        cpus,
+        memoryBytes,
+        pids,
+        layers,
+        diskBytes,
+        diskInodes,
+        idBase,
+        isolation,
+        next);
   }
 
   /** The quota of its writable layer, or null if it has no disk of its own. */

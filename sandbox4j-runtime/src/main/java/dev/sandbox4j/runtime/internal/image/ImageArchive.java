@@ -39,7 +39,10 @@ import java.util.regex.Pattern;
  * equivalents; each blob's sha256 is checked against its digest); else a {@code manifest.json} with
  * {@code Layers} makes it a {@code docker save} archive; anything else is a root filesystem. The
  * image config of an OCI layout or {@code docker save} archive is read ({@link ImageConfig}) and
- * kept as the image's {@link ImageStore.Origin}; a root filesystem has none.
+ * kept as the image's {@link ImageStore.Origin}: its sandboxes run as its {@code User}, in its
+ * {@code WorkingDir}, with its {@code Env} (the engine's {@code SandboxIdentity}). A root
+ * filesystem has none, and its sandboxes run as Sandbox4j's own images' do (uid 1000 in {@code
+ * /home/sandbox}).
  *
  * <p><b>Layers.</b> Each image layer becomes a layer of the store, its id the sha256 of its bytes
  * (so importing two images with a common base stores the base once, and importing again extracts

@@ -65,7 +65,10 @@ public final class ImageStore {
    * What an image saved from a sandbox (the engine's {@code Lifecycle.snapshot}) remembers of it:
    * the sandbox, its image, the size every sandbox made from the snapshot keeps, and the named
    * networks it was on, which every sandbox made from the snapshot joins (null in snapshots saved
-   * before networks).
+   * before networks). {@code identity} is who the sandbox ran as, where and with what environment,
+   * as an image config (numeric {@code User}, {@code WorkingDir}, the whole environment as {@code
+   * Env}), which every sandbox made from the snapshot keeps; null for a sandbox that ran as the
+   * seeds do (user {@code sandbox} in {@code /home/sandbox}), and in snapshots saved before.
    */
   public record Snapshot(
       String sandbox,
@@ -75,9 +78,23 @@ public final class ImageStore {
       int pids,
       List<String> networks,
       long diskBytes,
-      long diskInodes) {
+      long diskInodes,
+      ImageConfig identity) {
     public Snapshot {
       networks = networks == null ? List.of() : List.copyOf(networks);
+    }
+
+    /** A snapshot of a sandbox that ran as the seeds do. */
+    public Snapshot(
+        String sandbox,
+        String image,
+        int cpus,
+        long memoryBytes,
+        int pids,
+        List<String> networks,
+        long diskBytes,
+        long diskInodes) {
+      this(sandbox, image, cpus, memoryBytes, pids, networks, diskBytes, diskInodes, null);
     }
   }
 
