@@ -1,0 +1,211 @@
+package dev.sandbox4j.runtime.internal.image;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.runtime.internal.registry.ImageReference;
+import dev.sandbox4j.runtime.internal.registry.RegistryClient;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.Consumer;
+
+/**
+ * Pushes an image of the store to a registry as an OCI image: each layer exported by {@link
+ * LayerExport} (gzip) and uploaded unless the registry has its blob already, then the image config,
+ * then the image manifest under the reference's tag.
+ *
+ * <p><b>The image config</b> says how to run the image, so that a pull elsewhere, by Sandbox4j or
+ * {@code docker run}, runs it as here: an image that came from elsewhere keeps its own config
+ * ({@link ImageStore.Origin#config()}); one of Sandbox4j's own (the default, recipes, snapshots)
+ * gets the engine's conventions made explicit, the config the caller gives. A snapshot's size goes
+ * into {@code config.Labels}: {@value #LABEL_PREFIX}{@code cpus}, {@code memory-bytes}, {@code
+ * pids}, {@code disk-bytes} and {@code disk-inodes} (decimal strings); its networks, which are this
+ * machine's, do not. The config's {@code created} is the image's, so that the same image gives the
+ * same config, and pushing it again uploads nothing.
+ *
+ * <p>Exports are written to the push's staging directory in the store (never {@code /tmp}: a layer
+ * may be as large as the store's disk allows) and deleted as soon as they are uploaded.
+ */
+final class RegistryPush {
+  static final String LABEL_PREFIX = "dev.sandbox4j.snapshot.";
+  static final String MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json";
+  static final String CONFIG_TYPE = "application/vnd.oci.image.config.v1+json";
+  static final String LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+  /** The digest of no bytes: a blob to ask about that costs nothing to find or not. */
+  private static final String EMPTY_BLOB =
+      "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+  private static final long PROGRESS_INTERVAL_NANOS = 2_000_000_000L;
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final RegistryClient client;
+  private final Consumer<String> progress;
+
+  RegistryPush(RegistryClient client, Consumer<String> progress) {
+    this.client = client;
+    this.progress = progress;
+  }
+
+  /** A layer as the manifest and the config name it. */
+  private record Descriptor(String digest, long size, String diffId) {}
+
+  /**
+   * Pushes {@code image} (its layers pinned by {@code build}) to {@code ref}, whose tag names it;
+   * returns the digest of the manifest pushed.
+   */
+  String push(
+      ImageStore.Build build,
+      Image image,
+      ImageStore.Snapshot snapshot,
+      ImageReference ref,
+      ImageConfig ownImagesConfig)
+      throws IOException {
+    long started = System.nanoTime();
+    progress.accept("pushing " + image.name() + " to " + ref);
+    // Asked first, before any layer is exported: credentials that fail, fail at once.
+    client.hasBlob(ref, EMPTY_BLOB);
+    List<Descriptor> layers = new ArrayList<>();
+    long uploaded = 0;
+    int count = image.layers().size();
+    for (int i = 0; i < count; i++) {
+      String what = "layer " + (i + 1) + "/" + count;
+      progress.accept(what + ": exporting");
+      Path file = build.dir().resolve("layer-" + (i + 1) + ".tar.gz");
+      LayerExport.Exported exported = LayerExport.export(image.layers().get(i), file);
+      what += " (" + exported.digest().substring(0, "sha256:".length() + 12) + ")";
+      if (exported.skipped() > 0) {
+        progress.accept(what + ": " + exported.skipped() + " socket(s) or device node(s) left out");
+      }
+      if (client.hasBlob(ref, exported.digest())) {
+        progress.accept(what + ": already in the registry");
+      } else {
+        upload(ref, exported, what);
+        uploaded += exported.size();
+      }
+      Files.delete(file);
+      layers.add(new Descriptor(exported.digest(), exported.size(), exported.diffId()));
+    }
+    byte[] config = configJson(image, snapshot, layers, ownImagesConfig);
+    String configDigest = "sha256:" + ImageStore.sha256Hex(config);
+    if (client.hasBlob(ref, configDigest)) {
+      progress.accept("image config: already in the registry");
+    } else {
+      client.uploadBlob(ref, configDigest, config);
+    }
+    byte[] manifest = manifestJson(new Descriptor(configDigest, config.length, null), layers);
+    String digest = client.putManifest(ref, ref.tag(), MANIFEST_TYPE, manifest);
+    double seconds = (System.nanoTime() - started) / 1e9;
+    progress.accept(
+        String.format(
+            Locale.ROOT,
+            "pushed %s@%s: %d layer(s), %s uploaded in %.1f s",
+            ref,
+            digest,
+            count,
+            mib(uploaded),
+            seconds));
+    return digest;
+  }
+
+  private void upload(ImageReference ref, LayerExport.Exported exported, String what) {
+    progress.accept(what + ": uploading " + mib(exported.size()));
+    long started = System.nanoTime();
+    long[] lastReport = {started};
+    client.uploadBlob(
+        ref,
+        exported.digest(),
+        exported.file(),
+        sent -> {
+          long now = System.nanoTime();
+          if (now - lastReport[0] > PROGRESS_INTERVAL_NANOS) {
+            lastReport[0] = now;
+            progress.accept(what + ": " + mib(sent) + " of " + mib(exported.size()) + " sent");
+          }
+        });
+    double seconds = (System.nanoTime() - started) / 1e9;
+    progress.accept(
+        String.format(
+            Locale.ROOT,
+            "%s: uploaded %s in %.1f s (%s/s)",
+            what,
+            mib(exported.size()),
+            seconds,
+            mib((long) (exported.size() / Math.max(seconds, 0.001)))));
+  }
+
+  /** The OCI image config of {@code image} with layers {@code layers} (see the class comment). */
+  static byte[] configJson(
+      Image image,
+      ImageStore.Snapshot snapshot,
+      List<Descriptor> layers,
+      ImageConfig ownImagesConfig)
+      throws IOException {
+    ImageConfig run = image.origin() != null ? image.origin().config() : ownImagesConfig;
+    ObjectNode document = JSON.createObjectNode();
+    document.put("created", image.created().toString());
+    document.put("architecture", ImageArchive.ociArchitecture());
+    document.put("os", "linux");
+    ObjectNode config = document.putObject("config");
+    if (run.user() != null) {
+      config.put("User", run.user());
+    }
+    if (run.workingDir() != null) {
+      config.put("WorkingDir", run.workingDir());
+    }
+    putStrings(config, "Env", run.env());
+    putStrings(config, "Entrypoint", run.entrypoint());
+    putStrings(config, "Cmd", run.cmd());
+    if (snapshot != null) {
+      Map<String, String> labels = new TreeMap<>();
+      labels.put(LABEL_PREFIX + "cpus", Integer.toString(snapshot.cpus()));
+      labels.put(LABEL_PREFIX + "memory-bytes", Long.toString(snapshot.memoryBytes()));
+      labels.put(LABEL_PREFIX + "pids", Integer.toString(snapshot.pids()));
+      labels.put(LABEL_PREFIX + "disk-bytes", Long.toString(snapshot.diskBytes()));
+      labels.put(LABEL_PREFIX + "disk-inodes", Long.toString(snapshot.diskInodes()));
+      ObjectNode node = config.putObject("Labels");
+      labels.forEach(node::put);
+    }
+    ObjectNode rootfs = document.putObject("rootfs");
+    rootfs.put("type", "layers");
+    ArrayNode diffIds = rootfs.putArray("diff_ids");
+    layers.forEach(l -> diffIds.add(l.diffId()));
+    return JSON.writeValueAsBytes(document);
+  }
+
+  private static byte[] manifestJson(Descriptor config, List<Descriptor> layers)
+      throws IOException {
+    ObjectNode manifest = JSON.createObjectNode();
+    manifest.put("schemaVersion", 2);
+    manifest.put("mediaType", MANIFEST_TYPE);
+    ObjectNode configNode = manifest.putObject("config");
+    configNode.put("mediaType", CONFIG_TYPE);
+    configNode.put("digest", config.digest());
+    configNode.put("size", config.size());
+    ArrayNode layerNodes = manifest.putArray("layers");
+    for (Descriptor layer : layers) {
+      ObjectNode node = layerNodes.addObject();
+      node.put("mediaType", LAYER_TYPE);
+      node.put("digest", layer.digest());
+      node.put("size", layer.size());
+    }
+    return JSON.writeValueAsBytes(manifest);
+  }
+
+  private static void putStrings(ObjectNode config, String field, List<String> values) {
+    if (!values.isEmpty()) {
+      ArrayNode array = config.putArray(field);
+      values.forEach(array::add);
+    }
+  }
+
+  private static String mib(long bytes) {
+    return String.format(Locale.ROOT, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  }
+}
