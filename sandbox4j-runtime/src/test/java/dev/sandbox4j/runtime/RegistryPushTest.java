@@ -234,7 +234,15 @@ class RegistryPushTest {
         .anyMatch(l -> l.startsWith("layer 1/1") && l.endsWith("already in the registry"))
         .anyMatch(l -> l.equals("image config: already in the registry"))
         .noneMatch(l -> l.contains("uploading"))
+        .as("the layer's digest is remembered from the first push")
+        .noneMatch(l -> l.endsWith("exporting"))
         .anyMatch(l -> l.startsWith("pushed ") && l.contains("0.0 MiB uploaded"));
+
+    // Another repository does not have the blob (a registry links blobs per repository).
+    progress.clear();
+    String other = sandboxes.pushImage("big", registry.host() + "/big/other:1");
+    assertThat(other).endsWith(first.substring(first.indexOf('@')));
+    assertThat(progress).anyMatch(l -> l.startsWith("layer 1/1") && l.contains("uploaded"));
   }
 
   @Test

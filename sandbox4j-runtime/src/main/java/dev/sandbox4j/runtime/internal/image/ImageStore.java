@@ -392,7 +392,7 @@ public final class ImageStore {
                                       "no image '" + name + "' here: see `sandbox4j image ls`"));
                   staging.pin(build, image);
                   Snapshot snapshot = snapshotOf(name).orElse(null);
-                  return new RegistryPush(client, progress)
+                  return new RegistryPush(this, client, progress)
                       .push(build, image, snapshot, ref, ownImagesConfig);
                 });
           } catch (IOException e) {

@@ -5,6 +5,8 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.sandbox4j.runtime.internal.registry.ImageReference;
 import dev.sandbox4j.runtime.internal.registry.RegistryClient;
+import dev.sandbox4j.runtime.internal.util.AtomicFiles;
+import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -14,6 +16,8 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.Consumer;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * Pushes an image of the store to a registry as an OCI image: each layer exported by {@link
@@ -47,14 +51,70 @@ final class RegistryPush {
 
   private final RegistryClient client;
   private final Consumer<String> progress;
+  private final Exports exports;
 
-  RegistryPush(RegistryClient client, Consumer<String> progress) {
+  RegistryPush(ImageStore store, RegistryClient client, Consumer<String> progress) {
     this.client = client;
     this.progress = progress;
+    this.exports = new Exports(store);
   }
 
   /** A layer as the manifest and the config name it. */
-  private record Descriptor(String digest, long size, String diffId) {}
+  record Descriptor(String digest, long size, String diffId) {}
+
+  /**
+   * What exporting each layer gave, in {@code <images>/.exports/<layer id>}: a layer never changes
+   * and its export is deterministic, so a layer pushed before is not exported again to learn its
+   * digest, and pushing an image the registry has costs a few requests. A record whose layer is
+   * gone is deleted by the next push.
+   */
+  static final class Exports {
+    static final String DIRECTORY = ".exports";
+    private static final Pattern LAYER_ID = Pattern.compile("[0-9a-f]{64}");
+    private final ImageStore store;
+    private final Path dir;
+
+    Exports(ImageStore store) {
+      this.store = store;
+      this.dir = store.directory().resolve(DIRECTORY);
+    }
+
+    /** The record of layer {@code id}'s export, or null if there is none (or it is unreadable). */
+    Descriptor read(String id) {
+      Path file = dir.resolve(id);
+      if (!Files.isRegularFile(file)) {
+        return null;
+      }
+      try {
+        var json = JSON.readTree(file.toFile());
+        String digest = json.path("digest").asText("");
+        String diffId = json.path("diffId").asText("");
+        long size = json.path("size").asLong(-1);
+        ImageArchive.checkDigest(digest);
+        ImageArchive.checkDigest(diffId);
+        return size < 0 ? null : new Descriptor(digest, size, diffId);
+      } catch (IOException | RuntimeException damaged) {
+        return null; // exported again, and written anew
+      }
+    }
+
+    void write(String id, Descriptor descriptor) throws IOException {
+      PrivateFiles.createPrivateDirectories(dir);
+      ObjectNode json = JSON.createObjectNode();
+      json.put("digest", descriptor.digest());
+      json.put("size", descriptor.size());
+      json.put("diffId", descriptor.diffId());
+      AtomicFiles.write(dir.resolve(id), JSON.writeValueAsBytes(json));
+      try (Stream<Path> records = Files.list(dir)) {
+        for (Path record : records.toList()) {
+          String name = record.getFileName().toString();
+          if (LAYER_ID.matcher(name).matches() && !Files.isDirectory(store.layerPath(name))) {
+            Files.deleteIfExists(record);
+          }
+        }
+      }
+    }
+  }
 
   /**
    * Pushes {@code image} (its layers pinned by {@code build}) to {@code ref}, whose tag names it;
@@ -76,10 +136,17 @@ final class RegistryPush {
     int count = image.layers().size();
     for (int i = 0; i < count; i++) {
       String what = "layer " + (i + 1) + "/" + count;
+      String id = image.layerIds().get(i);
+      Descriptor known = exports.read(id);
+      if (known != null && client.hasBlob(ref, known.digest())) {
+        progress.accept(what + " (" + shortDigest(known.digest()) + "): already in the registry");
+        layers.add(known);
+        continue;
+      }
       progress.accept(what + ": exporting");
       Path file = build.dir().resolve("layer-" + (i + 1) + ".tar.gz");
       LayerExport.Exported exported = LayerExport.export(image.layers().get(i), file);
-      what += " (" + exported.digest().substring(0, "sha256:".length() + 12) + ")";
+      what += " (" + shortDigest(exported.digest()) + ")";
       if (exported.skipped() > 0) {
         progress.accept(what + ": " + exported.skipped() + " socket(s) or device node(s) left out");
       }
@@ -90,7 +157,9 @@ final class RegistryPush {
         uploaded += exported.size();
       }
       Files.delete(file);
-      layers.add(new Descriptor(exported.digest(), exported.size(), exported.diffId()));
+      Descriptor descriptor = new Descriptor(exported.digest(), exported.size(), exported.diffId());
+      exports.write(id, descriptor);
+      layers.add(descriptor);
     }
     byte[] config = configJson(image, snapshot, layers, ownImagesConfig);
     String configDigest = "sha256:" + ImageStore.sha256Hex(config);
@@ -203,6 +272,10 @@ final class RegistryPush {
       ArrayNode array = config.putArray(field);
       values.forEach(array::add);
     }
+  }
+
+  private static String shortDigest(String digest) {
+    return digest.substring(0, "sha256:".length() + 12);
   }
 
   private static String mib(long bytes) {
