@@ -543,7 +543,7 @@ public final class RegistryClient {
 
   /**
    * One request, following redirects of a GET or HEAD; the Authorization header only to the
-   * registry's host.
+   * registry's own host and port.
    */
   private HttpResponse<InputStream> request(
       ImageReference ref,
@@ -561,7 +561,8 @@ public final class RegistryClient {
               .timeout(HEADERS_TIMEOUT)
               .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : body.get());
       headers.forEach(request::header);
-      if (authorization != null && target.getAuthority().equals(uri.getAuthority())) {
+      // Not even to where the registry itself sends a client (an upload's Location, a redirect).
+      if (authorization != null && sameOrigin(target, uri(ref, "/"))) {
         request.header("Authorization", authorization);
       }
       HttpResponse<InputStream> response;
@@ -820,6 +821,20 @@ public final class RegistryClient {
   private URI uri(ImageReference ref, String path) {
     String scheme = isPlain(ref.apiHost()) ? "http" : "https";
     return URI.create(scheme + "://" + ref.apiHost() + "/v2/" + ref.repository() + path);
+  }
+
+  /** Whether {@code a} and {@code b} have the same scheme, host and port (a default one or not). */
+  static boolean sameOrigin(URI a, URI b) {
+    return a.getScheme().equalsIgnoreCase(b.getScheme())
+        && a.getHost() != null
+        && a.getHost().equalsIgnoreCase(b.getHost())
+        && port(a) == port(b);
+  }
+
+  private static int port(URI uri) {
+    return uri.getPort() != -1
+        ? uri.getPort()
+        : uri.getScheme().equalsIgnoreCase("https") ? 443 : 80;
   }
 
   /** Whether {@code authority} ({@code host[:port]}) gets plain HTTP. */
