@@ -38,6 +38,10 @@ import org.apache.commons.compress.archivers.tar.TarConstants;
  * an image. overlayfs' markers become OCI's: a whiteout (character device 0/0) {@code NAME} becomes
  * an empty file {@code .wh.NAME}, an opaque directory gets an empty {@code .wh..wh..opq} inside.
  *
+ * <p>Names are written in UTF-8 as the JVM reads them ({@code sun.jnu.encoding}, UTF-8 in a UTF-8
+ * locale); a name it cannot read as it is (bytes not valid in that encoding) fails the export
+ * rather than go out changed.
+ *
  * <p><b>What is not.</b> Sockets and device nodes other than whiteouts are skipped (counted in
  * {@link Exported#skipped()}): a socket is only a name without its listener, and an imported layer
  * never keeps device nodes anyway. Extended attributes are not written, file capabilities ({@code
@@ -62,6 +66,9 @@ final class LayerExport {
   private static final String WHITEOUT = ".wh.";
   private static final String OPAQUE_MARKER = ".wh..wh..opq";
   private static final int BUFFER = 1 << 20;
+
+  /** What the JVM decodes bytes of a file name to when they are not valid in its encoding. */
+  private static final char UNREADABLE = '\uFFFD';
 
   /**
    * An exported layer.
@@ -139,7 +146,16 @@ final class LayerExport {
                   .toList());
     }
     for (Path child : children) {
-      entry(child, prefix + child.getFileName());
+      String name = child.getFileName().toString();
+      if (name.indexOf(UNREADABLE) >= 0) {
+        throw new ImageBuildException(
+            "cannot export "
+                + child
+                + ": its name is not valid "
+                + System.getProperty("sun.jnu.encoding")
+                + " (the JVM's encoding of file names), so it cannot be written as it is");
+      }
+      entry(child, prefix + name);
     }
   }
 
