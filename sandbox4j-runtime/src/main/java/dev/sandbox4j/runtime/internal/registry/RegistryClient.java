@@ -37,26 +37,34 @@ import java.util.regex.Pattern;
 
 /**
  * A client of the OCI Distribution API (v2) for pulling: image manifests and indexes by tag or
- * digest, and blobs by digest, every byte verified against its digest.
+ * digest, and blobs by digest, every byte verified against its digest; and for pushing: blobs
+ * (unless the repository has them) and image manifests.
  *
  * <p><b>Auth.</b> A request goes out without credentials first, as the docker CLI's does; a {@code
  * 401} names the scheme in {@code WWW-Authenticate}: for {@code Bearer}, a token is fetched from
- * the realm for the repository's {@code pull} scope (with the host's {@link RegistryCredentials},
- * or anonymously, as Docker Hub serves public images) and cached until it expires; for {@code
- * Basic}, the credentials go with every request to that host. A registry that refuses them gets an
- * error naming where they came from.
+ * the realm for the repository's {@code pull} scope, or {@code pull,push} for a push (with the
+ * host's {@link RegistryCredentials}, or anonymously, as Docker Hub serves public images), and
+ * cached per repository and actions until it expires; for {@code Basic}, the credentials go with
+ * every request to that host. A registry that refuses them gets an error naming where they came
+ * from.
  *
  * <p><b>Transport.</b> HTTPS, except to a loopback host ({@code localhost}, {@code 127.0.0.0/8},
  * {@code ::1}) or one listed as plain, which get HTTP: docker's own default for insecure
  * registries. Redirects (blob storage behind a CDN) are followed by hand, up to five, and the
- * {@code Authorization} header goes only to the registry's own host. Every response is bounded: a
- * manifest or config by {@value #MAX_DOCUMENT} bytes, a blob by the size its descriptor gives; a
- * body that sends nothing for {@value #STALL_SECONDS} s is given up (and resumed, for a blob).
+ * {@code Authorization} header goes only to the registry's own origin (not to a CDN, nor to an
+ * upload location elsewhere). Every response is bounded: a manifest or config by {@value
+ * #MAX_DOCUMENT} bytes, a blob by the size its descriptor gives; a body that sends nothing for
+ * {@value #STALL_SECONDS} s is given up (and resumed, for a blob).
  *
  * <p><b>Blobs</b> are downloaded to a file that survives an interruption: the next download of the
  * same blob continues where it stopped with a {@code Range} request (a registry that ignores it
  * sends the whole blob again), and a transfer cut midway is resumed the same way, up to {@value
  * #ATTEMPTS} attempts. A finished blob whose sha256 is not its digest is deleted and refused.
+ *
+ * <p><b>Uploads</b> are monolithic: a {@code POST} opens one, a {@code PUT} with the digest sends
+ * the whole blob and closes it (the registry checks the digest), started again from the {@code
+ * POST} if the transfer breaks. A manifest is put by tag, and the digest the registry answers must
+ * be the one computed here.
  */
 public final class RegistryClient {
   /** What {@code Accept} asks for: every manifest and index type this client reads. */
