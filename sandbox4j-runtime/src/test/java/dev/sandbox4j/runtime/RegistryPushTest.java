@@ -238,6 +238,18 @@ class RegistryPushTest {
         .noneMatch(l -> l.endsWith("exporting"))
         .anyMatch(l -> l.startsWith("pushed ") && l.contains("0.0 MiB uploaded"));
 
+    // The layer made again under its id (as a recipe step after a gc): exported again, not trusted.
+    Path layer = sandboxes.engine().images().find("big").orElseThrow().layers().getFirst();
+    Path copy = layer.resolveSibling("copy");
+    TestImages.run(List.of("cp", "-a", layer.toString(), copy.toString()));
+    TestImages.run(List.of("rm", "-rf", layer.toString()));
+    Files.move(copy, layer);
+    progress.clear();
+    assertThat(sandboxes.pushImage("big", reference)).isEqualTo(first);
+    assertThat(progress)
+        .anyMatch(l -> l.equals("layer 1/1: exporting"))
+        .anyMatch(l -> l.startsWith("layer 1/1") && l.endsWith("already in the registry"));
+
     // Another repository does not have the blob (a registry links blobs per repository).
     progress.clear();
     String other = sandboxes.pushImage("big", registry.host() + "/big/other:1");

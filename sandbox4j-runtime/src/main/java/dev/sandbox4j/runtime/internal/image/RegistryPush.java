@@ -10,6 +10,7 @@ import dev.sandbox4j.runtime.internal.util.PrivateFiles;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -65,8 +66,10 @@ final class RegistryPush {
   /**
    * What exporting each layer gave, in {@code <images>/.exports/<layer id>}: a layer never changes
    * and its export is deterministic, so a layer pushed before is not exported again to learn its
-   * digest, and pushing an image the registry has costs a few requests. A record whose layer is
-   * gone is deleted by the next push.
+   * digest, and pushing an image the registry has costs a few requests. A record holds for the
+   * layer directory it was made from (its inode and change time): a layer deleted and made again
+   * under the same id (a recipe step built anew after a gc) is exported anew. A record whose layer
+   * is gone is deleted by the next push.
    */
   static final class Exports {
     static final String DIRECTORY = ".exports";
@@ -87,6 +90,9 @@ final class RegistryPush {
       }
       try {
         var json = JSON.readTree(file.toFile());
+        if (!json.path("layer").asText("").equals(identity(id))) {
+          return null;
+        }
         String digest = json.path("digest").asText("");
         String diffId = json.path("diffId").asText("");
         long size = json.path("size").asLong(-1);
@@ -104,7 +110,23 @@ final class RegistryPush {
       json.put("digest", descriptor.digest());
       json.put("size", descriptor.size());
       json.put("diffId", descriptor.diffId());
+      json.put("layer", identity(id));
       AtomicFiles.write(dir.resolve(id), JSON.writeValueAsBytes(json));
+      pruneRecordsOfLayersGone();
+    }
+
+    /**
+     * Which directory layer {@code id} is: its inode and change time, which a new one differs in.
+     */
+    private String identity(String id) throws IOException {
+      Map<String, Object> unix =
+          Files.readAttributes(
+              store.layerPath(id), "unix:ino,ctime", java.nio.file.LinkOption.NOFOLLOW_LINKS);
+      FileTime ctime = (FileTime) unix.get("ctime");
+      return unix.get("ino") + "@" + ctime.toInstant();
+    }
+
+    private void pruneRecordsOfLayersGone() throws IOException {
       try (Stream<Path> records = Files.list(dir)) {
         for (Path record : records.toList()) {
           String name = record.getFileName().toString();
