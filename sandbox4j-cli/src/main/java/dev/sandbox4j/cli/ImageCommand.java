@@ -5,7 +5,6 @@ import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.server.ServerImages;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
@@ -14,7 +13,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -38,6 +36,7 @@ import picocli.CommandLine.Spec;
     subcommands = {
       ImageCommand.Build.class,
       ImageCommand.Pull.class,
+      ImageCommand.Push.class,
       ImageCommand.ListImages.class,
       ImageCommand.Remove.class,
       ImageCommand.Gc.class,
@@ -132,24 +131,7 @@ final class ImageCommand implements Runnable {
         description = "NAME[:TAG][@DIGEST], e.g. python:3.12-slim or ghcr.io/org/app:1.2.")
     String reference;
 
-    @Option(
-        names = "--registry-auth",
-        paramLabel = "HOST=USER[:PASSWORD]",
-        description =
-            "Credentials for registry HOST (as in the reference: docker.io, ghcr.io,"
-                + " localhost:5000). Without :PASSWORD, --password-stdin gives it.")
-    List<String> registryAuth = List.of();
-
-    @Option(
-        names = "--password-stdin",
-        description = "Read the password of --registry-auth's one registry from stdin.")
-    boolean passwordStdin;
-
-    @Option(
-        names = "--plain-http",
-        paramLabel = "HOST[:PORT]",
-        description = "Speak plain HTTP to this registry (a trusted network only).")
-    List<String> plainHttp = List.of();
+    @Mixin RegistryOptions registry;
 
     @Option(
         names = "--json",
@@ -158,51 +140,7 @@ final class ImageCommand implements Runnable {
 
     @Override
     public Integer call() throws java.io.IOException {
-      CommandLine line = image.spec.commandLine();
-      Map<String, String[]> auth = new LinkedHashMap<>();
-      for (String given : registryAuth) {
-        int eq = given.indexOf('=');
-        if (eq <= 0 || eq == given.length() - 1) {
-          throw new ParameterException(
-              line, "--registry-auth takes HOST=USER[:PASSWORD], not '" + given + "'");
-        }
-        String host = given.substring(0, eq);
-        String userPassword = given.substring(eq + 1);
-        int colon = userPassword.indexOf(':');
-        if (colon == 0) {
-          throw new ParameterException(line, "--registry-auth for " + host + " names no user");
-        }
-        auth.put(
-            host,
-            colon < 0
-                ? new String[] {userPassword, null}
-                : new String[] {
-                  userPassword.substring(0, colon), userPassword.substring(colon + 1)
-                });
-      }
-      List<String[]> withoutPassword = auth.values().stream().filter(a -> a[1] == null).toList();
-      if (passwordStdin) {
-        if (withoutPassword.size() != 1) {
-          throw new ParameterException(
-              line,
-              "--password-stdin needs exactly one --registry-auth HOST=USER without a password");
-        }
-        String password =
-            new String(image.root.context().in().readAllBytes(), StandardCharsets.UTF_8).strip();
-        withoutPassword.getFirst()[1] = password;
-      } else if (!withoutPassword.isEmpty()) {
-        throw new ParameterException(
-            line, "--registry-auth HOST=USER without :PASSWORD needs --password-stdin");
-      }
-      LocalSandbox sandboxes =
-          image
-              .root
-              .providers()
-              .local(
-                  b -> {
-                    auth.forEach((host, up) -> b.registryAuth(host, up[0], up[1]));
-                    plainHttp.forEach(b::plainHttpRegistry);
-                  });
+      LocalSandbox sandboxes = registry.sandboxes(image.root);
       ImageInfo pulled;
       try (var task = image.root.task("pulling " + reference, true, json)) {
         pulled = sandboxes.pullImage(reference);
@@ -213,6 +151,51 @@ final class ImageCommand implements Runnable {
           .out()
           .println(json ? Json.write(ListImages.fields(pulled)) : pulled.name());
       return ExitCodes.OK;
+    }
+  }
+
+  /** {@code image push NAME REF}. */
+  @Command(
+      name = "push",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Pushes an image (a snapshot too) to a registry as an OCI image and prints REF@DIGEST,"
+            + " which any host pulls ('image pull', 'docker pull') to start from it. Layers the"
+            + " registry has are not uploaded again. Progress on stderr. Needs root.",
+        "The image's config says how to run it: a pulled or imported image's own, else the"
+            + " user, working directory and environment Sandbox4j runs its images with. A"
+            + " snapshot's size goes into labels dev.sandbox4j.snapshot.*. Credentials and plain"
+            + " HTTP as for 'image pull'."
+      })
+  static final class Push implements Callable<Integer> {
+    @ParentCommand ImageCommand image;
+
+    @Parameters(
+        index = "0",
+        paramLabel = "NAME",
+        description = "The image: its name, or the reference it was pulled as.")
+    String name;
+
+    @Parameters(
+        index = "1",
+        paramLabel = "REF",
+        description = "Where to: NAME:TAG with the registry's host, e.g. ghcr.io/org/app:1.2.")
+    String reference;
+
+    @Mixin RegistryOptions registry;
+
+    @Override
+    public Integer call() throws java.io.IOException {
+      LocalSandbox sandboxes = registry.sandboxes(image.root);
+      image.root.context().out().println(push(image.root, sandboxes, name, reference));
+      return ExitCodes.OK;
+    }
+
+    /** Pushes {@code name} with progress on stderr; the reference pushed, with its digest. */
+    static String push(SandboxCommand root, LocalSandbox sandboxes, String name, String reference) {
+      try (var task = root.task("pushing " + name + " to " + reference, true, false)) {
+        return sandboxes.pushImage(name, reference);
+      }
     }
   }
 

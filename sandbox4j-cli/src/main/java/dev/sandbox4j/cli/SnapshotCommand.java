@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.io.PrintStream;
@@ -9,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -16,7 +18,9 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 import picocli.CommandLine.Spec;
 
-/** {@code sandbox4j snapshot ID NAME | snapshot ls | snapshot rm NAME...}. */
+/**
+ * {@code sandbox4j snapshot ID NAME | snapshot ls | snapshot rm NAME... | snapshot push NAME REF}.
+ */
 @Command(
     name = "snapshot",
     mixinStandardHelpOptions = true,
@@ -27,7 +31,11 @@ import picocli.CommandLine.Spec;
           + " replaced; another image is not. 'snapshot ls' lists them, 'snapshot rm' removes"
           + " them."
     },
-    subcommands = {SnapshotCommand.ListSnapshots.class, SnapshotCommand.Remove.class})
+    subcommands = {
+      SnapshotCommand.ListSnapshots.class,
+      SnapshotCommand.Remove.class,
+      SnapshotCommand.Push.class
+    })
 final class SnapshotCommand implements Callable<Integer> {
 
   @ParentCommand SandboxCommand root;
@@ -49,7 +57,8 @@ final class SnapshotCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     if (ref == null || name == null) {
-      throw new ParameterException(spec.commandLine(), "expected ID NAME, or a command: ls or rm");
+      throw new ParameterException(
+          spec.commandLine(), "expected ID NAME, or a command: ls, rm or push");
     }
     WorkspaceRef source = StateCommands.machineRefs(root, spec, List.of(ref)).getFirst();
     SnapshotInfo saved;
@@ -159,6 +168,48 @@ final class SnapshotCommand implements Callable<Integer> {
       if (json) {
         snapshot.root.context().out().println(Json.write(names));
       }
+      return ExitCodes.OK;
+    }
+  }
+
+  /** {@code snapshot push NAME REF}. */
+  @Command(
+      name = "push",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Pushes a snapshot of this machine's sandboxes to a registry as an OCI image, as 'image"
+            + " push' does, and prints REF@DIGEST: 'create --image REF@DIGEST' on another host"
+            + " starts from its files. Its size (cpus, memory, pids, disk) goes into labels"
+            + " dev.sandbox4j.snapshot.*. Needs root."
+      })
+  static final class Push implements Callable<Integer> {
+    @ParentCommand SnapshotCommand snapshot;
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "NAME", description = "The snapshot.")
+    String name;
+
+    @Parameters(
+        index = "1",
+        paramLabel = "REF",
+        description = "Where to: NAME:TAG with the registry's host, e.g. ghcr.io/org/snap:1.")
+    String reference;
+
+    @Mixin RegistryOptions registry;
+
+    @Override
+    public Integer call() throws java.io.IOException {
+      LocalSandbox sandboxes = registry.sandboxes(snapshot.root);
+      if (sandboxes.snapshots().stream().noneMatch(s -> s.name().equals(name))) {
+        throw new ParameterException(
+            spec.commandLine(),
+            "no snapshot '" + name + "' of local sandboxes: see 'sandbox4j snapshot ls'");
+      }
+      snapshot
+          .root
+          .context()
+          .out()
+          .println(ImageCommand.Push.push(snapshot.root, sandboxes, name, reference));
       return ExitCodes.OK;
     }
   }

@@ -3,6 +3,7 @@ package dev.sandbox4j.runtime;
 import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.image.Image;
+import dev.sandbox4j.runtime.internal.image.ImageConfig;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.registry.ImageReference;
 import dev.sandbox4j.runtime.internal.registry.RegistryClient;
@@ -14,6 +15,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
+import java.util.stream.Stream;
 
 /**
  * The images and snapshots of one state directory, as {@link LocalSandbox} manages them: list,
@@ -78,6 +80,32 @@ final class LocalImages {
     return ImageInfo.of(images.pull(ref, client(), progress));
   }
 
+  /** Pushes image {@code name} to {@code reference} (see {@link LocalSandbox#pushImage}). */
+  String push(String name, String reference) {
+    ImageReference ref = ImageReference.parse(reference);
+    String local = ImageReference.looksLikeReference(name) ? pulledName(name) : name;
+    LocalRefs.checkImageName(local, "image name");
+    LocalRefs.requireLinuxAndRoot();
+    String digest = images.push(local, ref, client(), ownImagesConfig(), progress);
+    return ref.withDigest(digest).toString();
+  }
+
+  /**
+   * How the engine runs an image of Sandbox4j's own, which has no config of its own: what a pushed
+   * one says, so that it runs the same way wherever it is pulled.
+   */
+  private static ImageConfig ownImagesConfig() {
+    List<String> env =
+        Stream.of("PATH", "HOME", "USER", "LANG")
+            .map(n -> n + "=" + Engine.BASE_ENV.get(n))
+            .toList();
+    return new ImageConfig(Engine.USER, Engine.HOME, env, List.of(), List.of());
+  }
+
+  private static String pulledName(String reference) {
+    return ImageStore.pulledName(ImageReference.parse(reference));
+  }
+
   /**
    * The store's name for image {@code image} of a builder: {@code default}, a local image's name,
    * or a registry reference, pulled first if this machine does not have it.
@@ -128,7 +156,7 @@ final class LocalImages {
     LocalRefs.requireLinuxAndRoot();
     String name =
         ImageReference.looksLikeReference(nameOrReference)
-            ? ImageStore.pulledName(ImageReference.parse(nameOrReference))
+            ? pulledName(nameOrReference)
             : nameOrReference;
     if (images.find(name).isEmpty()) {
       return false;

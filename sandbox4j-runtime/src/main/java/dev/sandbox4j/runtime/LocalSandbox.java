@@ -596,6 +596,27 @@ public final class LocalSandbox
   }
 
   /**
+   * Pushes image {@code name} (a snapshot too, or an image by the reference it was pulled as) to
+   * registry reference {@code reference} ({@code ghcr.io/org/app:1.2}; a tag, no digest), as an OCI
+   * image that any host pulls ({@link #pullImage}, {@code docker pull}) to create sandboxes from.
+   * Layers the registry has already are not uploaded again. The image's config says how to run it:
+   * a pulled or imported image's own, else the user, working directory and environment Sandbox4j
+   * runs its own images with; a snapshot's size (cpus, memory, pids, disk) goes into labels {@code
+   * dev.sandbox4j.snapshot.*}. Credentials and plain HTTP as for {@link #pullImage}. Needs root.
+   *
+   * @return the reference pushed, with the digest the registry knows it by ({@code
+   *     ghcr.io/org/app:1.2@sha256:...})
+   * @throws IllegalArgumentException if {@code reference} is not a valid reference with a tag, or
+   *     has a digest
+   * @throws dev.sandbox4j.workspace.WorkspaceException if there is no such image, or the registry
+   *     refuses (the message names why and where the credentials came from) or cannot be reached
+   */
+  public String pushImage(String name, String reference) {
+    return images.push(
+        Objects.requireNonNull(name, "name"), Objects.requireNonNull(reference, "reference"));
+  }
+
+  /**
    * Runs an interactive login shell ({@code /bin/bash -l}, or {@code /bin/sh -l} in an image
    * without bash) as the sandbox's user in {@code ref}'s sandbox, on this process's terminal, and
    * returns its exit status when it exits.

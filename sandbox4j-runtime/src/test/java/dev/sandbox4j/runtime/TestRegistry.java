@@ -196,6 +196,11 @@ public final class TestRegistry implements AutoCloseable {
       argv.add("--creds=" + USER + ":" + PASSWORD);
     }
     argv.add("docker://" + host() + "/" + repoAndTag);
+    return stdout(argv);
+  }
+
+  /** What {@code argv} writes to stdout; fails with its stderr unless it exits 0. */
+  private static byte[] stdout(List<String> argv) throws IOException, InterruptedException {
     Process p = new ProcessBuilder(argv).redirectError(ProcessBuilder.Redirect.PIPE).start();
     byte[] out = p.getInputStream().readAllBytes();
     String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
@@ -203,6 +208,34 @@ public final class TestRegistry implements AutoCloseable {
       throw new IOException(String.join(" ", argv) + " failed: " + err);
     }
     return out;
+  }
+
+  /** The raw image config of the image {@code repoAndTag} names, as skopeo reads it. */
+  public byte[] rawConfig(String repoAndTag) throws IOException, InterruptedException {
+    List<String> argv = new ArrayList<>(skopeo("inspect"));
+    argv.add("--config");
+    argv.add("--raw");
+    argv.add("--tls-verify=false");
+    if (auth != Auth.ANONYMOUS) {
+      argv.add("--creds=" + USER + ":" + PASSWORD);
+    }
+    argv.add("docker://" + host() + "/" + repoAndTag);
+    return stdout(argv);
+  }
+
+  /**
+   * Copies the image {@code repoAndTag} names into a new OCI layout {@code dir} with skopeo, which
+   * checks every blob against its digest on the way.
+   */
+  public void copyToLayout(String repoAndTag, Path dir) throws IOException, InterruptedException {
+    List<String> argv = new ArrayList<>(skopeo("copy"));
+    argv.add("--src-tls-verify=false");
+    if (auth != Auth.ANONYMOUS) {
+      argv.add("--src-creds=" + USER + ":" + PASSWORD);
+    }
+    argv.add("docker://" + host() + "/" + repoAndTag);
+    argv.add("oci:" + dir);
+    TestImages.run(argv);
   }
 
   /** {@code sha256:...} of the manifest (or index) that {@code repoAndTag} names. */

@@ -361,6 +361,63 @@ public final class ImageStore {
         });
   }
 
+  // ---- pushing ---------------------------------------------------------------------------
+
+  /**
+   * Pushes image {@code name} (a snapshot too) to {@code ref}'s registry with {@code client}, as an
+   * OCI image tagged {@code ref}'s tag, and returns the digest of its manifest: each layer exported
+   * as a gzip tarball (see {@link LayerExport}) and uploaded unless the registry has it, then its
+   * config and manifest (see {@link RegistryPush}). An image of Sandbox4j's own, which has no
+   * config, is pushed with {@code ownImagesConfig}: how the engine runs it. The image is kept from
+   * being removed or replaced while it is pushed (its name's lock).
+   *
+   * @throws IllegalArgumentException if {@code ref} has a digest, or no tag
+   * @throws WorkspaceException if there is no image {@code name}
+   * @throws dev.sandbox4j.runtime.internal.registry.RegistryException if the registry refuses or
+   *     cannot be reached
+   * @throws ImageBuildException if a layer cannot be exported
+   */
+  public String push(
+      String name,
+      ImageReference ref,
+      RegistryClient client,
+      ImageConfig ownImagesConfig,
+      Consumer<String> progress) {
+    checkName(name);
+    if (ref.digest() != null || ref.tag() == null) {
+      throw new IllegalArgumentException(
+          "push to a reference with a tag and no digest ("
+              + ref.host()
+              + "/"
+              + ref.repository()
+              + ":TAG), not "
+              + ref
+              + ": the registry gives the digest");
+    }
+    return locks.withLock(
+        name,
+        () -> {
+          try {
+            return staging.inStaging(
+                name,
+                build -> {
+                  Image image =
+                      find(name)
+                          .orElseThrow(
+                              () ->
+                                  new WorkspaceException(
+                                      "no image '" + name + "' here: see `sandbox4j image ls`"));
+                  staging.pin(build, image);
+                  Snapshot snapshot = snapshotOf(name).orElse(null);
+                  return new RegistryPush(this, client, progress)
+                      .push(build, image, snapshot, ref, ownImagesConfig);
+                });
+          } catch (IOException e) {
+            throw new ImageBuildException("pushing " + name + " to " + ref + " failed: " + e, e);
+          }
+        });
+  }
+
   // ---- builds: staging, pinning and publishing (for the default build, imports, recipes) -----
 
   /**

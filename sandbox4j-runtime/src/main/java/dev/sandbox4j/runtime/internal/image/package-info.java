@@ -16,7 +16,10 @@
  *       first, owned by the canonical host ids ({@code Image.UID_SHIFT}), ready to be overlay lower
  *       layers; {@code list()}, {@code snapshotOf(name)};
  *   <li>bring images in: {@code importArchive(name, archive, progress)} (rootfs tarball, {@code
- *       docker save}, OCI layout; layers deduplicated by id), {@code buildDefault(progress)};
+ *       docker save}, OCI layout; layers deduplicated by id), {@code pull(ref, client, progress)}
+ *       from a registry, {@code buildDefault(progress)};
+ *   <li>send them out: {@code push(name, ref, client, ownImagesConfig, progress)} to a registry, as
+ *       an OCI image (LayerExport writes each layer, RegistryPush the rest);
  *   <li>build its own: {@code withNameLock(name, build -> ...)} with {@code pin}, {@code
  *       pinIfPresent}, {@code addLayer} and {@code publish} on the {@code Build};
  *   <li>keep its layers: before mounting an image's layers, record them where its {@code
@@ -26,9 +29,9 @@
  *       layer; {@code NONE} says no sandbox runs on it.
  * </ul>
  *
- * The other classes (StoreLayout, StoreLocks, Manifests, Staging, DefaultImage, StoreGc) are the
- * store's parts and package-private; ImageArchive and RootfsOwnership are public for the engine's
- * recipe builds and snapshots.
+ * The other classes (StoreLayout, StoreLocks, Manifests, Staging, DefaultImage, StoreGc,
+ * RegistryPull, RegistryPush, LayerExport) are the store's parts and package-private; ImageArchive
+ * and RootfsOwnership are public for the engine's recipe builds and snapshots.
  *
  * <p>Non-goals: running anything. Recipe builds, which run steps in sandboxes, are the engine's
  * (internal.engine.RecipeBuild); so is knowing which sandboxes exist.

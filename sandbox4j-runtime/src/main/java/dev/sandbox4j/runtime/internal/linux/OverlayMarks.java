@@ -20,6 +20,8 @@ public final class OverlayMarks {
   /** The xattr that makes a directory of an overlay layer hide the layers below it. */
   static final String OPAQUE = "trusted.overlay.opaque";
 
+  private static final String REDIRECT = "trusted.overlay.redirect";
+
   private static final int S_IFCHR = 0020000;
   private static final int ENODATA = 61;
   private static final int ERANGE = 34;
@@ -100,6 +102,15 @@ public final class OverlayMarks {
     return getXattr(path, OPAQUE)
         .map(v -> new String(v, StandardCharsets.UTF_8).equals("y"))
         .orElse(false);
+  }
+
+  /**
+   * Whether directory {@code path} of an upper layer is one overlayfs renamed with {@code
+   * redirect_dir}: its {@code trusted.overlay.redirect} attribute names a directory of the layers
+   * below whose content it shows.
+   */
+  public static boolean isRedirected(Path path) throws IOException {
+    return getXattr(path, REDIRECT).isPresent();
   }
 
   /** Marks directory {@code dir} opaque: in a stack of layers it hides what lower layers hold. */

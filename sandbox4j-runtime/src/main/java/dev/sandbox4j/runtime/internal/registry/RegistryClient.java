@@ -31,31 +31,40 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Consumer;
 import java.util.function.LongConsumer;
+import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
  * A client of the OCI Distribution API (v2) for pulling: image manifests and indexes by tag or
- * digest, and blobs by digest, every byte verified against its digest.
+ * digest, and blobs by digest, every byte verified against its digest; and for pushing: blobs
+ * (unless the repository has them) and image manifests.
  *
  * <p><b>Auth.</b> A request goes out without credentials first, as the docker CLI's does; a {@code
  * 401} names the scheme in {@code WWW-Authenticate}: for {@code Bearer}, a token is fetched from
- * the realm for the repository's {@code pull} scope (with the host's {@link RegistryCredentials},
- * or anonymously, as Docker Hub serves public images) and cached until it expires; for {@code
- * Basic}, the credentials go with every request to that host. A registry that refuses them gets an
- * error naming where they came from.
+ * the realm for the repository's {@code pull} scope, or {@code pull,push} for a push (with the
+ * host's {@link RegistryCredentials}, or anonymously, as Docker Hub serves public images), and
+ * cached per repository and actions until it expires; for {@code Basic}, the credentials go with
+ * every request to that host. A registry that refuses them gets an error naming where they came
+ * from.
  *
  * <p><b>Transport.</b> HTTPS, except to a loopback host ({@code localhost}, {@code 127.0.0.0/8},
  * {@code ::1}) or one listed as plain, which get HTTP: docker's own default for insecure
  * registries. Redirects (blob storage behind a CDN) are followed by hand, up to five, and the
- * {@code Authorization} header goes only to the registry's own host. Every response is bounded: a
- * manifest or config by {@value #MAX_DOCUMENT} bytes, a blob by the size its descriptor gives; a
- * body that sends nothing for {@value #STALL_SECONDS} s is given up (and resumed, for a blob).
+ * {@code Authorization} header goes only to the registry's own origin (not to a CDN, nor to an
+ * upload location elsewhere). Every response is bounded: a manifest or config by {@value
+ * #MAX_DOCUMENT} bytes, a blob by the size its descriptor gives; a body that sends nothing for
+ * {@value #STALL_SECONDS} s is given up (and resumed, for a blob).
  *
  * <p><b>Blobs</b> are downloaded to a file that survives an interruption: the next download of the
  * same blob continues where it stopped with a {@code Range} request (a registry that ignores it
  * sends the whole blob again), and a transfer cut midway is resumed the same way, up to {@value
  * #ATTEMPTS} attempts. A finished blob whose sha256 is not its digest is deleted and refused.
+ *
+ * <p><b>Uploads</b> are monolithic: a {@code POST} opens one, a {@code PUT} with the digest sends
+ * the whole blob and closes it (the registry checks the digest), started again from the {@code
+ * POST} if the transfer breaks. A manifest is put by tag, and the digest the registry answers must
+ * be the one computed here.
  */
 public final class RegistryClient {
   /** What {@code Accept} asks for: every manifest and index type this client reads. */
@@ -65,6 +74,12 @@ public final class RegistryClient {
           "application/vnd.oci.image.manifest.v1+json",
           "application/vnd.docker.distribution.manifest.list.v2+json",
           "application/vnd.docker.distribution.manifest.v2+json");
+
+  /** The actions a pull asks a token for. */
+  private static final String PULL = "pull";
+
+  /** The actions a push asks a token for: a push reads too (does the registry have this blob?). */
+  private static final String PUSH = "pull,push";
 
   static final int MAX_DOCUMENT = 4 * 1024 * 1024;
   static final int STALL_SECONDS = 60;
@@ -318,28 +333,183 @@ public final class RegistryClient {
     }
   }
 
-  // ---- requests, auth, redirects -------------------------------------------------------------
+  // ---- pushing -------------------------------------------------------------------------------
 
-  /** Sends a GET, authenticating as the registry asks; a 2xx response, or an exception. */
-  private HttpResponse<InputStream> send(
-      ImageReference ref, URI uri, Map<String, String> headers, String what) {
-    HttpResponse<InputStream> response = get(ref, uri, headers, authorization(ref), what);
-    if (response.statusCode() == 401) {
-      String challenge = response.headers().firstValue("WWW-Authenticate").orElse("");
+  /** Whether the registry has blob {@code digest} in {@code ref}'s repository (a HEAD). */
+  public boolean hasBlob(ImageReference ref, String digest) {
+    String what = "blob " + digest + " of " + ref.repository();
+    HttpResponse<InputStream> response =
+        exchange(ref, "HEAD", uri(ref, "/blobs/" + digest), Map.of(), null, PUSH, what);
+    if (response.statusCode() == 404) {
       discard(response);
-      Authorization auth = authenticate(ref, challenge, what);
-      response = get(ref, uri, headers, auth.header(), what);
-      if (response.statusCode() == 401) {
-        discard(response);
-        throw refused(ref, what);
+      return false;
+    }
+    discard(checked(ref, response, what));
+    return true;
+  }
+
+  /**
+   * Uploads {@code file} as blob {@code digest} of {@code ref}'s repository in one request: a
+   * {@code POST} opens the upload, a {@code PUT} of the whole file to the location it names closes
+   * it with the digest, which the registry checks. {@code progress} hears the bytes sent so far. A
+   * transfer that breaks is started again, up to {@value #ATTEMPTS} attempts.
+   */
+  public void uploadBlob(ImageReference ref, String digest, Path file, LongConsumer progress) {
+    long size;
+    try {
+      size = Files.size(file);
+    } catch (IOException e) {
+      throw new RegistryException("cannot read " + file + " to upload it: " + e, e);
+    }
+    upload(
+        ref,
+        digest,
+        () ->
+            HttpRequest.BodyPublishers.fromPublisher(
+                HttpRequest.BodyPublishers.ofInputStream(() -> counting(file, progress)), size));
+  }
+
+  /** Uploads {@code content} (an image config) as blob {@code digest}, as {@link #uploadBlob}. */
+  public void uploadBlob(ImageReference ref, String digest, byte[] content) {
+    upload(ref, digest, () -> HttpRequest.BodyPublishers.ofByteArray(content));
+  }
+
+  private void upload(ImageReference ref, String digest, Supplier<HttpRequest.BodyPublisher> body) {
+    String what = "the upload of blob " + digest + " to " + ref.repository();
+    for (int attempt = 1; ; attempt++) {
+      try {
+        URI start = uri(ref, "/blobs/uploads/");
+        HttpResponse<InputStream> opened =
+            checked(ref, exchange(ref, "POST", start, Map.of(), null, PUSH, what), what);
+        discard(opened);
+        String location =
+            opened
+                .headers()
+                .firstValue("Location")
+                .orElseThrow(
+                    () ->
+                        new RegistryException(
+                            "registry " + ref.host() + " opened " + what + " without a Location"));
+        URI session = start.resolve(location);
+        URI put =
+            URI.create(
+                session
+                    + (session.getRawQuery() == null ? "?" : "&")
+                    + "digest="
+                    + URLEncoder.encode(digest, StandardCharsets.UTF_8));
+        discard(
+            checked(
+                ref,
+                exchange(
+                    ref,
+                    "PUT",
+                    put,
+                    Map.of("Content-Type", "application/octet-stream"),
+                    body,
+                    PUSH,
+                    what),
+                what));
+        return;
+      } catch (RegistryException e) {
+        if (!e.isTransient() || attempt >= ATTEMPTS) {
+          throw e;
+        }
+        sleepBeforeRetry(attempt);
       }
     }
+  }
+
+  /**
+   * Puts image manifest {@code body} of media type {@code mediaType} as tag {@code tag} of {@code
+   * ref}'s repository and returns its digest, which the registry must confirm.
+   */
+  public String putManifest(ImageReference ref, String tag, String mediaType, byte[] body) {
+    String digest = "sha256:" + sha256Hex(body);
+    String what = "the manifest " + ref.repository() + ":" + tag;
+    HttpResponse<InputStream> response =
+        checked(
+            ref,
+            exchange(
+                ref,
+                "PUT",
+                uri(ref, "/manifests/" + tag),
+                Map.of("Content-Type", mediaType),
+                () -> HttpRequest.BodyPublishers.ofByteArray(body),
+                PUSH,
+                what),
+            what);
+    discard(response);
+    Optional<String> confirmed = response.headers().firstValue("Docker-Content-Digest");
+    if (confirmed.isPresent() && !confirmed.get().equals(digest)) {
+      throw new RegistryException(
+          "registry "
+              + ref.host()
+              + " stored "
+              + what
+              + " as "
+              + confirmed.get()
+              + ", not as its digest "
+              + digest);
+    }
+    return digest;
+  }
+
+  /** {@code file} to read from, telling {@code progress} how many bytes were read so far. */
+  private static InputStream counting(Path file, LongConsumer progress) {
+    InputStream in;
+    try {
+      in = Files.newInputStream(file);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+    progress.accept(0);
+    return new java.io.FilterInputStream(in) {
+      private long read;
+
+      @Override
+      public int read() throws IOException {
+        int b = super.read();
+        if (b >= 0) {
+          progress.accept(++read);
+        }
+        return b;
+      }
+
+      @Override
+      public int read(byte[] buffer, int offset, int length) throws IOException {
+        int n = super.read(buffer, offset, length);
+        if (n > 0) {
+          read += n;
+          progress.accept(read);
+        }
+        return n;
+      }
+    };
+  }
+
+  // ---- requests, auth, redirects -------------------------------------------------------------
+
+  /** Sends a GET for pulling, authenticating as the registry asks; a 2xx response, or fails. */
+  private HttpResponse<InputStream> send(
+      ImageReference ref, URI uri, Map<String, String> headers, String what) {
+    return checked(ref, exchange(ref, "GET", uri, headers, null, PULL, what), what);
+  }
+
+  /** {@code response} if it is a 2xx; else fails with what the registry said. */
+  private HttpResponse<InputStream> checked(
+      ImageReference ref, HttpResponse<InputStream> response, String what) {
     int status = response.statusCode();
     if (status / 100 != 2) {
       String detail = errorDetail(response);
       throw new RegistryException(
           switch (status) {
-            case 403 -> "registry " + ref.host() + " denied access to " + what + detail;
+            case 403 ->
+                "registry "
+                    + ref.host()
+                    + " denied access to "
+                    + what
+                    + detail
+                    + credentialsSource(ref).map(s -> " for the credentials from " + s).orElse("");
             case 404 -> what + " was not found in registry " + ref.host() + detail;
             case 429 ->
                 "registry " + ref.host() + " refused " + what + ": too many requests" + detail;
@@ -351,14 +521,56 @@ public final class RegistryClient {
     return response;
   }
 
-  /** One GET, following redirects; the Authorization header only to the registry's host. */
-  private HttpResponse<InputStream> get(
-      ImageReference ref, URI uri, Map<String, String> headers, String authorization, String what) {
+  /**
+   * Sends a request for {@code actions} ({@link #PULL} or {@link #PUSH}) of the repository,
+   * authenticating as the registry asks (a second time with a body made anew by {@code body}); the
+   * response whatever its status, but a 401 after authenticating, which fails.
+   */
+  private HttpResponse<InputStream> exchange(
+      ImageReference ref,
+      String method,
+      URI uri,
+      Map<String, String> headers,
+      Supplier<HttpRequest.BodyPublisher> body,
+      String actions,
+      String what) {
+    HttpResponse<InputStream> response =
+        request(ref, method, uri, headers, body, authorization(ref, actions), what);
+    if (response.statusCode() == 401) {
+      String challenge = response.headers().firstValue("WWW-Authenticate").orElse("");
+      discard(response);
+      Authorization auth = authenticate(ref, challenge, actions, what);
+      response = request(ref, method, uri, headers, body, auth.header(), what);
+      if (response.statusCode() == 401) {
+        discard(response);
+        throw refused(ref, actions, what);
+      }
+    }
+    return response;
+  }
+
+  /**
+   * One request, following redirects of a GET or HEAD; the Authorization header only to the
+   * registry's own host and port.
+   */
+  private HttpResponse<InputStream> request(
+      ImageReference ref,
+      String method,
+      URI uri,
+      Map<String, String> headers,
+      Supplier<HttpRequest.BodyPublisher> body,
+      String authorization,
+      String what) {
+    boolean follows = method.equals("GET") || method.equals("HEAD");
     URI target = uri;
     for (int hop = 0; ; hop++) {
-      HttpRequest.Builder request = HttpRequest.newBuilder(target).timeout(HEADERS_TIMEOUT).GET();
+      HttpRequest.Builder request =
+          HttpRequest.newBuilder(target)
+              .timeout(HEADERS_TIMEOUT)
+              .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : body.get());
       headers.forEach(request::header);
-      if (authorization != null && target.getAuthority().equals(uri.getAuthority())) {
+      // Not even to where the registry itself sends a client (an upload's Location, a redirect).
+      if (authorization != null && sameOrigin(target, uri(ref, "/"))) {
         request.header("Authorization", authorization);
       }
       HttpResponse<InputStream> response;
@@ -379,10 +591,11 @@ public final class RegistryClient {
             "cannot reach registry " + ref.host() + " for " + what + ": " + e, e, true);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
-        throw new RegistryException("interrupted while fetching " + what, e);
+        throw new RegistryException("interrupted while sending " + what, e);
       }
       int status = response.statusCode();
-      if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
+      if (follows
+          && (status == 301 || status == 302 || status == 303 || status == 307 || status == 308)) {
         Optional<String> location = response.headers().firstValue("Location");
         discard(response);
         if (location.isEmpty() || hop >= MAX_REDIRECTS) {
@@ -406,8 +619,8 @@ public final class RegistryClient {
     }
   }
 
-  private String authorization(ImageReference ref) {
-    Authorization bearer = authorizations.get(ref.host() + "/" + ref.repository());
+  private String authorization(ImageReference ref, String actions) {
+    Authorization bearer = authorizations.get(tokenKey(ref, actions));
     if (bearer != null && bearer.valid()) {
       return bearer.header();
     }
@@ -415,12 +628,22 @@ public final class RegistryClient {
     return basic != null ? basic.header() : null;
   }
 
-  /** Answers a {@code 401}'s challenge: a Bearer token for the repository, or Basic. */
-  private Authorization authenticate(ImageReference ref, String challenge, String what) {
+  /** Where a Bearer token for {@code actions} of {@code ref}'s repository is cached. */
+  private static String tokenKey(ImageReference ref, String actions) {
+    return ref.host() + "/" + ref.repository() + ":" + actions;
+  }
+
+  /**
+   * Answers a {@code 401}'s challenge: a Bearer token for {@code actions} of the repository, or
+   * Basic.
+   */
+  private Authorization authenticate(
+      ImageReference ref, String challenge, String actions, String what) {
     Optional<RegistryCredentials.Credentials> creds = credentials.forHost(ref.host());
     String scheme = challenge.strip().split("\\s+", 2)[0].toLowerCase(Locale.ROOT);
     if (scheme.equals("basic")) {
-      RegistryCredentials.Credentials c = creds.orElseThrow(() -> needsCredentials(ref, what));
+      RegistryCredentials.Credentials c =
+          creds.orElseThrow(() -> needsCredentials(ref, actions, what));
       if (c.username() == null || c.password() == null) {
         throw new RegistryException(
             "registry "
@@ -447,9 +670,10 @@ public final class RegistryClient {
       throw new RegistryException(
           "registry " + ref.host() + " asks for a Bearer token without naming its realm");
     }
-    String scope = "repository:" + ref.repository() + ":pull";
-    Authorization token = fetchToken(ref, URI.create(realm), params.get("service"), scope, creds);
-    authorizations.put(ref.host() + "/" + ref.repository(), token);
+    String scope = "repository:" + ref.repository() + ":" + actions;
+    Authorization token =
+        fetchToken(ref, URI.create(realm), params.get("service"), scope, actions, creds);
+    authorizations.put(tokenKey(ref, actions), token);
     return token;
   }
 
@@ -458,6 +682,7 @@ public final class RegistryClient {
       URI realm,
       String service,
       String scope,
+      String actions,
       Optional<RegistryCredentials.Credentials> creds) {
     if (!realm.getScheme().equals("https")
         && !(realm.getScheme().equals("http") && isPlain(realm.getAuthority()))) {
@@ -510,9 +735,9 @@ public final class RegistryClient {
     if (response.statusCode() == 401 || response.statusCode() == 403) {
       discard(response);
       if (c == null) {
-        throw needsCredentials(ref, "a token for " + scope);
+        throw needsCredentials(ref, actions, "a token for " + scope);
       }
-      throw refused(ref, "a token for " + scope);
+      throw refused(ref, actions, "a token for " + scope);
     }
     if (response.statusCode() / 100 != 2) {
       String detail = errorDetail(response);
@@ -561,7 +786,7 @@ public final class RegistryClient {
             .encodeToString((c.username() + ":" + c.password()).getBytes(StandardCharsets.UTF_8));
   }
 
-  private RegistryException needsCredentials(ImageReference ref, String what) {
+  private RegistryException needsCredentials(ImageReference ref, String actions, String what) {
     return new RegistryException(
         "registry "
             + ref.host()
@@ -569,13 +794,14 @@ public final class RegistryClient {
             + what
             + ", and none are configured: run `docker login "
             + ref.host()
-            + "` (read from ~/.docker/config.json), or give them: `sandbox4j image pull"
+            + "` (read from ~/.docker/config.json), or give them: `sandbox4j image "
+            + (actions.equals(PUSH) ? "push" : "pull")
             + " --registry-auth "
             + ref.host()
             + "=USER:PASSWORD`, LocalSandbox.Builder.registryAuth");
   }
 
-  private RegistryException refused(ImageReference ref, String what) {
+  private RegistryException refused(ImageReference ref, String actions, String what) {
     Optional<RegistryCredentials.Credentials> creds = credentials.forHost(ref.host());
     return new RegistryException(
         creds
@@ -590,7 +816,12 @@ public final class RegistryClient {
                         + ") for "
                         + what
                         + ": wrong user or password, or no access")
-            .orElseGet(() -> needsCredentials(ref, what).getMessage()));
+            .orElseGet(() -> needsCredentials(ref, actions, what).getMessage()));
+  }
+
+  /** Where the credentials for {@code ref}'s registry come from, if there are any. */
+  private Optional<String> credentialsSource(ImageReference ref) {
+    return credentials.forHost(ref.host()).map(RegistryCredentials.Credentials::source);
   }
 
   // ---- helpers -------------------------------------------------------------------------------
@@ -598,6 +829,20 @@ public final class RegistryClient {
   private URI uri(ImageReference ref, String path) {
     String scheme = isPlain(ref.apiHost()) ? "http" : "https";
     return URI.create(scheme + "://" + ref.apiHost() + "/v2/" + ref.repository() + path);
+  }
+
+  /** Whether {@code a} and {@code b} have the same scheme, host and port (a default one or not). */
+  static boolean sameOrigin(URI a, URI b) {
+    return a.getScheme().equalsIgnoreCase(b.getScheme())
+        && a.getHost() != null
+        && a.getHost().equalsIgnoreCase(b.getHost())
+        && port(a) == port(b);
+  }
+
+  private static int port(URI uri) {
+    return uri.getPort() != -1
+        ? uri.getPort()
+        : uri.getScheme().equalsIgnoreCase("https") ? 443 : 80;
   }
 
   /** Whether {@code authority} ({@code host[:port]}) gets plain HTTP. */
