@@ -75,6 +75,7 @@ class RegistryPullTest {
     assertThat(pulled.name()).startsWith("app-1.0-");
     assertThat(sandboxes.images()).contains(pulled);
     assertThat(progress).anyMatch(l -> l.startsWith("pulled " + reference + ": 1 layer(s)"));
+    assertThat(progress).as("nothing was there to resume").noneMatch(l -> l.contains("resuming"));
     ImageStore.Origin origin =
         sandboxes.engine().images().find(pulled.name()).orElseThrow().origin();
     assertThat(origin.config().workingDir()).isEqualTo("/srv/app");

@@ -221,15 +221,18 @@ final class RegistryPull {
                 StandardOpenOption.CREATE,
                 StandardOpenOption.WRITE);
         FileLock lock = lockFile.lock()) {
-      long[] counted = {0};
+      long[] counted = {-1}; // -1: before the first report, which gives the bytes already there
       client.downloadBlob(
           ref,
           digest,
           size,
           file,
           have -> {
-            if (counted[0] == 0 && have > 0 && have < size) {
-              progress.accept(what + ": resuming at " + mib(have));
+            if (counted[0] < 0) {
+              counted[0] = 0;
+              if (have > 0 && have < size) {
+                progress.accept(what + ": resuming at " + mib(have));
+              }
             }
             received.addAndGet(have - counted[0]);
             counted[0] = have;
