@@ -695,7 +695,15 @@ public final class DockerSandbox
       if (user != null) {
         create.withUser(user);
       }
-      create.exec();
+      try {
+        create.exec();
+      } catch (NotFoundException missing) {
+        if (from != null || snapshot != null || image == null) {
+          throw missing; // a fork's image or a snapshot is the daemon's own: nothing to pull
+        }
+        pull(imageName);
+        create.exec();
+      }
       try {
         networking.join(id, joined);
         daemon().client().startContainerCmd(containerName(id)).exec();
@@ -737,6 +745,52 @@ public final class DockerSandbox
           e);
     }
   }
+
+  /**
+   * Pulls image {@code reference} into the daemon, as {@code docker run} does with an image it does
+   * not have: from its registry, with the credentials the daemon's client finds in the docker CLI's
+   * configuration ({@code ~/.docker/config.json}). Progress says so first; the daemon's own
+   * per-layer progress is not relayed.
+   *
+   * @throws NotFoundException if the registry has no such image
+   */
+  private void pull(String reference) {
+    progress.accept("pulling " + reference + " into the Docker daemon at " + daemon().where());
+    try {
+      boolean done =
+          daemon()
+              .client()
+              .pullImageCmd(reference)
+              .exec(new com.github.dockerjava.api.command.PullImageResultCallback())
+              .awaitCompletion(PULL_TIMEOUT.toMinutes(), java.util.concurrent.TimeUnit.MINUTES);
+      if (!done) {
+        throw new WorkspaceException(
+            "cannot create a sandbox: pulling '"
+                + reference
+                + "' into the Docker daemon took over "
+                + PULL_TIMEOUT.toMinutes()
+                + " minutes");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.util.concurrent.CancellationException(
+          "interrupted while pulling " + reference);
+    } catch (NotFoundException e) {
+      throw e;
+    } catch (DockerException | com.github.dockerjava.api.exception.DockerClientException e) {
+      throw new WorkspaceException(
+          "cannot create a sandbox: the Docker daemon at "
+              + daemon().where()
+              + " could not pull '"
+              + reference
+              + "': "
+              + e.getMessage(),
+          e);
+    }
+  }
+
+  /** The longest a pull may take before a create gives up on it. */
+  private static final java.time.Duration PULL_TIMEOUT = java.time.Duration.ofMinutes(30);
 
   /**
    * The open-file and process limits of a sandbox on Podman. Docker's containers inherit its
@@ -956,7 +1010,11 @@ public final class DockerSandbox
       return this;
     }
 
-    /** The image of new sandboxes, any the daemon has (default: Sandbox4j's default image). */
+    /**
+     * The image of new sandboxes (default: Sandbox4j's default image): any the daemon has, or can
+     * pull from its registry, which the first create then does ({@code python:3.12-slim}, a
+     * snapshot pushed by {@code LocalSandbox.pushImage}).
+     */
     public Builder image(String image) {
       if (image == null || image.isBlank()) {
         throw new IllegalArgumentException("image: must not be blank");

@@ -127,7 +127,7 @@ public final class TestImages {
     return found;
   }
 
-  static void requireBusybox() {
+  public static void requireBusybox() {
     Prerequisites.require(
         Files.isExecutable(BUSYBOX) && OciConfig.isStaticElf(BUSYBOX),
         "a static busybox at /bin/busybox (apt-get install busybox-static)");
