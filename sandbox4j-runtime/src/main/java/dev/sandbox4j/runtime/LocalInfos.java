@@ -64,6 +64,8 @@ final class LocalInfos {
         .limits(r.cpus(), r.memoryBytes(), r.pids())
         .disk(r.diskBytes(), r.diskInodes())
         .timers(Timers.read(dir).map(Timers.Settings::toPublic).orElse(null))
+        // its own: a LocalSandbox built with workingDirectory(...) starts its commands elsewhere
+        .workingDirectory(r.identity().workingDirectory())
         .networks(networks)
         .egress(egress)
         .portUrl(PortUrls.urlTemplate(proxyPort, r.id()))

@@ -131,6 +131,9 @@ class RegistryPullTest {
                 .newBackend());
     CommandResult r = overridden.run(Command.shell(who));
     assertThat(r.stdoutText()).as(r.stderrText()).isEqualTo("0\n0\n/tmp\nbye /root\n");
+    // what a listing shows: the sandbox's own working directory, its image's
+    assertThat(sandboxes.info(overridden.ref().orElseThrow()).orElseThrow().workingDirectory())
+        .isEqualTo("/srv/app");
   }
 
   @Test

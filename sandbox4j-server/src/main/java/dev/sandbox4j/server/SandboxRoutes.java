@@ -168,7 +168,12 @@ final class SandboxRoutes {
     }
     o.put(
         "workingDirectory",
-        v.row().workingDirectory() == null ? "/home/sandbox" : v.row().workingDirectory());
+        v.row().workingDirectory() != null
+            ? v.row().workingDirectory()
+            // none asked for: the sandbox's own (its image's WorkingDir, for an image with one)
+            : info != null && info.workingDirectory() != null
+                ? info.workingDirectory()
+                : "/home/sandbox");
     SandboxTimers t = info == null ? null : info.timers();
     if (t == null) {
       o.putNull("timers");

@@ -33,6 +33,15 @@ class RegistryReferencesTest {
         String key = s.key("acme");
         try {
           String id = s.create(key, "{\"image\": \"" + allowed + "\"}");
+          assertThat(
+                  s.call(key, "GET", "/v1/sandboxes/" + id, null)
+                      .json()
+                      .get("workingDirectory")
+                      .asText())
+              .as("the image's, which sets no WorkingDir")
+              .isEqualTo("/");
+          assertThat(TestServer.stdout(s.exec(key, id, "{\"shell\": \"pwd\"}"), "stdout"))
+              .isEqualTo("/\n");
           assertThat(TestServer.stdout(s.exec(key, id, "{\"shell\": \"cat /zstd.txt\"}"), "stdout"))
               .isEqualTo(image.files().get("/zstd.txt"));
 
