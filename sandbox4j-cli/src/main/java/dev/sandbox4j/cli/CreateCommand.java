@@ -88,6 +88,15 @@ final class CreateCommand implements Callable<Integer> {
   String snapshot;
 
   @Option(
+      names = "--user",
+      paramLabel = "USER",
+      description =
+          "Who the sandbox's commands and files run as: UID, NAME, UID:GID or NAME:GROUP (a name"
+              + " from the image's /etc/passwd). Default: the image's User (root if it sets none),"
+              + " or 'sandbox' for Sandbox4j's own images. Local and docker sandboxes.")
+  String user;
+
+  @Option(
       names = "--workdir",
       paramLabel = "PATH",
       description =
@@ -282,7 +291,8 @@ final class CreateCommand implements Callable<Integer> {
                 portToken,
                 disk,
                 diskInodes,
-                isolation.isolation));
+                isolation.isolation,
+                user));
     root.warnIfNotIsolated(provider);
     Workspace workspace = Workspace.of(workspaces.newBackend());
     WorkspaceRef ref;

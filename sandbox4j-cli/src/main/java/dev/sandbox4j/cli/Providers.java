@@ -87,12 +87,13 @@ final class Providers {
       boolean portToken,
       Long diskBytes,
       Long diskInodes,
-      Isolation isolation) {
+      Isolation isolation,
+      String user) {
 
     static final Settings DEFAULTS =
         new Settings(
             Map.of(), null, null, null, null, Map.of(), null, null, null, List.of(), false, null,
-            null, null);
+            null, null, null);
 
     Settings {
       env = env == null ? Map.of() : Map.copyOf(env);
@@ -115,7 +116,8 @@ final class Providers {
           portToken,
           diskBytes,
           diskInodes,
-          isolation);
+          isolation,
+          user);
     }
 
     Settings withWorkingDirectory(String workingDirectory) {
@@ -133,7 +135,8 @@ final class Providers {
           portToken,
           diskBytes,
           diskInodes,
-          isolation);
+          isolation,
+          user);
     }
 
     Settings withIsolation(Isolation isolation) {
@@ -151,7 +154,8 @@ final class Providers {
           portToken,
           diskBytes,
           diskInodes,
-          isolation);
+          isolation,
+          user);
     }
 
     /** The options set here that only local sandboxes take, as the command line names them. */
@@ -169,6 +173,7 @@ final class Providers {
       set.put("--egress", egress != null);
       set.put("--network", !networks.isEmpty());
       set.put("--isolation", isolation != null);
+      set.put("--user", user != null);
       if (timers != null) {
         set.put("--auto-suspend", timers.autoSuspend() != null);
         set.put("--lifetime", timers.lifetime() != null);
@@ -301,6 +306,7 @@ final class Providers {
    */
   private static final List<String> NOT_FOR_MODAL =
       List.of(
+          "--user",
           "--disk",
           "--disk-inodes",
           "--port-token",
@@ -379,6 +385,7 @@ final class Providers {
    */
   private static final List<String> NOT_FOR_BOXD =
       List.of(
+          "--user",
           "--memory",
           "--disk",
           "--disk-inodes",
@@ -451,6 +458,9 @@ final class Providers {
     if (settings.image() != null) {
       b.image(settings.image());
     }
+    if (settings.user() != null) {
+      b.user(settings.user());
+    }
     if (settings.cpus() != null) {
       b.cpus(settings.cpus());
     }
@@ -488,7 +498,7 @@ final class Providers {
    * asked).
    */
   private static final List<String> NOT_FOR_REMOTE =
-      List.of("--egress", "--network", "--port-token");
+      List.of("--egress", "--network", "--port-token", "--user");
 
   private static RemoteSandbox newRemote(Providers providers, Settings settings) {
     if (providers.server == null) {
@@ -644,6 +654,9 @@ final class Providers {
     }
     if (settings.image() != null) {
       b.image(settings.image());
+    }
+    if (settings.user() != null) {
+      b.user(settings.user());
     }
     if (settings.cpus() != null) {
       b.cpus(settings.cpus());

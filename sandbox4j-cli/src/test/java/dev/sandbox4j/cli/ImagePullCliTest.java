@@ -101,7 +101,17 @@ class ImagePullCliTest {
     String sandbox = created.out().strip();
     Run exec = run("", "exec", sandbox, "--", "cat", "/srv/app/hello.txt");
     assertThat(exec.out()).isEqualTo("hello from /srv/app\n");
+    assertThat(run("", "exec", sandbox, "--", "id", "-u").out())
+        .as("the image's User")
+        .isEqualTo("1234\n");
     assertThat(run("", "rm", sandbox).exitCode()).isZero();
+    Run asRoot = run("", "create", "--image", ref, "--user", "0");
+    assertThat(asRoot.exitCode()).as(asRoot.err()).isZero();
+    String rootSandbox = asRoot.out().strip();
+    assertThat(run("", "exec", rootSandbox, "--", "id", "-u").out()).isEqualTo("0\n");
+    assertThat(run("", "rm", rootSandbox).exitCode()).isZero();
+    Run badUser = run("", "create", "--image", ref, "--user", "a:b:c");
+    assertThat(badUser.exitCode()).isEqualTo(ExitCodes.USAGE);
 
     Run rm = run("", "image", "rm", ref);
     assertThat(rm.exitCode()).as(rm.err()).isZero();

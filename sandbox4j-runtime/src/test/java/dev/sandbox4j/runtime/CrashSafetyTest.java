@@ -66,7 +66,7 @@ class CrashSafetyTest {
   private static final Random RANDOM = new Random(SEED);
   private static final String TAG = "crash-" + Long.toString(SEED & Long.MAX_VALUE, 36);
   private static final Path LOGS = Path.of("target", "crash-safety");
-  private static final int CI_KILLS = 5;
+  private static final int CI_KILLS = 4;
   private static final int KILLS = Integer.getInteger("crash.kills", CI_KILLS);
 
   private static LocalSandbox provider;

@@ -281,7 +281,9 @@ final class Sandboxes {
    * that exists nowhere.
    */
   private Source usableImage(String name) {
-    if (name != null && LocalSandbox.isImageReference(name)) {
+    if (name != null
+        && LocalSandbox.isImageReference(name)
+        && !limits.registries().entries().isEmpty()) {
       return allowedReference(name);
     }
     if (name == null
@@ -294,9 +296,12 @@ final class Sandboxes {
   }
 
   /**
-   * A registry reference, as the operator allows ({@link RegistryAllowlist}): a 400 naming {@code
-   * image} if it is malformed or from a registry not allowed; the local engine pulls it when the
-   * sandbox is created.
+   * A registry reference, as the operator allows ({@link RegistryAllowlist}): a well-formed one
+   * from a registry not allowed is a 400 naming {@code image} and what the server pulls from; a
+   * malformed one is the same 404 as any name that is no image here (such as {@code ../images/x}:
+   * nothing tells it from a name of another organization's); the local engine pulls an allowed one
+   * when the sandbox is created. A server that allows no registry never comes here: every name that
+   * is not published is a 404, as before references.
    */
   private Source allowedReference(String reference) {
     if (!local()) {
@@ -310,7 +315,7 @@ final class Sandboxes {
     try {
       canonical = LocalSandbox.canonicalImageReference(reference);
     } catch (IllegalArgumentException e) {
-      throw ApiException.invalid("image", e.getMessage());
+      throw noImage(reference);
     }
     RegistryAllowlist allowed = limits.registries();
     if (!allowed.allows(canonical)) {
