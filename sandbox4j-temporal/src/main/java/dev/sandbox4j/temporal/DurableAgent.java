@@ -23,10 +23,10 @@ import java.util.Objects;
  *
  * {@snippet :
  * DurableAgent durable = DurableAgent.of(agent);
- * durable.register(worker);          // on every worker process of the task queue
+ * durable.register(factory.newWorker("agents")); // in every worker process of the task queue
  * factory.start();
- * DurableRunResult result = durable.start(client, "agents", "run-42", DurableRunRequest.of("..."))
- *     .run(...); // or WorkflowClient.execute
+ * AgentWorkflow run = DurableAgent.start(client, "agents", "run-42", DurableRunRequest.of("..."));
+ * DurableRunResult result = WorkflowStub.fromTyped(run).getResult(DurableRunResult.class);
  * }
  *
  * <p>Failures: {@code WorkspaceTimeoutException}, {@code WorkspaceOutputLimitException}, {@code

@@ -136,38 +136,45 @@ public final class AgentActivitiesImpl implements AgentActivities {
    */
   private static final class Heartbeats implements AutoCloseable {
     private final Thread thread;
+    private final Thread call;
+    private boolean closed; // guarded by this: no interrupt reaches the call's thread after close
 
-    private Heartbeats(Thread thread) {
-      this.thread = thread;
+    private Heartbeats(Thread call, ActivityExecutionContext context, Duration every) {
+      this.call = call;
+      this.thread =
+          every == null
+              ? null
+              : Thread.ofVirtual().name("sandbox4j-heartbeat").start(() -> beat(context, every));
     }
 
     static Heartbeats start(ActivityExecutionContext context, Thread call) {
       Duration timeout = context.getInfo().getHeartbeatTimeout();
-      if (timeout == null || timeout.isZero()) {
-        return new Heartbeats(null);
+      boolean none = timeout == null || timeout.isZero();
+      return new Heartbeats(call, context, none ? null : timeout.dividedBy(3));
+    }
+
+    private void beat(ActivityExecutionContext context, Duration every) {
+      try {
+        while (!Thread.currentThread().isInterrupted()) {
+          context.heartbeat(null);
+          Thread.sleep(every);
+        }
+      } catch (InterruptedException e) {
+        // the call ended
+      } catch (ActivityCompletionException e) {
+        synchronized (this) {
+          if (!closed) {
+            call.interrupt();
+          }
+        }
       }
-      Duration every = timeout.dividedBy(3);
-      Thread beat =
-          Thread.ofVirtual()
-              .name("sandbox4j-heartbeat")
-              .start(
-                  () -> {
-                    try {
-                      while (!Thread.currentThread().isInterrupted()) {
-                        context.heartbeat(null);
-                        Thread.sleep(every);
-                      }
-                    } catch (InterruptedException e) {
-                      // the call ended
-                    } catch (ActivityCompletionException e) {
-                      call.interrupt();
-                    }
-                  });
-      return new Heartbeats(beat);
     }
 
     @Override
     public void close() {
+      synchronized (this) {
+        closed = true;
+      }
       if (thread != null) {
         thread.interrupt();
       }
