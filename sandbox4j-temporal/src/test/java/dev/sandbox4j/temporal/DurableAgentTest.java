@@ -36,16 +36,24 @@ import io.temporal.client.WorkflowStub;
 import io.temporal.common.RetryOptions;
 import io.temporal.failure.ActivityFailure;
 import io.temporal.failure.ApplicationFailure;
+import io.temporal.serviceclient.WorkflowServiceStubs;
+import io.temporal.serviceclient.WorkflowServiceStubsOptions;
+import io.temporal.testing.TestEnvironmentOptions;
 import io.temporal.testing.TestWorkflowEnvironment;
+import io.temporal.testserver.TestServer;
 import io.temporal.worker.WorkerFactory;
+import io.temporal.worker.WorkerFactoryOptions;
+import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -241,61 +249,126 @@ class DurableAgentTest {
               }
             });
     Tool quick = Tool.of("long_step", "A long step.", NoArgs.class, (context, args) -> "done");
-    // The test server runs activities in real time (it does not skip time while one is running):
-    // the dead worker is noticed after a real heartbeat timeout. Temporal then schedules the retry
-    // after the policy's backoff, 20 minutes here, which the test server's clock skips.
+    // The dead worker is noticed after its heartbeat timeout, in real time (the test server does
+    // not skip time while an activity runs); the retry then comes after the policy's backoff.
     Duration heartbeat = Duration.ofSeconds(2);
-    Duration backoff = Duration.ofMinutes(20);
     RetryOptions retry =
-        RetryOptions.newBuilder().setInitialInterval(backoff).setMaximumAttempts(3).build();
+        RetryOptions.newBuilder()
+            .setInitialInterval(Duration.ofMillis(200))
+            .setMaximumAttempts(3)
+            .build();
 
-    WorkerFactory first = WorkerFactory.newInstance(client);
-    durable(agent(script, hangs))
-        .heartbeatTimeout(heartbeat)
-        .retry(retry)
-        .build()
-        .register(first.newWorker(QUEUE));
-    first.start();
-    AgentWorkflow stub =
-        DurableAgent.start(client, QUEUE, "crash", DurableRunRequest.of("survive a crash"));
-    try {
-      assertThat(blocked.await(60, TimeUnit.SECONDS)).as("the long step started").isTrue();
-      WorkspaceRef before = WorkspaceRef.parse(stub.workspaceRef());
-      created.add(before);
-      assertThat(Workspace.of(ENGINE.backend(before).orElseThrow()).readText("before-crash.txt"))
-          .isEqualTo("kept");
-      // the worker dies: it stops polling, and its hung call's heartbeats stop (heartbeating
-      // fails on a worker that was shut down)
-      first.shutdownNow();
-
-      long clockBefore = env.currentTimeMillis();
-      durable(agent(script, quick))
+    // The dying worker has a connection of its own, so that killing it ends its pending polls and
+    // its heartbeats as a dead process's would (in the in-process server a poll of the shut-down
+    // worker stays pending and takes the replay's workflow task): the test server listens on a
+    // loopback port for this test, without time skipping.
+    int port;
+    try (ServerSocket probe = new ServerSocket(0)) {
+      port = probe.getLocalPort();
+    }
+    env.close();
+    try (TestServer.PortBoundTestServer server = TestServer.createPortBoundServer(port, false)) {
+      String target = "127.0.0.1:" + port;
+      env =
+          TestWorkflowEnvironment.newInstance(
+              TestEnvironmentOptions.newBuilder()
+                  .setUseExternalService(true)
+                  .setUseTimeskipping(false)
+                  .setTarget(target)
+                  .build());
+      client = env.getWorkflowClient();
+      WorkflowServiceStubs firstConnection =
+          WorkflowServiceStubs.newServiceStubs(
+              WorkflowServiceStubsOptions.newBuilder().setTarget(target).build());
+      // and no workflow cache, hence no sticky task queue that the replay's workflow tasks would
+      // wait on until its schedule-to-start timeout
+      WorkerFactory first =
+          WorkerFactory.newInstance(
+              WorkflowClient.newInstance(firstConnection),
+              WorkerFactoryOptions.newBuilder().setWorkflowCacheSize(0).build());
+      durable(agent(script, hangs))
           .heartbeatTimeout(heartbeat)
           .retry(retry)
           .build()
-          .register(env.newWorker(QUEUE));
-      env.start();
-      DurableRunResult result;
+          .register(first.newWorker(QUEUE));
+      first.start();
+      AgentWorkflow stub =
+          DurableAgent.start(client, QUEUE, "crash", DurableRunRequest.of("survive a crash"));
       try {
-        result =
-            WorkflowStub.fromTyped(stub).getResult(30, TimeUnit.SECONDS, DurableRunResult.class);
-      } catch (java.util.concurrent.TimeoutException e) {
-        throw new AssertionError(
-            "no result; the test server's histories:\n" + env.getDiagnostics(), e);
-      }
+        assertThat(blocked.await(60, TimeUnit.SECONDS)).as("the long step started").isTrue();
+        WorkspaceRef before = WorkspaceRef.parse(stub.workspaceRef());
+        created.add(before);
+        assertThat(Workspace.of(ENGINE.backend(before).orElseThrow()).readText("before-crash.txt"))
+            .isEqualTo("kept");
+        // the worker dies: no more polls, no more heartbeats
+        first.shutdownNow();
+        firstConnection.shutdownNow();
 
-      // the replacement replayed the history and carried on in the same sandbox: it read the
-      // file the first worker wrote before it died
-      assertThat(result.workspaceRef()).contains(before);
-      assertThat(result.output()).isEqualTo("kept");
-      // the lost attempt's retry came after the policy's 20-minute backoff, skipped by the test
-      // server's clock instead of waited for
-      assertThat(env.currentTimeMillis() - clockBefore).isGreaterThanOrEqualTo(backoff.toMillis());
-      assertThat(SANDBOXES.destroyed).hasValue(0);
-    } finally {
-      release.countDown();
-      first.awaitTermination(10, TimeUnit.SECONDS);
+        durable(agent(script, quick))
+            .heartbeatTimeout(heartbeat)
+            .retry(retry)
+            .build()
+            .register(env.newWorker(QUEUE));
+        env.start();
+        DurableRunResult result;
+        try {
+          result =
+              WorkflowStub.fromTyped(stub).getResult(60, TimeUnit.SECONDS, DurableRunResult.class);
+        } catch (TimeoutException e) {
+          throw new AssertionError(
+              "no result; the history:\n" + client.fetchHistory("crash").toJson(true), e);
+        }
+
+        // the replacement replayed the history and carried on in the same sandbox: it read the
+        // file the first worker wrote before it died
+        assertThat(result.workspaceRef()).contains(before);
+        assertThat(result.output()).isEqualTo("kept");
+        assertThat(SANDBOXES.destroyed).hasValue(0);
+      } finally {
+        release.countDown();
+        first.awaitTermination(10, TimeUnit.SECONDS);
+        env.close();
+      }
     }
+  }
+
+  @Test
+  void aLongToolCallsRetryBackoffIsSkippedByTheTestServersClock() {
+    // a tool call with a 2-hour limit, interrupted the way a worker's shutdown interrupts it (the
+    // agent then throws CancellationException, which Temporal retries), and retried after a
+    // 20-minute backoff: the in-process test server skips the wait
+    AtomicInteger attempts = new AtomicInteger();
+    Tool interruptedOnce =
+        Tool.of(
+            "long_step",
+            "A long step.",
+            NoArgs.class,
+            (context, args) -> {
+              if (attempts.incrementAndGet() == 1) {
+                throw new CancellationException("the worker is shutting down");
+              }
+              return "finished on attempt 2";
+            });
+    Agent agent =
+        agent(
+            request ->
+                turn(request) == 0
+                    ? ResponseMessage.toolCall("1", "long_step", "{}")
+                    : ResponseMessage.text(lastToolResult(request)),
+            interruptedOnce);
+    Duration backoff = Duration.ofMinutes(20);
+    worker(
+        durable(agent)
+            .toolTimeout(Duration.ofHours(2))
+            .retry(
+                RetryOptions.newBuilder().setInitialInterval(backoff).setMaximumAttempts(3).build())
+            .build());
+    long clockBefore = env.currentTimeMillis();
+
+    DurableRunResult result = run("long-call", DurableRunRequest.in("go", shared));
+
+    assertThat(result.output()).isEqualTo("finished on attempt 2");
+    assertThat(env.currentTimeMillis() - clockBefore).isGreaterThanOrEqualTo(backoff.toMillis());
   }
 
   record NoArgs() {}
