@@ -91,11 +91,26 @@ public final class DurableAgent {
    * them. Call before the worker factory starts.
    */
   public void register(Worker worker) {
+    registerWorkflow(worker);
+    registerActivities(worker);
+  }
+
+  /**
+   * Registers only the workflow (the loop, no I/O) on {@code worker}: for a deployment whose
+   * workflow workers and activity workers (which need the sandboxes and the model key) are separate
+   * processes.
+   */
+  public void registerWorkflow(Worker worker) {
     Objects.requireNonNull(worker, "worker");
     worker.registerWorkflowImplementationFactory(
         AgentWorkflow.class,
         (Functions.Func<AgentWorkflow>) AgentWorkflowImpl::new,
         AgentWorkflowImpl.options(Map.of(START, start, MODEL_REQUEST, model, TOOL_CALL, tool)));
+  }
+
+  /** Registers only this agent's activities (the steps that do I/O) on {@code worker}. */
+  public void registerActivities(Worker worker) {
+    Objects.requireNonNull(worker, "worker");
     worker.registerActivitiesImplementations(new AgentActivitiesImpl(agent, listener));
   }
 
