@@ -95,11 +95,13 @@ public final class Main {
       return prompt.text().startsWith("Write")
           ? ResponseMessage.toolCall(
               "1", "write_file", "{\"path\": \"hello.py\", \"content\": \"print('Hello')\\n\"}")
-          : ResponseMessage.toolCall("3", "run_command", "{\"command\": \"python3 hello.py\"}");
+          : ResponseMessage.toolCall("3", "shell", "{\"command\": \"python3 hello.py\"}");
     }
-    RequestPart.ToolReturn result = (RequestPart.ToolReturn) last.parts().getFirst();
+    if (!(last.parts().getFirst() instanceof RequestPart.ToolReturn result)) {
+      return ResponseMessage.text("unexpected: " + last.parts().getFirst());
+    }
     return result.toolName().equals("write_file")
-        ? ResponseMessage.toolCall("2", "run_command", "{\"command\": \"python3 hello.py\"}")
+        ? ResponseMessage.toolCall("2", "shell", "{\"command\": \"python3 hello.py\"}")
         : ResponseMessage.text(
             "It printed: " + result.content().lines().reduce((a, b) -> b).orElse(""));
   }
