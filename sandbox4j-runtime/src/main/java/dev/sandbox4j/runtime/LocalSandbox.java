@@ -118,6 +118,7 @@ public final class LocalSandbox
   private final SandboxShape shape;
   private final Map<String, String> env;
   private final long diskReserve; // -1: the engine's default
+  private final long maxImageSize;
   private final double diskOvercommit;
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
@@ -160,6 +161,7 @@ public final class LocalSandbox
             b.user);
     this.env = Map.copyOf(b.env);
     this.diskReserve = b.diskReserve;
+    this.maxImageSize = b.maxImageSize;
     this.diskOvercommit = b.diskOvercommit;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
@@ -172,7 +174,9 @@ public final class LocalSandbox
             Engine.imageStore(home),
             progress,
             RegistryCredentials.fromEnvironment(b.registryCredentials),
-            b.plainHttpRegistries);
+            b.plainHttpRegistries,
+            b.maxImageSize,
+            this::diskReserve);
     this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
     this.warmPool = b.warmPool > 0 ? new WarmPool(this, b.warmPool) : null;
@@ -216,6 +220,14 @@ public final class LocalSandbox
    */
   public long diskReserve() {
     return diskReserve >= 0 ? diskReserve : SandboxDisk.defaultReserve(home);
+  }
+
+  /**
+   * The most an image pulled from a registry may hold, in bytes ({@link Builder#maxImageSize});
+   * {@link Long#MAX_VALUE}: no bound.
+   */
+  public long maxImageSize() {
+    return maxImageSize;
   }
 
   /**
@@ -588,6 +600,9 @@ public final class LocalSandbox
    * run, unless the builder says otherwise. Needs root.
    *
    * @throws IllegalArgumentException if {@code reference} is not a valid reference
+   * @throws ImageTooLargeException if the image is larger than {@link Builder#maxImageSize}
+   * @throws InsufficientDiskException if pulling it would take the disk below {@link
+   *     Builder#diskReserve}
    * @throws dev.sandbox4j.workspace.WorkspaceException if the registry refuses (the message names
    *     why: not found, credentials, digest mismatch) or cannot be reached
    */
@@ -781,6 +796,7 @@ public final class LocalSandbox
     private final Map<String, RegistryCredentials.Credentials> registryCredentials =
         new LinkedHashMap<>();
     private final java.util.Set<String> plainHttpRegistries = new java.util.TreeSet<>();
+    private long maxImageSize = Long.MAX_VALUE;
 
     private Builder() {}
 
@@ -1060,6 +1076,24 @@ public final class LocalSandbox
         throw new IllegalArgumentException("plainHttpRegistry needs HOST[:PORT]: " + host);
       }
       plainHttpRegistries.add(host.toLowerCase(java.util.Locale.ROOT));
+      return this;
+    }
+
+    /**
+     * The most an image pulled from a registry may hold: its layers as downloaded (compressed, the
+     * sizes its manifest gives) and as extracted (each layer's file sizes, read before it is
+     * extracted), each at most {@code bytes}. A larger image is refused with {@link
+     * ImageTooLargeException} and nothing of it is kept. Default: no bound (an image is then not
+     * read before it is extracted). A registry serves any image its clients ask for, and a layer of
+     * a few KiB can expand to terabytes: a server whose tenants pick images sets this ({@code
+     * sandbox4j serve --max-image-size}). Whatever this is, a pull never takes the disk below
+     * {@link #diskReserve} ({@link InsufficientDiskException}).
+     */
+    public Builder maxImageSize(long bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("maxImageSize must be positive, was " + bytes);
+      }
+      this.maxImageSize = bytes;
       return this;
     }
 

@@ -29,6 +29,7 @@ final class LocalEngine implements ServerEngine {
             .home(engine.home())
             .diskReserve(engine.diskReserve())
             .diskOvercommit(engine.diskOvercommit())
+            .maxImageSize(engine.maxImageSize())
             .warmPoolOf(engine); // a shape like the engine's, the request's labels and timers
     field(
         "image",

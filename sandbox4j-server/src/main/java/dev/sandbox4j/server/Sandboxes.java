@@ -3,6 +3,8 @@ package dev.sandbox4j.server;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.ImageInfo;
+import dev.sandbox4j.runtime.ImageTooLargeException;
+import dev.sandbox4j.runtime.InsufficientDiskException;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -333,7 +335,9 @@ final class Sandboxes {
 
   /**
    * Pulls allowed reference {@code reference} unless the engine has it: a registry that refuses or
-   * has no such image is a 404 naming {@code image} with the registry's reason, not a 500.
+   * has no such image is a 404 naming {@code image} with the registry's reason, not a 500; an image
+   * larger than the engine pulls ({@code serve --max-image-size}) is a 400 naming {@code image}; a
+   * pull that would take the disk below its reserve is the 503 {@code insufficient_disk}.
    */
   private void ensurePulled(String reference) {
     LocalSandbox local = (LocalSandbox) provider;
@@ -343,6 +347,11 @@ final class Sandboxes {
     }
     try {
       local.pullImage(canonical);
+    } catch (ImageTooLargeException e) {
+      throw ApiException.invalid(
+          "image", "image '" + printable(reference) + "': " + e.getMessage());
+    } catch (InsufficientDiskException e) {
+      throw e; // the server's 503 insufficient_disk, as for a create
     } catch (WorkspaceException e) {
       throw new ApiException(
           ErrorCode.NOT_FOUND,
