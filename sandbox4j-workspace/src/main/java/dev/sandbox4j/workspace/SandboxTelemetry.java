@@ -149,6 +149,18 @@ public final class SandboxTelemetry {
   }
 
   /**
+   * Puts {@code id} on the current span as {@link #WORKSPACE_ID} and returns it: for a {@code
+   * create} whose id is known only once the body made the sandbox.
+   */
+  public static String tagWorkspaceId(String id) {
+    Span span = Span.current();
+    if (span.isRecording()) {
+      span.setAttribute(WORKSPACE_ID, id);
+    }
+    return id;
+  }
+
+  /**
    * Reports {@code sandbox4j.sandboxes.active}, the sandboxes of {@code provider} by state, read
    * from {@code countByState} each time the SDK collects. Close the result to stop (a provider that
    * is closed, a server that stops).
