@@ -175,7 +175,9 @@ public final class Workspace {
     try (Scope ignored = span.makeCurrent()) {
       CommandResult result = commands.run(command, options);
       ok = true;
-      span.setAttribute(SandboxTelemetry.PROCESS_EXIT_CODE, result.exitCode());
+      if (span.isRecording()) {
+        span.setAttribute(SandboxTelemetry.PROCESS_EXIT_CODE, result.exitCode());
+      }
       return result;
     } catch (RuntimeException | Error e) {
       SandboxTelemetry.recordFailure(span, e);
