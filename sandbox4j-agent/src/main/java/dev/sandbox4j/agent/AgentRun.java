@@ -119,7 +119,7 @@ final class AgentRun implements RunContext {
       SandboxTelemetry.recordFailure(span, e);
       throw e;
     } finally {
-      telemetry.endRun(span, session.ref(), usage());
+      telemetry.endRun(span, span.isRecording() ? session.ref() : Optional.empty(), usage());
     }
   }
 
@@ -228,7 +228,7 @@ final class AgentRun implements RunContext {
       SandboxTelemetry.recordFailure(span, e);
       throw e;
     } finally {
-      telemetry.endTool(span, session.ref());
+      telemetry.endTool(span, span.isRecording() ? session.ref() : Optional.empty());
     }
   }
 

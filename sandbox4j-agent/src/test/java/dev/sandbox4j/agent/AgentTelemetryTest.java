@@ -161,6 +161,32 @@ class AgentTelemetryTest {
   }
 
   @Test
+  void aFailuresMessageIsNeverRecorded() {
+    Agent agent =
+        Agent.builder()
+            .model(
+                scripted(
+                    ResponseMessage.toolCall("c1", "leaky", "{\"path\":\"a.txt\"}"),
+                    ResponseMessage.text("ok")))
+            .tool(
+                Tool.of(
+                    "leaky",
+                    "Fails quoting a secret.",
+                    TestTools.PathOnly.class,
+                    (ctx, args) -> {
+                      throw new IllegalStateException("line 3 of the file reads " + SECRET);
+                    }))
+            .openTelemetry(sdk)
+            .build();
+    assertThat(agent.runSync("go").output()).isEqualTo("ok");
+    SpanData leaky = only("execute_tool leaky");
+    assertThat(leaky.getAttributes().get(SandboxTelemetry.ERROR_TYPE))
+        .isEqualTo(IllegalStateException.class.getName());
+    assertThat(leaky.getEvents()).extracting(EventData::getName).containsExactly("exception");
+    assertNoSecretRecorded();
+  }
+
+  @Test
   void aFailedModelRequestFailsTheChatAndTheRunSpan() {
     Agent agent =
         agent(

@@ -188,16 +188,21 @@ public final class SandboxTelemetry {
 
   /**
    * Marks {@code span} failed by {@code error}: status ERROR, {@code error.type} the exception's
-   * class name, and the exception recorded as an event (its message and stack, never more).
+   * class name, and an {@code exception} event with {@code exception.type} only. Never the message
+   * or the stack trace: a message may quote a command line, a file's lines or a tool's arguments.
    */
   public static void recordFailure(Span span, Throwable error) {
     if (!span.isRecording()) {
       return;
     }
-    span.setAttribute(ERROR_TYPE, error.getClass().getName());
-    span.recordException(error);
+    String type = error.getClass().getName();
+    span.setAttribute(ERROR_TYPE, type);
+    span.addEvent("exception", Attributes.of(EXCEPTION_TYPE, type));
     span.setStatus(StatusCode.ERROR, error.getClass().getSimpleName());
   }
+
+  private static final AttributeKey<String> EXCEPTION_TYPE =
+      AttributeKey.stringKey("exception.type");
 
   void recordExec(String provider, boolean ok, long nanos) {
     Instruments in = instruments();
