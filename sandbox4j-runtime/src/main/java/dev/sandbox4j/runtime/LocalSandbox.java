@@ -11,6 +11,7 @@ import dev.sandbox4j.runtime.internal.ports.PortTokens;
 import dev.sandbox4j.runtime.internal.registry.RegistryCredentials;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -130,6 +131,7 @@ public final class LocalSandbox
   private final Runnable beforeCreate;
   private final WarmPool warmPool; // null: none
   private final LocalSandbox poolOwner; // null: none; see Builder#warmPoolOf
+  private final SandboxTelemetry telemetry;
   private volatile Engine engine;
 
   /** Sandboxes with every default: see {@link Builder}. */
@@ -165,6 +167,8 @@ public final class LocalSandbox
     this.diskOvercommit = b.diskOvercommit;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
+    this.telemetry =
+        b.openTelemetry == null ? SandboxTelemetry.global() : SandboxTelemetry.of(b.openTelemetry);
     this.noOutputTimeout = b.noOutputTimeout;
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
@@ -237,6 +241,11 @@ public final class LocalSandbox
     return diskOvercommit;
   }
 
+  /** Where this provider's spans and metrics go (lifecycle here, creation in its backends). */
+  SandboxTelemetry telemetry() {
+    return telemetry;
+  }
+
   @Override
   public WorkspaceBackend newBackend() {
     return new LocalSandboxBackend(this, null);
@@ -259,14 +268,15 @@ public final class LocalSandbox
       throw new IllegalArgumentException(
           "cannot destroy " + ref + ": it belongs to provider '" + ref.provider() + "', not local");
     }
-    engine().destroy(ref.id());
+    telemetry.lifecycle("destroy", NAME, ref.id(), () -> engine().destroy(ref.id()));
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
   @Override
   public void suspend(WorkspaceRef ref) {
-    new Lifecycle(engine()).suspend(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("suspend", NAME, id, () -> new Lifecycle(engine()).suspend(id));
   }
 
   /**
@@ -284,22 +294,26 @@ public final class LocalSandbox
    */
   @Override
   public void hibernate(WorkspaceRef ref) {
-    new Lifecycle(engine()).hibernate(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("hibernate", NAME, id, () -> new Lifecycle(engine()).hibernate(id));
   }
 
   @Override
   public void resume(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("resume", NAME, id, () -> new Lifecycle(engine()).start(id));
   }
 
   @Override
   public void stop(WorkspaceRef ref) {
-    new Lifecycle(engine()).stop(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("stop", NAME, id, () -> new Lifecycle(engine()).stop(id));
   }
 
   @Override
   public void start(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("start", NAME, id, () -> new Lifecycle(engine()).start(id));
   }
 
   /**
@@ -323,9 +337,15 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult fork(WorkspaceRef ref) {
-    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
-    return forkResult(
-        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, PortTokens::inherit));
+    String id = LocalRefs.localId(ref);
+    return telemetry.lifecycle(
+        "fork",
+        NAME,
+        id,
+        () -> {
+          networking.checkNetworkAccess(id, "fork");
+          return forkResult(new Lifecycle(engine()).fork(id, progress, PortTokens::inherit));
+        });
   }
 
   /**
@@ -338,9 +358,15 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
-    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
-    return forkResult(
-        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, false, PortTokens::inherit));
+    String id = LocalRefs.localId(ref);
+    return telemetry.lifecycle(
+        "fork_files",
+        NAME,
+        id,
+        () -> {
+          networking.checkNetworkAccess(id, "fork");
+          return forkResult(new Lifecycle(engine()).fork(id, progress, false, PortTokens::inherit));
+        });
   }
 
   private static ForkResult forkResult(Lifecycle.Forked fork) {
@@ -414,7 +440,8 @@ public final class LocalSandbox
    */
   @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
-    return images.snapshot(this::engine, ref, name);
+    return telemetry.lifecycle(
+        "snapshot", NAME, ref.id(), () -> images.snapshot(this::engine, ref, name));
   }
 
   /** The complete snapshots on this machine (of this state directory), sorted by name. */
@@ -793,6 +820,7 @@ public final class LocalSandbox
     private Runnable beforeCreate = () -> {};
     private int warmPool;
     private LocalSandbox poolOwner;
+    private io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
     private final Map<String, RegistryCredentials.Credentials> registryCredentials =
         new LinkedHashMap<>();
     private final java.util.Set<String> plainHttpRegistries = new java.util.TreeSet<>();
@@ -807,6 +835,17 @@ public final class LocalSandbox
      */
     Builder beforeCreate(Runnable hook) {
       this.beforeCreate = Objects.requireNonNull(hook, "hook");
+      return this;
+    }
+
+    /**
+     * Traces the lifecycle operations (create, fork, snapshot, suspend, hibernate, stop, start,
+     * destroy: spans {@code sandbox4j.OPERATION}) and times create and fork through {@code
+     * openTelemetry} rather than the global OpenTelemetry, the default. Commands and file
+     * operations are traced by {@code Workspace} ({@code Workspace.withOpenTelemetry}).
+     */
+    public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+      this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
       return this;
     }
 

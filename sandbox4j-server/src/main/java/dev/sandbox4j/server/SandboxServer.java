@@ -72,6 +72,7 @@ public final class SandboxServer implements AutoCloseable {
   private final ApiServlet api;
   private final List<String> mountPaths;
   private boolean closed; // guarded by this
+  private final AutoCloseable activeGauge;
 
   private SandboxServer(Builder b) {
     this.host = b.host;
@@ -104,12 +105,15 @@ public final class SandboxServer implements AutoCloseable {
             new RegistryAllowlist(b.registries));
     Sandboxes sandboxes;
     try {
-      sandboxes = new Sandboxes(b.engine, db, limits);
+      sandboxes = new Sandboxes(b.engine, db, limits, b.openTelemetry);
     } catch (RuntimeException e) {
       db.close();
       throw e;
     }
     Metrics metrics = new Metrics(sandboxes::countByState);
+    // the same counts as the Prometheus gauge sandbox4j_server_sandboxes, as an OpenTelemetry one
+    this.activeGauge =
+        sandboxes.telemetry().observeSandboxes(b.engine.provider().name(), sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
     this.active = new ActiveExecs();
     // Jetty starts and stops it with the server; the API times idle exec sockets with it
@@ -231,6 +235,11 @@ public final class SandboxServer implements AutoCloseable {
       // stopping: the sockets are closed either way
     } finally {
       api.killCommands();
+      try {
+        activeGauge.close();
+      } catch (Exception e) {
+        // the SDK's close of an instrument throws nothing it documents: nothing to undo
+      }
       db.close();
     }
   }
@@ -240,6 +249,7 @@ public final class SandboxServer implements AutoCloseable {
   /** Options of a {@link SandboxServer}; each setter validates and names what is wrong. */
   public static final class Builder {
     private ServerEngine engine;
+    private io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
     private Path dataDirectory;
     private String host = "127.0.0.1";
     private int port;
@@ -280,6 +290,19 @@ public final class SandboxServer implements AutoCloseable {
      */
     public Builder engine(ServerEngine engine) {
       this.engine = Objects.requireNonNull(engine, "engine");
+      return this;
+    }
+
+    /**
+     * Traces requests (a server span per HTTP request and per command on an exec WebSocket, child
+     * of the client's W3C {@code traceparent}), the workspaces' operations and the local engine's
+     * sandboxes of each shape through {@code openTelemetry}, and reports {@code
+     * sandbox4j.sandboxes.active} to it, rather than to the global OpenTelemetry, the default.
+     * Lifecycle operations run on the engine's own provider: give a {@link LocalSandbox} engine the
+     * same with {@link LocalSandbox.Builder#openTelemetry}.
+     */
+    public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+      this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
       return this;
     }
 

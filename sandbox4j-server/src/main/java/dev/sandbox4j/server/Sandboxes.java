@@ -6,6 +6,7 @@ import dev.sandbox4j.runtime.ImageInfo;
 import dev.sandbox4j.runtime.ImageTooLargeException;
 import dev.sandbox4j.runtime.InsufficientDiskException;
 import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -73,12 +74,24 @@ final class Sandboxes {
   private final ServerLimits limits;
   private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
   private final Admission admission;
+  private final io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
+  private final SandboxTelemetry telemetry;
 
   /**
    * @throws IllegalArgumentException if the engine's provider cannot list its sandboxes
    */
-  Sandboxes(ServerEngine engine, Database db, ServerLimits limits) {
-    this.engine = engine;
+  Sandboxes(
+      ServerEngine engine,
+      Database db,
+      ServerLimits limits,
+      io.opentelemetry.api.OpenTelemetry openTelemetry) {
+    this.openTelemetry = openTelemetry;
+    this.telemetry =
+        openTelemetry == null ? SandboxTelemetry.global() : SandboxTelemetry.of(openTelemetry);
+    this.engine =
+        openTelemetry != null && engine instanceof LocalEngine local
+            ? local.tracedWith(openTelemetry)
+            : engine;
     this.provider = Objects.requireNonNull(engine.provider(), "engine.provider()");
     if (!(provider instanceof SupportsListing l)) {
       throw new IllegalArgumentException(
@@ -114,6 +127,15 @@ final class Sandboxes {
             + " (it has no "
             + type.getSimpleName()
             + ")");
+  }
+
+  /** Where the server's spans and metrics go: the builder's OpenTelemetry, or the global one. */
+  SandboxTelemetry telemetry() {
+    return telemetry;
+  }
+
+  private Workspace traced(Workspace ws) {
+    return openTelemetry == null ? ws : ws.withOpenTelemetry(openTelemetry);
   }
 
   /** {@link ServerEngine#shaped}, with what it refuses answered as 400 or 501 naming the field. */
@@ -217,7 +239,7 @@ final class Sandboxes {
       if (source.snapshot() == null && LocalSandbox.isImageReference(source.name())) {
         ensurePulled(source.name());
       }
-      Workspace ws = Workspace.of(creator.newBackend());
+      Workspace ws = traced(Workspace.of(creator.newBackend()));
       WorkspaceRef ref;
       try {
         ref = ws.open();
@@ -480,10 +502,11 @@ final class Sandboxes {
     return workspaces.computeIfAbsent(
         row.id(),
         k ->
-            Workspace.of(
-                shaped(ServerEngine.Shape.attach(env(row), row.workingDirectory()))
-                    .backend(ref(row.id()))
-                    .orElseThrow()));
+            traced(
+                Workspace.of(
+                    shaped(ServerEngine.Shape.attach(env(row), row.workingDirectory()))
+                        .backend(ref(row.id()))
+                        .orElseThrow())));
   }
 
   View lifecycle(Organization org, String id, String operation) {
