@@ -167,6 +167,17 @@ public final class SandboxServer implements AutoCloseable {
       servlet.setAsyncSupported(true);
       context.addServlet(servlet, m.pathSpec());
     }
+    // E2B's control plane and envd (docs/e2b.md): its own key header and per-sandbox tokens, so
+    // not behind TenantFilter's Bearer check
+    ServletHolder e2b =
+        new ServletHolder(
+            new E2bServlet(sandboxes, db, metrics, log, E2bTokens.open(b.dataDirectory)));
+    e2b.setAsyncSupported(true);
+    e2b.getRegistration()
+        .setMultipartConfig(
+            new jakarta.servlet.MultipartConfigElement(
+                System.getProperty("java.io.tmpdir"), -1, -1, 1 << 20));
+    context.addServlet(e2b, E2bServlet.PATH);
     context.addServlet(new ServletHolder(api), "/");
     context.setErrorHandler(new JsonErrors.Servlets());
     jetty.setErrorHandler(new JsonErrors.Core());

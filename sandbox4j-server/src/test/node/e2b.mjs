@@ -1,0 +1,211 @@
+// Drives the e2b SDK (pinned in package-lock.json) against a Sandbox4j server; prints one JSON
+// object of what each step saw. Env: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL (read by the SDK),
+// OTHER_KEY (a key of another organization).
+import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, TimeoutError, SandboxError } from 'e2b'
+
+const out = {}
+const step = async (name, fn) => {
+  try {
+    out[name] = await fn()
+  } catch (e) {
+    out[name] = { threw: e?.constructor?.name, message: String(e?.message ?? e) }
+  }
+}
+const err = (e) => ({ threw: e?.constructor?.name, message: String(e?.message ?? e) })
+
+const tag = `run-${process.pid}`
+let sbx
+await step('create', async () => {
+  sbx = await Sandbox.create('base', { metadata: { suite: tag, role: 'main' }, envs: { GLOBAL_VAR: 'from-create' }, timeoutMs: 120_000 })
+  return { id: sbx.sandboxId }
+})
+if (!sbx) {
+  console.log(JSON.stringify(out))
+  process.exit(0)
+}
+await step('runForeground', async () => {
+  const r = await sbx.commands.run('echo hello; echo oops >&2; echo $GLOBAL_VAR')
+  return { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }
+})
+await step('runEnvCwd', async () => {
+  const r = await sbx.commands.run('echo $MY_VAR; pwd', { envs: { MY_VAR: 'v1' }, cwd: '/tmp' })
+  return { stdout: r.stdout }
+})
+await step('runNonZero', async () => {
+  try {
+    await sbx.commands.run('echo bad >&2; exit 3')
+    return { threw: null }
+  } catch (e) {
+    return { threw: e.constructor.name, isCommandExitError: e instanceof CommandExitError, exitCode: e.exitCode, stderr: e.stderr }
+  }
+})
+await step('runTimeout', async () => {
+  const t0 = Date.now()
+  try {
+    await sbx.commands.run('sleep 30', { timeoutMs: 1500 })
+    return { threw: null }
+  } catch (e) {
+    return { threw: e.constructor.name, isTimeout: e instanceof TimeoutError, ms: Date.now() - t0 }
+  }
+})
+await step('stdin', async () => {
+  const h = await sbx.commands.run('cat', { background: true, stdin: true })
+  await h.sendStdin('piped line\n')
+  await sbx.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  return { stdout: r.stdout, exitCode: r.exitCode }
+})
+await step('background', async () => {
+  const chunks = []
+  const h = await sbx.commands.run('echo started; sleep 60', { background: true, onStdout: (d) => chunks.push(d) })
+  const t0 = Date.now()
+  while (!chunks.join('').includes('started') && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50))
+  const listed = (await sbx.commands.list()).map((p) => p.pid)
+  const killed = await h.kill()
+  let waited
+  try {
+    waited = await h.wait()
+  } catch (e) {
+    waited = { threw: e.constructor.name, exitCode: e.exitCode }
+  }
+  const after = (await sbx.commands.list()).map((p) => p.pid)
+  return { pid: h.pid, listedHasPid: listed.includes(h.pid), killed, waited, stdout: chunks.join(''), listedAfter: after.includes(h.pid) }
+})
+await step('backgroundWait', async () => {
+  const h = await sbx.commands.run('sleep 0.3; echo done', { background: true })
+  const r = await h.wait()
+  return { stdout: r.stdout, exitCode: r.exitCode }
+})
+await step('files', async () => {
+  const w = await sbx.files.write('/tmp/e2b-test/a.txt', 'content one')
+  const read = await sbx.files.read('/tmp/e2b-test/a.txt')
+  const bytes = await sbx.files.read('/tmp/e2b-test/a.txt', { format: 'bytes' })
+  const madeDir = await sbx.files.makeDir('/tmp/e2b-test/sub')
+  const madeAgain = await sbx.files.makeDir('/tmp/e2b-test/sub')
+  const list = (await sbx.files.list('/tmp/e2b-test')).map((e) => ({ name: e.name, type: e.type, path: e.path }))
+  const info = await sbx.files.getInfo('/tmp/e2b-test/a.txt')
+  const renamed = await sbx.files.rename('/tmp/e2b-test/a.txt', '/tmp/e2b-test/sub/b.txt')
+  const existsOld = await sbx.files.exists('/tmp/e2b-test/a.txt')
+  const existsNew = await sbx.files.exists('/tmp/e2b-test/sub/b.txt')
+  const viaShell = (await sbx.commands.run('cat /tmp/e2b-test/sub/b.txt')).stdout
+  await sbx.files.remove('/tmp/e2b-test/sub')
+  const existsAfterRemove = await sbx.files.exists('/tmp/e2b-test/sub/b.txt')
+  let missing
+  try {
+    await sbx.files.read('/tmp/e2b-test/nope.txt')
+  } catch (e) {
+    missing = e.constructor.name
+  }
+  const multi = await sbx.files.write([{ path: '/tmp/e2b-test/m1.txt', data: 'one' }, { path: '/tmp/e2b-test/m2.txt', data: 'two' }])
+  const home = await sbx.files.write('/home/user/home.txt', 'at home')
+  const homeRead = (await sbx.commands.run('cat ~/home.txt; cat /home/user/home.txt')).stdout
+  return {
+    written: { name: w.name, path: w.path, type: w.type }, read, bytesLength: bytes.length, madeDir, madeAgain, list,
+    info: { name: info.name, type: info.type, size: info.size, permissions: info.permissions, hasModified: info.modifiedTime instanceof Date },
+    renamed: { name: renamed.name, path: renamed.path }, existsOld, existsNew, viaShell, existsAfterRemove, missing,
+    multi: multi.map((m) => m.path), home: home.path, homeRead,
+  }
+})
+await step('watchDir', async () => {
+  await sbx.files.makeDir('/tmp/watched')
+  const events = []
+  const handle = await sbx.files.watchDir('/tmp/watched', (e) => events.push({ name: e.name, type: e.type }))
+  await sbx.files.write('/tmp/watched/new.txt', 'x')
+  const t0 = Date.now()
+  while (!events.some((e) => e.name === 'new.txt') && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 100))
+  await handle.stop()
+  return { events }
+})
+await step('user', async () => {
+  const u = await sbx.commands.run('id -un; echo $HOME')
+  const r = await sbx.commands.run('id -u', { user: 'root' })
+  return { user: u.stdout, rootUid: r.stdout.trim() }
+})
+await step('setTimeout', async () => {
+  const before = (await sbx.getInfo()).endAt.getTime()
+  await sbx.setTimeout(600_000)
+  const after = (await sbx.getInfo()).endAt.getTime()
+  return { extendedBySeconds: Math.round((after - before) / 1000) }
+})
+await step('info', async () => {
+  const i = await sbx.getInfo()
+  return { sandboxId: i.sandboxId, templateId: i.templateId, metadata: i.metadata, state: i.state, running: await sbx.isRunning() }
+})
+await step('list', async () => {
+  const p = Sandbox.list({ query: { metadata: { suite: tag } } })
+  const items = await p.nextItems()
+  const none = await Sandbox.list({ query: { metadata: { suite: 'no-such-suite' } } }).nextItems()
+  return { ids: items.map((s) => s.sandboxId), metadata: items.map((s) => s.metadata), none: none.length }
+})
+await step('connect', async () => {
+  const again = await Sandbox.connect(sbx.sandboxId)
+  const r = await again.commands.run('echo connected')
+  return { stdout: r.stdout }
+})
+await step('pauseResume', async () => {
+  await sbx.commands.run('echo kept > /tmp/kept.txt')
+  const paused = await sbx.pause()
+  const pausedAgain = await Sandbox.pause(sbx.sandboxId)
+  const state = (await sbx.getInfo()).state
+  const running = await sbx.isRunning()
+  const listedPaused = (await Sandbox.list({ query: { metadata: { suite: tag }, state: ['paused'] } }).nextItems()).length
+  const resumed = await Sandbox.connect(sbx.sandboxId)
+  const r = await resumed.commands.run('cat /tmp/kept.txt')
+  return { paused, pausedAgain, state, running, listedPaused, stateAfter: (await resumed.getInfo()).state, kept: r.stdout }
+})
+await step('wrongKey', async () => {
+  try {
+    await Sandbox.list({ apiKey: 'sk4j_wrong_key_0000000000000000' }).nextItems()
+    return { threw: null }
+  } catch (e) {
+    return { threw: e.constructor.name, isAuth: e instanceof AuthenticationError }
+  }
+})
+await step('otherOrg', async () => {
+  const r = {}
+  try {
+    await Sandbox.connect(sbx.sandboxId, { apiKey: process.env.OTHER_KEY })
+    r.connect = null
+  } catch (e) {
+    r.connect = e.constructor.name
+    r.connectIsNotFound = e instanceof NotFoundError
+  }
+  r.kill = await Sandbox.kill(sbx.sandboxId, { apiKey: process.env.OTHER_KEY })
+  const others = await Sandbox.list({ apiKey: process.env.OTHER_KEY }).nextItems()
+  r.otherSeesIt = others.some((s) => s.sandboxId === sbx.sandboxId)
+  try {
+    await Sandbox.getInfo(sbx.sandboxId, { apiKey: process.env.OTHER_KEY })
+    r.info = null
+  } catch (e) {
+    r.info = e.constructor.name
+  }
+  return r
+})
+await step('unknownTemplate', async () => {
+  try {
+    await Sandbox.create('no-such-template-xyz')
+    return { threw: null }
+  } catch (e) {
+    return { threw: e.constructor.name, isSandboxError: e instanceof SandboxError, message: e.message }
+  }
+})
+await step('kill', async () => {
+  const killed = await sbx.kill()
+  const again = await Sandbox.kill(sbx.sandboxId)
+  let info
+  try {
+    await Sandbox.getInfo(sbx.sandboxId)
+    info = null
+  } catch (e) {
+    info = e.constructor.name
+  }
+  let run
+  try {
+    await sbx.commands.run('echo after kill')
+    run = null
+  } catch (e) {
+    run = e.constructor.name
+  }
+  return { killed, again, info, run }
+})
+console.log(JSON.stringify(out))
