@@ -121,6 +121,33 @@ await step('user', async () => {
   const r = await sbx.commands.run('id -u', { user: 'root' })
   return { user: u.stdout, rootUid: r.stdout.trim() }
 })
+await step('getHost', async () => {
+  // a server inside the sandbox, reached at the host the SDK makes: <port>-<id>.<domain>, the
+  // domain being the engine's port proxy on loopback (localhost:PORT); *.localhost is sent to
+  // 127.0.0.1 here because the resolver of a test machine need not know it
+  await sbx.files.write('/tmp/www/index.html', 'served from the sandbox')
+  await sbx.commands.run('cd /tmp/www && exec python3 -m http.server 8123 >/dev/null 2>&1', { background: true })
+  const host = sbx.getHost(8123)
+  const [name, port] = host.split(':')
+  const http = await import('node:http')
+  const get = () => new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: Number(port), path: '/index.html', headers: { Host: host } }, (res) => {
+      let body = ''
+      res.on('data', (d) => (body += d))
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+  let answer
+  const t0 = Date.now()
+  do {
+    answer = await get().catch((e) => ({ status: 0, body: String(e) }))
+    if (answer.status === 200) break
+    await new Promise((r) => setTimeout(r, 200))
+  } while (Date.now() - t0 < 10000)
+  return { host, name, status: answer.status, body: answer.body }
+})
 await step('setTimeout', async () => {
   const before = (await sbx.getInfo()).endAt.getTime()
   await sbx.setTimeout(600_000)

@@ -353,8 +353,27 @@ final class E2bControlPlane {
     o.put("clientID", "sandbox4j");
     o.put("envdVersion", ENVD_VERSION);
     o.put("envdAccessToken", tokens.token(org.id(), id));
-    o.putNull("domain");
+    putDomain(o, sandboxes.info(id).orElse(null));
     return o;
+  }
+
+  /**
+   * The sandbox's domain, from which the SDK's {@code getHost(port)} makes {@code
+   * <port>-<id>.<domain>}: the engine's port URL ({@code http://{port}-<id>.localhost:7780}, the
+   * local engine's port proxy) is exactly that shape, so its host after {@code {port}-<id>.} is the
+   * domain. Null where the provider serves no ports.
+   */
+  static void putDomain(ObjectNode o, SandboxInfo info) {
+    String url = info == null ? null : info.portUrl();
+    String prefix = info == null ? null : "{port}-" + info.ref().id() + ".";
+    int at = url == null ? -1 : url.indexOf(prefix);
+    if (at < 0) {
+      o.putNull("domain");
+      return;
+    }
+    String rest = url.substring(at + prefix.length());
+    int slash = rest.indexOf('/');
+    o.put("domain", slash < 0 ? rest : rest.substring(0, slash));
   }
 
   private ObjectNode listed(Organization org, Sandboxes.View v) {
@@ -392,7 +411,7 @@ final class E2bControlPlane {
     }
     ObjectNode o = listed(org, v);
     o.put("envdAccessToken", tokens.token(org.id(), v.row().id()));
-    o.putNull("domain");
+    putDomain(o, v.info());
     return o;
   }
 

@@ -264,9 +264,13 @@ final class E2bServlet extends HttpServlet {
       String query = request.getParameter("path");
       for (Part p : files) {
         // one file: ?path=, else its part's file name; several: each part's file name
-        String name = files.size() == 1 && query != null && !query.isEmpty() ? query : p.getSubmittedFileName();
+        String name =
+            files.size() == 1 && query != null && !query.isEmpty()
+                ? query
+                : p.getSubmittedFileName();
         if (name == null || name.isEmpty()) {
-          throw ApiException.invalid("path", "give the file's path: ?path=... or the part's file name");
+          throw ApiException.invalid(
+              "path", "give the file's path: ?path=... or the part's file name");
         }
         String path = ws.resolve(Call.checkPath("path", name));
         try (InputStream in = p.getInputStream()) {

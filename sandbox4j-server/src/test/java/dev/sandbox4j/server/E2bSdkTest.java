@@ -111,6 +111,11 @@ class E2bSdkTest {
       JsonNode watch = r.path("watchDir");
       assertThat(watch.path("events").toString()).as("%s", watch).contains("\"name\":\"new.txt\"");
 
+      JsonNode host = r.path("getHost");
+      assertThat(host.path("name").asText()).as("%s", host).isEqualTo("8123-" + id + ".localhost");
+      assertThat(host.path("status").asInt()).isEqualTo(200);
+      assertThat(host.path("body").asText()).isEqualTo("served from the sandbox");
+
       JsonNode user = r.path("user");
       assertThat(user.path("rootUid").asText()).as("%s", user).isEqualTo("0");
 
@@ -156,8 +161,8 @@ class E2bSdkTest {
       assertThat(kill.path("killed").asBoolean()).as("%s", kill).isTrue();
       assertThat(kill.path("again").asBoolean()).isFalse();
       assertThat(kill.path("info").asText()).isEqualTo("SandboxNotFoundError");
-      // envd of a killed sandbox: what E2B's proxy answers, which the SDK reports as a timeout
-      assertThat(kill.path("run").asText()).isEqualTo("TimeoutError");
+      // envd of a killed sandbox answers as E2B's proxy does for one that no longer runs
+      assertThat(kill.path("run").asText()).isEqualTo("SandboxNotFoundError");
     }
   }
 
