@@ -19,6 +19,12 @@ await step('create', async () => {
   sbx = await Sandbox.create('base', { metadata: { suite: tag, role: 'main' }, envs: { GLOBAL_VAR: 'from-create' }, timeoutMs: 120_000 })
   return { id: sbx.sandboxId }
 })
+// a sandbox whose E2B timeout runs out while the steps below run (they take longer than 3 s)
+let shortLived
+await step('createShortLived', async () => {
+  shortLived = await Sandbox.create('base', { timeoutMs: 3_000, metadata: { suite: tag, role: 'short' } })
+  return { id: shortLived.sandboxId, endsInMs: (await shortLived.getInfo()).endAt.getTime() - Date.now() }
+})
 if (!sbx) {
   console.log(JSON.stringify(out))
   process.exit(0)
@@ -115,6 +121,29 @@ await step('watchDir', async () => {
   while (!events.some((e) => e.name === 'new.txt') && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 100))
   await handle.stop()
   return { events }
+})
+await step('commandsConnect', async () => {
+  const h = await sbx.commands.run('sleep 1; echo later', { background: true })
+  await h.disconnect()
+  const again = await sbx.commands.connect(h.pid)
+  const r = await again.wait()
+  return { stdout: r.stdout, samePid: again.pid === h.pid }
+})
+await step('envdRaw', async () => {
+  // what the SDK never sends: a forged token, and Connect's binary codec
+  const url = process.env.E2B_SANDBOX_URL + '/filesystem.Filesystem/Stat'
+  const forged = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': '1.forged' },
+    body: JSON.stringify({ path: '/tmp' }),
+  })
+  const binary = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/proto', 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken },
+    body: new Uint8Array([10, 4, 47, 116, 109, 112]),
+  })
+  const health = await fetch(process.env.E2B_SANDBOX_URL + '/health', { headers: { 'E2b-Sandbox-Id': sbx.sandboxId } })
+  return { forged: forged.status, forgedBody: await forged.json(), binary: binary.status, binaryBody: await binary.json(), health: health.status }
 })
 await step('user', async () => {
   const u = await sbx.commands.run('id -un; echo $HOME')
@@ -215,6 +244,22 @@ await step('unknownTemplate', async () => {
   } catch (e) {
     return { threw: e.constructor.name, isSandboxError: e instanceof SandboxError, message: e.message }
   }
+})
+await step('timedOut', async () => {
+  const t0 = Date.now()
+  let running = await shortLived.isRunning()
+  while (running && Date.now() - t0 < 5000) {
+    await new Promise((r) => setTimeout(r, 250))
+    running = await shortLived.isRunning()
+  }
+  let info
+  try {
+    await Sandbox.getInfo(shortLived.sandboxId)
+    info = null
+  } catch (e) {
+    info = e.constructor.name
+  }
+  return { running, info }
 })
 await step('kill', async () => {
   const killed = await sbx.kill()

@@ -47,7 +47,7 @@ final class E2bProcesses {
     final JsonNode config;
     final boolean stdin;
     final List<BlockingQueue<Event>> watchers = new CopyOnWriteArrayList<>();
-    volatile BackgroundCommand command;
+    volatile Job command;
     volatile boolean killed;
 
     Proc(int pid, String tag, JsonNode config, boolean stdin) {
@@ -185,7 +185,10 @@ final class E2bProcesses {
     }
     procs.put(p.pid, p);
     try {
-      p.command = ws.start(command, options.build());
+      p.command =
+          stdin
+              ? new Background(ws.start(command, options.build()))
+              : new Direct(ws, command, options.build());
     } catch (RuntimeException e) {
       procs.remove(p.pid);
       throw e;
@@ -195,7 +198,7 @@ final class E2bProcesses {
         .start(
             () -> {
               try {
-                p.command.await(Duration.ofDays(365 * 100L));
+                p.command.await();
               } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
               }
@@ -258,7 +261,7 @@ final class E2bProcesses {
           out.send(data);
         }
       }
-      BackgroundCommand c = p.command;
+      Job c = p.command;
       java.util.Optional<WorkspaceException> failure = c.failure();
       if (failure.isPresent()) {
         if (failure.get() instanceof WorkspaceTimeoutException t) {
@@ -280,6 +283,159 @@ final class E2bProcesses {
       out.end(null);
     } finally {
       p.watchers.remove(queue);
+    }
+  }
+
+  /**
+   * A started process. With stdin it is a {@link BackgroundCommand} (whose kept-open stdin the
+   * server writes to); without, a plain run on a virtual thread ({@link Direct}), which spares the
+   * background launcher's session leader and pid file: two execs fewer per command.
+   */
+  private interface Job {
+    boolean isRunning();
+
+    void await() throws InterruptedException;
+
+    java.util.OptionalInt exitCode();
+
+    java.util.Optional<WorkspaceException> failure();
+
+    void kill() throws InterruptedException;
+
+    /** SIGTERM with {@code grace}, then kill. */
+    void stop(Duration grace) throws InterruptedException;
+
+    void writeStdin(byte[] bytes) throws InterruptedException;
+
+    void closeStdin();
+  }
+
+  private record Background(BackgroundCommand c) implements Job {
+    @Override
+    public boolean isRunning() {
+      return c.isRunning();
+    }
+
+    @Override
+    public void await() throws InterruptedException {
+      while (!c.await(Duration.ofHours(1))) {
+        // runs on: a process has no end of its own here
+      }
+    }
+
+    @Override
+    public java.util.OptionalInt exitCode() {
+      return c.exitCode();
+    }
+
+    @Override
+    public java.util.Optional<WorkspaceException> failure() {
+      return c.failure();
+    }
+
+    @Override
+    public void kill() throws InterruptedException {
+      c.kill();
+    }
+
+    @Override
+    public void stop(Duration grace) throws InterruptedException {
+      c.stop(grace);
+    }
+
+    @Override
+    public void writeStdin(byte[] bytes) throws InterruptedException {
+      c.writeStdin(bytes);
+    }
+
+    @Override
+    public void closeStdin() {
+      c.closeStdin();
+    }
+  }
+
+  /** A run whose stdin is empty; interrupting its thread kills what it started (the engine's). */
+  private static final class Direct implements Job {
+    private final java.util.concurrent.CompletableFuture<Integer> exit =
+        new java.util.concurrent.CompletableFuture<>();
+    private final Thread runner;
+
+    Direct(Workspace ws, Command command, RunOptions options) {
+      ws.open(); // attach (and wake) here, so that a gone sandbox fails the call, not the stream
+      runner =
+          Thread.ofVirtual()
+              .name("e2b-run")
+              .start(
+                  () -> {
+                    try {
+                      exit.complete(ws.run(command, options).exitCode());
+                    } catch (java.util.concurrent.CancellationException killed) {
+                      exit.complete(137);
+                    } catch (RuntimeException e) {
+                      exit.completeExceptionally(e);
+                    }
+                  });
+    }
+
+    @Override
+    public boolean isRunning() {
+      return !exit.isDone();
+    }
+
+    @Override
+    public void await() throws InterruptedException {
+      try {
+        exit.get();
+      } catch (java.util.concurrent.ExecutionException e) {
+        // ended with a failure: failure() says which
+      }
+    }
+
+    @Override
+    public java.util.OptionalInt exitCode() {
+      return exit.isDone() && !exit.isCompletedExceptionally()
+          ? java.util.OptionalInt.of(exit.join())
+          : java.util.OptionalInt.empty();
+    }
+
+    @Override
+    public java.util.Optional<WorkspaceException> failure() {
+      if (!exit.isCompletedExceptionally()) {
+        return java.util.Optional.empty();
+      }
+      try {
+        exit.join();
+        return java.util.Optional.empty();
+      } catch (java.util.concurrent.CompletionException e) {
+        return java.util.Optional.of(
+            e.getCause() instanceof WorkspaceException w
+                ? w
+                : new WorkspaceException(String.valueOf(e.getCause()), e.getCause()));
+      }
+    }
+
+    @Override
+    public void kill() throws InterruptedException {
+      if (isRunning()) {
+        runner.interrupt();
+        await();
+      }
+    }
+
+    @Override
+    public void stop(Duration grace) throws InterruptedException {
+      // no process group id is known without the background launcher: SIGTERM is a kill here
+      kill();
+    }
+
+    @Override
+    public void writeStdin(byte[] bytes) {
+      throw new IllegalStateException("the process was started without stdin");
+    }
+
+    @Override
+    public void closeStdin() {
+      throw new IllegalStateException("the process was started without stdin");
     }
   }
 

@@ -111,6 +111,16 @@ class E2bSdkTest {
       JsonNode watch = r.path("watchDir");
       assertThat(watch.path("events").toString()).as("%s", watch).contains("\"name\":\"new.txt\"");
 
+      JsonNode reattach = r.path("commandsConnect");
+      assertThat(reattach.path("stdout").asText()).as("%s", reattach).isEqualTo("later\n");
+      assertThat(reattach.path("samePid").asBoolean()).isTrue();
+      JsonNode raw = r.path("envdRaw");
+      assertThat(raw.path("forged").asInt()).as("%s", raw).isEqualTo(401);
+      assertThat(raw.path("forgedBody").path("code").asText()).isEqualTo("unauthenticated");
+      assertThat(raw.path("binary").asInt()).isEqualTo(501);
+      assertThat(raw.path("binaryBody").path("code").asText()).isEqualTo("unimplemented");
+      assertThat(raw.path("health").asInt()).isEqualTo(204);
+
       JsonNode host = r.path("getHost");
       assertThat(host.path("name").asText()).as("%s", host).isEqualTo("8123-" + id + ".localhost");
       assertThat(host.path("status").asInt()).isEqualTo(200);
@@ -156,6 +166,15 @@ class E2bSdkTest {
       assertThat(unknown.path("message").asText())
           .startsWith("404: ")
           .contains("no-such-template-xyz");
+
+      JsonNode shortLived = r.path("createShortLived");
+      if (shortLived.has("id")) {
+        server.track(shortLived.path("id").asText());
+      }
+      assertThat(shortLived.path("endsInMs").asLong()).as("%s", shortLived).isBetween(1L, 3_000L);
+      JsonNode timedOut = r.path("timedOut");
+      assertThat(timedOut.path("running").asBoolean(true)).as("%s", timedOut).isFalse();
+      assertThat(timedOut.path("info").asText()).isEqualTo("SandboxNotFoundError");
 
       JsonNode kill = r.path("kill");
       assertThat(kill.path("killed").asBoolean()).as("%s", kill).isTrue();
