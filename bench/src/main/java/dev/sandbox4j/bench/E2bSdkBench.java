@@ -78,7 +78,18 @@ public final class E2bSdkBench {
           run[i - warmup] = t1 - t0;
         }
       }
+      // what the SDK's commands.run('true') runs: a login bash, which alone costs tens of ms
+      long[] loginRun = new long[iterations];
+      for (int i = 0; i < warmup + iterations; i++) {
+        long t0 = System.nanoTime();
+        one.run(Command.argv("/bin/bash", "-l", "-c", "true"));
+        long t1 = System.nanoTime();
+        if (i >= warmup) {
+          loginRun[i - warmup] = t1 - t0;
+        }
+      }
       remote.destroy(one.ref().orElseThrow());
+      Stats remoteLoginRun = Stats.ofNanos(loginRun);
       Stats remoteCreate = Stats.ofNanos(createRun);
       Stats remoteRun = Stats.ofNanos(run);
 
@@ -86,13 +97,17 @@ public final class E2bSdkBench {
       print("remote   create+run(true)", remoteCreate);
       print("e2b sdk  run(true)       ", e2bRun);
       print("remote   run(true)       ", remoteRun);
+      print("remote   run(bash -l -c true)", remoteLoginRun);
       System.out.printf(
-          "ratio e2b/remote p50: create+run %.2f, run %.2f%n",
-          e2bCreate.p50() / remoteCreate.p50(), e2bRun.p50() / remoteRun.p50());
+          "ratio e2b/remote p50: create+run %.2f, run %.2f, run vs the same login bash %.2f%n",
+          e2bCreate.p50() / remoteCreate.p50(),
+          e2bRun.p50() / remoteRun.p50(),
+          e2bRun.p50() / remoteLoginRun.p50());
       put(report, "e2b_create_run", e2bCreate);
       put(report, "remote_create_run", remoteCreate);
       put(report, "e2b_run", e2bRun);
       put(report, "remote_run", remoteRun);
+      put(report, "remote_login_bash_run", remoteLoginRun);
       System.out.println(report.toPrettyString());
     }
   }
