@@ -1,7 +1,7 @@
 // Drives the e2b SDK (pinned in package-lock.json) against a Sandbox4j server; prints one JSON
 // object of what each step saw. Env: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL (read by the SDK),
 // OTHER_KEY (a key of another organization).
-import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, TimeoutError, SandboxError } from 'e2b'
+import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, TimeoutError, SandboxError, RateLimitError } from 'e2b'
 
 const out = {}
 const step = async (name, fn) => {
@@ -260,6 +260,16 @@ await step('timedOut', async () => {
     info = e.constructor.name
   }
   return { running, info }
+})
+await step('rateLimited', async () => {
+  // the server under test lets an organization create 2 sandboxes an hour: this is the third
+  try {
+    const extra = await Sandbox.create('base')
+    await extra.kill()
+    return { threw: null }
+  } catch (e) {
+    return { threw: e.constructor.name, isRateLimit: e instanceof RateLimitError, message: e.message }
+  }
 })
 await step('kill', async () => {
   const killed = await sbx.kill()

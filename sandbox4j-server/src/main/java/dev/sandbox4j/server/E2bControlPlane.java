@@ -466,7 +466,10 @@ final class E2bControlPlane {
 
   private static JsonNode body(HttpServletRequest request) throws IOException {
     // the SDK's bodies may come chunked, without Content-Length: read to the end
-    byte[] bytes = request.getInputStream().readNBytes(1 << 20);
+    byte[] bytes = request.getInputStream().readNBytes((1 << 20) + 1);
+    if (bytes.length > 1 << 20) {
+      throw new ApiException(ErrorCode.TOO_LARGE, "the JSON body is over 1 MiB", null, null, null);
+    }
     if (bytes.length == 0) {
       return Json.object();
     }

@@ -39,7 +39,9 @@ class E2bSdkTest {
 
   @Test
   void theE2bSdkRunsItsSurfaceAgainstTheServer() throws Exception {
-    try (TestServer server = new TestServer(data)) {
+    // two creates an hour: the script's two sandboxes, then its third create is rate limited
+    try (TestServer server =
+        new TestServer(data, b -> b.createRateLimit(2, java.time.Duration.ofHours(1)))) {
       String key = server.key("acme");
       String other = server.key("other");
       String base = server.server.uri().toString();
@@ -175,6 +177,9 @@ class E2bSdkTest {
       JsonNode timedOut = r.path("timedOut");
       assertThat(timedOut.path("running").asBoolean(true)).as("%s", timedOut).isFalse();
       assertThat(timedOut.path("info").asText()).isEqualTo("SandboxNotFoundError");
+
+      JsonNode limited = r.path("rateLimited");
+      assertThat(limited.path("isRateLimit").asBoolean()).as("%s", limited).isTrue();
 
       JsonNode kill = r.path("kill");
       assertThat(kill.path("killed").asBoolean()).as("%s", kill).isTrue();
