@@ -261,8 +261,24 @@ await step('timedOut', async () => {
   }
   return { running, info }
 })
+await step('forkAndSnapshot', async () => {
+  await sbx.files.write('/tmp/carried.txt', 'from the parent')
+  const [child] = await sbx.fork()
+  if (child instanceof Error) return { forkError: child.constructor.name, message: child.message }
+  const inChild = (await child.commands.run('cat /tmp/carried.txt')).stdout
+  await child.kill()
+  const snap = await sbx.createSnapshot({ name: 'e2b-snap' })
+  const listed = (await Sandbox.listSnapshots().nextItems()).map((s) => s.snapshotId)
+  const fromSnap = await Sandbox.create(snap.snapshotId)
+  const inSnap = (await fromSnap.commands.run('cat /tmp/carried.txt')).stdout
+  const template = (await fromSnap.getInfo()).templateId
+  await fromSnap.kill()
+  const deleted = await Sandbox.deleteSnapshot(snap.snapshotId)
+  return { child: child.sandboxId, inChild, snapshotId: snap.snapshotId, listed, fromSnap: fromSnap.sandboxId, inSnap, template, deleted }
+})
 await step('rateLimited', async () => {
-  // the server under test lets an organization create 2 sandboxes an hour: this is the third
+  // the server under test lets an organization create 4 sandboxes an hour (main, short-lived,
+  // fork, from the snapshot): this is the fifth
   try {
     const extra = await Sandbox.create('base')
     await extra.kill()

@@ -109,6 +109,14 @@ final class E2bControlPlane {
           requireMethod(method, "POST");
           pause(org, id, response);
         }
+        case "fork" -> {
+          requireMethod(method, "POST");
+          fork(org, id, request, response);
+        }
+        case "snapshots" -> {
+          requireMethod(method, "POST");
+          snapshot(org, id, request, response);
+        }
         case "metrics" -> {
           requireMethod(method, "GET");
           sandboxes.owned(org, id);
@@ -118,9 +126,89 @@ final class E2bControlPlane {
         }
         default -> throw notFoundRoute(route);
       }
+    } else if (n == 1 && path.get(0).equals("snapshots")) {
+      requireMethod(method, "GET");
+      snapshots(org, request, response);
+    } else if (n == 2 && path.get(0).equals("templates") && method.equals("DELETE")) {
+      // the SDK's deleteSnapshot: a snapshot is a template in E2B
+      sandboxes.deleteSnapshot(org, path.get(1));
+      response.setStatus(204);
     } else {
       throw notFoundRoute(route);
     }
+  }
+
+  /**
+   * E2B's fork: {@code count} copies of a running sandbox (Sandbox4j's fork, files and processes
+   * where the engine carries them), each with its own timeout. One result per fork: the sandbox, or
+   * the error that stopped it (quota, rate limit), as E2B reports them.
+   */
+  private void fork(
+      Organization org, String id, HttpServletRequest request, HttpServletResponse response)
+      throws IOException {
+    JsonNode body = body(request);
+    long timeout = seconds(body.path("timeout"), "timeout", DEFAULT_TIMEOUT_SECONDS);
+    int count = 1;
+    if (body.hasNonNull("count")) {
+      if (!body.get("count").isIntegralNumber()
+          || body.get("count").asInt() < 1
+          || body.get("count").asInt() > 20) {
+        throw ApiException.invalid("count", "count must be from 1 to 20, was " + body.get("count"));
+      }
+      count = body.get("count").asInt();
+    }
+    Sandboxes.View parent = sandboxes.get(org, id);
+    if (paused.contains(id)) {
+      throw new E2bError(409, "sandbox '" + id + "' is paused: connect to resume it first");
+    }
+    ArrayNode out = Json.MAPPER.createArrayNode();
+    for (int i = 0; i < count; i++) {
+      try {
+        Sandboxes.Fork f = sandboxes.fork(org, id, false);
+        String child = f.sandbox().row().id();
+        schedule(org, child, timeout, autoPause(id));
+        out.addObject().set("sandbox", sandbox(org, child, template(parent)));
+      } catch (ApiException e) {
+        out.addObject().putObject("error").put("code", e.status).put("message", e.getMessage());
+      }
+    }
+    json(response, 201, out);
+  }
+
+  private void snapshot(
+      Organization org, String id, HttpServletRequest request, HttpServletResponse response)
+      throws IOException {
+    JsonNode body = body(request);
+    String name =
+        body.hasNonNull("name")
+            ? body.get("name").asText()
+            : "snap-"
+                + id.toLowerCase(java.util.Locale.ROOT)
+                + "-"
+                + Long.toString(System.currentTimeMillis(), 36);
+    Sandboxes.Snapshot snap = sandboxes.snapshot(org, id, name);
+    json(response, 201, snapshotInfo(snap.row().name()));
+  }
+
+  private void snapshots(Organization org, HttpServletRequest request, HttpServletResponse response)
+      throws IOException {
+    String source = request.getParameter("sandboxID");
+    String name = request.getParameter("name");
+    ArrayNode out = Json.MAPPER.createArrayNode();
+    for (Sandboxes.Snapshot s : sandboxes.snapshots(org)) {
+      if ((source == null || source.equals(s.row().source()))
+          && (name == null || name.equals(s.row().name()))) {
+        out.add(snapshotInfo(s.row().name()));
+      }
+    }
+    json(response, 200, out);
+  }
+
+  private static ObjectNode snapshotInfo(String name) {
+    ObjectNode o = Json.object();
+    o.put("snapshotID", name);
+    o.putArray("names").add(name);
+    return o;
   }
 
   private void create(Organization org, HttpServletRequest request, HttpServletResponse response)
@@ -145,17 +233,38 @@ final class E2bControlPlane {
     Map<String, String> labels = new LinkedHashMap<>(stringMap(body.path("metadata"), "metadata"));
     labels.put(TEMPLATE_LABEL, template);
     Map<String, String> env = stringMap(body.path("envVars"), "envVars");
-    String image = template.equals(BASE_TEMPLATE) ? null : template;
+    // a template is the default image (base), one of the organization's snapshots (what
+    // createSnapshot made), or a published image
+    String image = null;
+    String snapshot = null;
+    if (!template.equals(BASE_TEMPLATE)) {
+      if (isOwnSnapshot(org, template)) {
+        snapshot = template;
+      } else {
+        image = template;
+      }
+    }
     Sandboxes.View view =
         sandboxes.create(
             org,
             new Sandboxes.CreateSpec(
-                image, null, null, null, null, env, null, labels, null, null, null, null, null,
+                image, snapshot, null, null, null, env, null, labels, null, null, null, null, null,
                 null, null));
     String id = view.row().id();
     homeLink(org, id);
     schedule(org, id, timeout, autoPause);
     json(response, 201, sandbox(org, id, template));
+  }
+
+  private boolean isOwnSnapshot(Organization org, String name) {
+    if (!Sandboxes.SNAPSHOT_NAME.matcher(name).matches()) {
+      return false;
+    }
+    try {
+      return sandboxes.snapshots(org).stream().anyMatch(s -> s.row().name().equals(name));
+    } catch (ApiException e) {
+      return false; // a provider without snapshots: the name can only be an image
+    }
   }
 
   /**

@@ -39,9 +39,10 @@ class E2bSdkTest {
 
   @Test
   void theE2bSdkRunsItsSurfaceAgainstTheServer() throws Exception {
-    // two creates an hour: the script's two sandboxes, then its third create is rate limited
+    // four creates an hour: the script's four sandboxes (a fork counts), then its fifth create is
+    // rate limited
     try (TestServer server =
-        new TestServer(data, b -> b.createRateLimit(2, java.time.Duration.ofHours(1)))) {
+        new TestServer(data, b -> b.createRateLimit(4, java.time.Duration.ofHours(1)))) {
       String key = server.key("acme");
       String other = server.key("other");
       String base = server.server.uri().toString();
@@ -177,6 +178,19 @@ class E2bSdkTest {
       JsonNode timedOut = r.path("timedOut");
       assertThat(timedOut.path("running").asBoolean(true)).as("%s", timedOut).isFalse();
       assertThat(timedOut.path("info").asText()).isEqualTo("SandboxNotFoundError");
+
+      JsonNode forkSnap = r.path("forkAndSnapshot");
+      for (String made : List.of("child", "fromSnap")) {
+        if (forkSnap.hasNonNull(made)) {
+          server.track(forkSnap.path(made).asText());
+        }
+      }
+      assertThat(forkSnap.path("inChild").asText()).as("%s", forkSnap).isEqualTo("from the parent");
+      assertThat(forkSnap.path("snapshotId").asText()).isEqualTo("e2b-snap");
+      assertThat(forkSnap.path("listed").toString()).isEqualTo("[\"e2b-snap\"]");
+      assertThat(forkSnap.path("inSnap").asText()).isEqualTo("from the parent");
+      assertThat(forkSnap.path("template").asText()).isEqualTo("e2b-snap");
+      assertThat(forkSnap.path("deleted").asBoolean()).isTrue();
 
       JsonNode limited = r.path("rateLimited");
       assertThat(limited.path("isRateLimit").asBoolean()).as("%s", limited).isTrue();
