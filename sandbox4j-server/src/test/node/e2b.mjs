@@ -137,13 +137,39 @@ await step('envdRaw', async () => {
     headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': '1.forged' },
     body: JSON.stringify({ path: '/tmp' }),
   })
+  const envd = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken, 'Connect-Protocol-Version': '1' }
+  // Connect's binary codec, encoded by hand from the .proto field numbers: StatRequest{path: "/tmp"}
   const binary = await fetch(url, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/proto', 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken },
-    body: new Uint8Array([10, 4, 47, 116, 109, 112]),
+    headers: { ...envd, 'Content-Type': 'application/proto' },
+    body: new Uint8Array([10, 4, ...Buffer.from('/tmp')]),
   })
+  const binaryBody = Buffer.from(await binary.arrayBuffer())
+  // StartRequest{process: ProcessConfig{cmd: "/bin/echo", args: ["hi"]}} in one envelope
+  const config = Buffer.from([10, 9, ...Buffer.from('/bin/echo'), 18, 2, ...Buffer.from('hi')])
+  const start = Buffer.from([10, config.length, ...config])
+  const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, start.length]), start])
+  const streamed = await fetch(process.env.E2B_SANDBOX_URL + '/process.Process/Start', {
+    method: 'POST',
+    headers: { ...envd, 'Content-Type': 'application/connect+proto' },
+    body: envelope,
+  })
+  const raw = Buffer.from(await streamed.arrayBuffer())
+  const frames = []
+  for (let at = 0; at + 5 <= raw.length; ) {
+    const len = raw.readUInt32BE(at + 1)
+    frames.push({ flags: raw[at], payload: raw.subarray(at + 5, at + 5 + len) })
+    at += 5 + len
+  }
   const health = await fetch(process.env.E2B_SANDBOX_URL + '/health', { headers: { 'E2b-Sandbox-Id': sbx.sandboxId } })
-  return { forged: forged.status, forgedBody: await forged.json(), binary: binary.status, binaryBody: await binary.json(), health: health.status }
+  return {
+    forged: forged.status, forgedBody: await forged.json(),
+    binary: binary.status, binaryType: binary.headers.get('content-type'), binaryHasPath: binaryBody.includes(Buffer.from('/tmp')),
+    streamedType: streamed.headers.get('content-type'), frames: frames.length,
+    stdoutSeen: frames.some((f) => f.flags === 0 && f.payload.includes(Buffer.from('hi\n'))),
+    trailer: frames.length ? { flags: frames[frames.length - 1].flags, text: frames[frames.length - 1].payload.toString() } : null,
+    health: health.status,
+  }
 })
 await step('user', async () => {
   const u = await sbx.commands.run('id -un; echo $HOME')

@@ -15,8 +15,11 @@ import java.io.OutputStream;
  * is a POST of one JSON message answered by one, an error a non-2xx status with {@code
  * {"code","message"}}; a server-streaming call ({@code application/connect+json}) sends and answers
  * 5-byte envelopes (flags, big-endian length), the last one flagged {@code 0x02} carrying {@code
- * {"error": ...}} or {@code {}}. Only the JSON codec: the e2b SDK's transport is created with
- * {@code useBinaryFormat: false}; a binary request is refused with {@code unimplemented}.
+ * {"error": ...}} or {@code {}}. Both codecs: JSON (the e2b SDK's transport is created with {@code
+ * useBinaryFormat: false}) and binary protobuf ({@code application/proto}, {@code
+ * application/connect+proto}), translated to and from the same JSON with the descriptors of envd's
+ * messages ({@code src/main/proto}) and protobuf's JsonFormat, so the handlers speak JSON only.
+ * Errors and the end-of-stream trailer are JSON with both, as the protocol has them.
  */
 final class E2bConnect {
 
@@ -93,24 +96,105 @@ final class E2bConnect {
     return new RpcException(code, a.getMessage());
   }
 
-  /** Whether the request is a streaming call; refuses any codec but JSON. */
-  static boolean streaming(HttpServletRequest request) {
+  /**
+   * How one call is encoded: streaming or unary, and, for the binary codec, the method's request
+   * and response message types.
+   */
+  record Codec(
+      boolean streaming,
+      com.google.protobuf.Descriptors.Descriptor input,
+      com.google.protobuf.Descriptors.Descriptor output) {
+
+    boolean binary() {
+      return input != null;
+    }
+
+    String contentType() {
+      return streaming
+          ? (binary() ? "application/connect+proto" : STREAM_JSON)
+          : (binary() ? "application/proto" : UNARY_JSON);
+    }
+
+    byte[] encode(JsonNode message) throws IOException {
+      if (!binary()) {
+        return Json.MAPPER.writeValueAsBytes(message);
+      }
+      return E2bProtoJson.fromJson(message, output).toByteArray();
+    }
+
+    JsonNode decode(byte[] bytes) throws IOException {
+      if (!binary()) {
+        return Json.MAPPER.readTree(bytes);
+      }
+      try {
+        com.google.protobuf.DynamicMessage m =
+            com.google.protobuf.DynamicMessage.parseFrom(input, bytes);
+        return E2bProtoJson.toJson(m);
+      } catch (com.google.protobuf.InvalidProtocolBufferException e) {
+        throw invalid("the request is not a " + input.getFullName() + ": " + e.getMessage());
+      }
+    }
+  }
+
+  private static final java.util.List<com.google.protobuf.Descriptors.FileDescriptor> ENVD =
+      java.util.List.of(
+          dev.sandbox4j.server.internal.e2b.EnvdProcess.getDescriptor(),
+          dev.sandbox4j.server.internal.e2b.EnvdFilesystem.getDescriptor());
+
+  /**
+   * The codec of a call to {@code service/method} (e.g. {@code process.Process}, {@code Start}),
+   * from its Content-Type.
+   */
+  static Codec codec(HttpServletRequest request, String service, String method) {
     String type = request.getContentType();
     String base =
         type == null ? "" : type.split(";", 2)[0].trim().toLowerCase(java.util.Locale.ROOT);
-    return switch (base) {
-      case UNARY_JSON -> false;
-      case STREAM_JSON -> true;
-      case "application/proto", "application/connect+proto" ->
-          throw new RpcException(
-              "unimplemented",
-              "this server speaks Connect with the JSON codec only (the e2b SDK's), not " + base);
-      default -> throw invalid("Content-Type must be application/json or " + STREAM_JSON);
-    };
+    boolean streaming;
+    boolean binary;
+    switch (base) {
+      case UNARY_JSON -> {
+        streaming = false;
+        binary = false;
+      }
+      case STREAM_JSON -> {
+        streaming = true;
+        binary = false;
+      }
+      case "application/proto" -> {
+        streaming = false;
+        binary = true;
+      }
+      case "application/connect+proto" -> {
+        streaming = true;
+        binary = true;
+      }
+      default ->
+          throw invalid(
+              "Content-Type must be application/json, application/proto, "
+                  + STREAM_JSON
+                  + " or application/connect+proto");
+    }
+    if (!binary) {
+      return new Codec(streaming, null, null);
+    }
+    int dot = service.indexOf('.');
+    for (com.google.protobuf.Descriptors.FileDescriptor file : ENVD) {
+      com.google.protobuf.Descriptors.ServiceDescriptor s =
+          file.findServiceByName(service.substring(dot + 1));
+      if (s != null && file.getPackage().equals(service.substring(0, dot))) {
+        com.google.protobuf.Descriptors.MethodDescriptor m = s.findMethodByName(method);
+        if (m == null) {
+          throw new RpcException("unimplemented", "no method " + service + "/" + method);
+        }
+        return new Codec(streaming, m.getInputType(), m.getOutputType());
+      }
+    }
+    throw new RpcException("unimplemented", "no service " + service);
   }
 
   /** The request message: the body of a unary call, the first envelope of a streaming one. */
-  static JsonNode readRequest(HttpServletRequest request, boolean streaming) throws IOException {
+  static JsonNode readRequest(HttpServletRequest request, Codec codec) throws IOException {
+    boolean streaming = codec.streaming();
     byte[] bytes;
     try (InputStream in = request.getInputStream()) {
       if (streaming) {
@@ -144,7 +228,7 @@ final class E2bConnect {
       return Json.object();
     }
     try {
-      JsonNode node = Json.MAPPER.readTree(bytes);
+      JsonNode node = codec.decode(bytes);
       if (node == null || !node.isObject()) {
         throw invalid("the request message must be a JSON object");
       }
@@ -154,10 +238,11 @@ final class E2bConnect {
     }
   }
 
-  static void unary(HttpServletResponse response, JsonNode message) throws IOException {
-    byte[] bytes = Json.MAPPER.writeValueAsBytes(message);
+  static void unary(HttpServletResponse response, Codec codec, JsonNode message)
+      throws IOException {
+    byte[] bytes = codec.encode(message);
     response.setStatus(200);
-    response.setContentType(UNARY_JSON);
+    response.setContentType(codec.contentType());
     response.setContentLength(bytes.length);
     response.getOutputStream().write(bytes);
   }
@@ -174,24 +259,26 @@ final class E2bConnect {
   /** The answer of a server-streaming call: messages, then one end. Not thread-safe. */
   static final class Stream {
     private final HttpServletResponse response;
+    private final Codec codec;
     private OutputStream out;
     private boolean ended;
 
-    Stream(HttpServletResponse response) {
+    Stream(HttpServletResponse response, Codec codec) {
       this.response = response;
+      this.codec = codec;
     }
 
     private OutputStream out() throws IOException {
       if (out == null) {
         response.setStatus(200);
-        response.setContentType(STREAM_JSON);
+        response.setContentType(codec.contentType());
         out = response.getOutputStream();
       }
       return out;
     }
 
     void send(JsonNode message) throws IOException {
-      envelope(0, Json.MAPPER.writeValueAsBytes(message));
+      envelope(0, codec.encode(message));
     }
 
     void end(RpcException error) throws IOException {

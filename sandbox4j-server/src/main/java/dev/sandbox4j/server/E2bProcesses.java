@@ -80,14 +80,13 @@ final class E2bProcesses {
       HttpServletRequest request,
       HttpServletResponse response)
       throws IOException {
-    boolean streaming = E2bConnect.streaming(request);
-    JsonNode in = E2bConnect.readRequest(request, streaming);
+    E2bConnect.Codec codec = E2bConnect.codec(request, "process.Process", method);
+    JsonNode in = E2bConnect.readRequest(request, codec);
     Map<Integer, Proc> procs = bySandbox.computeIfAbsent(sandboxId, k -> new ConcurrentHashMap<>());
     switch (method) {
-      case "Start" -> start(ws, procs, user, in, request, response, streaming);
-      case "Connect" ->
-          attach(select(procs, in.path("process")), request, response, streaming, false);
-      case "List" -> E2bConnect.unary(response, list(procs));
+      case "Start" -> start(ws, procs, user, in, request, response, codec);
+      case "Connect" -> attach(select(procs, in.path("process")), request, response, codec);
+      case "List" -> E2bConnect.unary(response, codec, list(procs));
       case "SendInput" -> {
         Proc p = select(procs, in.path("process"));
         JsonNode input = in.path("input");
@@ -97,7 +96,7 @@ final class E2bProcesses {
         }
         byte[] bytes = base64(input.path("stdin").asText(""));
         writeStdin(p, bytes);
-        E2bConnect.unary(response, Json.object());
+        E2bConnect.unary(response, codec, Json.object());
       }
       case "CloseStdin" -> {
         Proc p = select(procs, in.path("process"));
@@ -106,12 +105,12 @@ final class E2bProcesses {
               "failed_precondition", "process " + p.pid + " was started without stdin");
         }
         p.command.closeStdin();
-        E2bConnect.unary(response, Json.object());
+        E2bConnect.unary(response, codec, Json.object());
       }
       case "SendSignal" -> {
         Proc p = select(procs, in.path("process"));
         signal(p, in.path("signal").asText(""));
-        E2bConnect.unary(response, Json.object());
+        E2bConnect.unary(response, codec, Json.object());
       }
       case "Update" ->
           throw new E2bConnect.RpcException(
@@ -131,9 +130,9 @@ final class E2bProcesses {
       JsonNode in,
       HttpServletRequest request,
       HttpServletResponse response,
-      boolean streaming)
+      E2bConnect.Codec codec)
       throws IOException {
-    if (!streaming) {
+    if (!codec.streaming()) {
       throw E2bConnect.invalid(
           "process.Process/Start is server-streaming: send " + E2bConnect.STREAM_JSON);
     }
@@ -205,17 +204,13 @@ final class E2bProcesses {
               procs.remove(p.pid);
               p.publish(ENDED);
             });
-    stream(p, queue, request, response);
+    stream(p, queue, request, response, codec);
   }
 
   private void attach(
-      Proc p,
-      HttpServletRequest request,
-      HttpServletResponse response,
-      boolean streaming,
-      boolean unused)
+      Proc p, HttpServletRequest request, HttpServletResponse response, E2bConnect.Codec codec)
       throws IOException {
-    if (!streaming) {
+    if (!codec.streaming()) {
       throw E2bConnect.invalid(
           "process.Process/Connect is server-streaming: send " + E2bConnect.STREAM_JSON);
     }
@@ -224,7 +219,7 @@ final class E2bProcesses {
     if (!p.command.isRunning()) {
       queue.add(ENDED);
     }
-    stream(p, queue, request, response);
+    stream(p, queue, request, response, codec);
   }
 
   /**
@@ -233,9 +228,13 @@ final class E2bProcesses {
    * drops the stream, as envd's does when its machine dies.
    */
   private static void stream(
-      Proc p, BlockingQueue<Event> queue, HttpServletRequest request, HttpServletResponse response)
+      Proc p,
+      BlockingQueue<Event> queue,
+      HttpServletRequest request,
+      HttpServletResponse response,
+      E2bConnect.Codec codec)
       throws IOException {
-    E2bConnect.Stream out = new E2bConnect.Stream(response);
+    E2bConnect.Stream out = new E2bConnect.Stream(response, codec);
     long keepAlive = keepAliveSeconds(request);
     try {
       ObjectNode start = Json.object();

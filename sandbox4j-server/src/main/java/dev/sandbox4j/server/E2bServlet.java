@@ -311,8 +311,8 @@ final class E2bServlet extends HttpServlet {
   private void filesystem(
       String method, Workspace ws, HttpServletRequest request, HttpServletResponse response)
       throws IOException {
-    boolean streaming = E2bConnect.streaming(request);
-    JsonNode in = E2bConnect.readRequest(request, streaming);
+    E2bConnect.Codec codec = E2bConnect.codec(request, "filesystem.Filesystem", method);
+    JsonNode in = E2bConnect.readRequest(request, codec);
     if (method.equals("WatchDir")) {
       watch.watch(
           ws,
@@ -320,10 +320,10 @@ final class E2bServlet extends HttpServlet {
           in.path("recursive").asBoolean(false),
           request,
           response,
-          streaming);
+          codec);
       return;
     }
-    if (streaming) {
+    if (codec.streaming()) {
       throw E2bConnect.invalid(
           "filesystem.Filesystem/" + method + " is unary: send application/json");
     }
@@ -369,7 +369,7 @@ final class E2bServlet extends HttpServlet {
           throw new E2bConnect.RpcException(
               "unimplemented", "no method filesystem.Filesystem/" + method);
     }
-    E2bConnect.unary(response, out);
+    E2bConnect.unary(response, codec, out);
   }
 
   private static String path(Workspace ws, JsonNode in, String field) {

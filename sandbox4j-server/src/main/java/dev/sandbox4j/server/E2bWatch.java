@@ -32,9 +32,9 @@ final class E2bWatch {
       boolean recursive,
       HttpServletRequest request,
       HttpServletResponse response,
-      boolean streaming)
+      E2bConnect.Codec codec)
       throws IOException {
-    if (!streaming) {
+    if (!codec.streaming()) {
       throw E2bConnect.invalid(
           "filesystem.Filesystem/WatchDir is server-streaming: send " + E2bConnect.STREAM_JSON);
     }
@@ -43,7 +43,7 @@ final class E2bWatch {
     }
     long deadline = deadline(request);
     Map<String, Seen> before = snapshot(ws, dir, recursive);
-    E2bConnect.Stream out = new E2bConnect.Stream(response);
+    E2bConnect.Stream out = new E2bConnect.Stream(response, codec);
     ObjectNode start = Json.object();
     start.putObject("start"); // the oneof's fields are the message's own in JSON
     out.send(start);

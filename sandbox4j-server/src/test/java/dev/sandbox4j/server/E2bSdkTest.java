@@ -120,8 +120,13 @@ class E2bSdkTest {
       JsonNode raw = r.path("envdRaw");
       assertThat(raw.path("forged").asInt()).as("%s", raw).isEqualTo(401);
       assertThat(raw.path("forgedBody").path("code").asText()).isEqualTo("unauthenticated");
-      assertThat(raw.path("binary").asInt()).isEqualTo(501);
-      assertThat(raw.path("binaryBody").path("code").asText()).isEqualTo("unimplemented");
+      assertThat(raw.path("binary").asInt()).isEqualTo(200);
+      assertThat(raw.path("binaryType").asText()).isEqualTo("application/proto");
+      assertThat(raw.path("binaryHasPath").asBoolean()).isTrue();
+      assertThat(raw.path("streamedType").asText()).isEqualTo("application/connect+proto");
+      assertThat(raw.path("stdoutSeen").asBoolean()).isTrue();
+      assertThat(raw.path("trailer").path("flags").asInt()).isEqualTo(2);
+      assertThat(raw.path("trailer").path("text").asText()).isEqualTo("{}");
       assertThat(raw.path("health").asInt()).isEqualTo(204);
 
       JsonNode host = r.path("getHost");
