@@ -112,6 +112,19 @@ await step('files', async () => {
     multi: multi.map((m) => m.path), home: home.path, homeRead,
   }
 })
+await step('signedUrls', async () => {
+  const down = await sbx.downloadUrl('/tmp/e2b-test/m1.txt')
+  const downloaded = await fetch(down)
+  const up = await sbx.uploadUrl('/tmp/e2b-test/uploaded.txt')
+  const form = new FormData()
+  form.append('file', new Blob(['sent by url']), 'uploaded.txt')
+  const uploaded = await fetch(up, { method: 'POST', body: form })
+  const tampered = await fetch(down.replace('m1.txt', 'm2.txt'))
+  return {
+    hasSandboxId: down.includes(sbx.sandboxId), downStatus: downloaded.status, downText: await downloaded.text(),
+    upStatus: uploaded.status, readBack: await sbx.files.read('/tmp/e2b-test/uploaded.txt'), tampered: tampered.status,
+  }
+})
 await step('watchDir', async () => {
   await sbx.files.makeDir('/tmp/watched')
   const events = []

@@ -30,6 +30,7 @@ final class E2bServlet extends HttpServlet {
 
   private static final long serialVersionUID = 1L;
   static final String PATH = "/e2b/*";
+  static final String SIGNED_FILES = "/files";
 
   private final transient Sandboxes sandboxes;
   private final transient Database db;
@@ -60,7 +61,11 @@ final class E2bServlet extends HttpServlet {
       throws IOException {
     long start = System.nanoTime();
     String info = request.getPathInfo() == null ? "/" : request.getPathInfo();
-    List<String> path = List.of(info.substring(1).split("/", -1));
+    // /files at the root: the SDK's signed file URLs (uploadUrl, downloadUrl) resolve "/files"
+    // against E2B_SANDBOX_URL, dropping its path
+    boolean signedFiles = request.getServletPath().equals(SIGNED_FILES);
+    List<String> path =
+        signedFiles ? List.of("envd", "files") : List.of(info.substring(1).split("/", -1));
     boolean envd = path.getFirst().equals("envd");
     String template = envd ? "/e2b/envd/" + (path.size() > 1 ? path.get(1) : "") : "/e2b/control";
     Organization org = null;
@@ -146,6 +151,21 @@ final class E2bServlet extends HttpServlet {
       List<String> path, String sandboxId, HttpServletRequest request, HttpServletResponse response)
       throws IOException {
     String first = path.isEmpty() ? "" : path.getFirst();
+    if (first.equals("files")
+        && path.size() == 1
+        && request.getHeader("X-Access-Token") == null
+        && request.getParameter("signature") != null) {
+      Database.SandboxRow signed = signedSandbox(sandboxId, request);
+      Organization org =
+          db.organization(signed.organization())
+              .orElseThrow(() -> ApiException.notFound("no sandbox '" + signed.id() + "'"));
+      if (control.paused.contains(signed.id())) {
+        throw new E2bControlPlane.E2bError(
+            502, "sandbox '" + signed.id() + "' is paused: connect to resume it");
+      }
+      files(sandboxes.workspace(org, signed.id()), request, response);
+      return org;
+    }
     if (sandboxId == null || !Sandboxes.ID.matcher(sandboxId).matches()) {
       throw new E2bControlPlane.E2bError(400, "send the sandbox id in the E2b-Sandbox-Id header");
     }
@@ -181,13 +201,7 @@ final class E2bServlet extends HttpServlet {
     }
     Workspace ws = sandboxes.workspace(org, sandboxId);
     if (path.size() == 1 && first.equals("files")) {
-      switch (request.getMethod()) {
-        case "GET" -> download(ws, request, response);
-        case "POST" -> upload(ws, request, response);
-        default ->
-            throw new E2bControlPlane.E2bError(
-                405, request.getMethod() + " is not allowed on /files");
-      }
+      files(ws, request, response);
     } else if (path.size() == 1 && first.equals("envs")) {
       ObjectNode envs = Json.object();
       Sandboxes.env(sandboxes.owned(org, sandboxId)).forEach(envs::put);
@@ -203,6 +217,83 @@ final class E2bServlet extends HttpServlet {
       throw ApiException.notFound("no envd route /" + Sandboxes.printable(String.join("/", path)));
     }
     return org;
+  }
+
+  private static void files(Workspace ws, HttpServletRequest request, HttpServletResponse response)
+      throws IOException {
+    switch (request.getMethod()) {
+      case "GET" -> download(ws, request, response);
+      case "POST" -> upload(ws, request, response);
+      default ->
+          throw new E2bControlPlane.E2bError(
+              405, request.getMethod() + " is not allowed on /files");
+    }
+  }
+
+  /**
+   * The sandbox a signed file URL was made for, as envd checks it: {@code v1_} and the unpadded
+   * base64 of SHA-256 over {@code path:operation:username:accessToken[:expiration]}, operation
+   * {@code read} for a GET and {@code write} for a POST, refused after {@code signature_expiration}
+   * (Unix seconds). The URL names no sandbox when {@code E2B_SANDBOX_URL} is set, so without {@code
+   * E2b-Sandbox-Id} every sandbox's token is tried: a cost linear in the number of sandboxes, one
+   * hash each.
+   */
+  private Database.SandboxRow signedSandbox(String sandboxId, HttpServletRequest request) {
+    String signature = request.getParameter("signature");
+    String expiration = request.getParameter("signature_expiration");
+    if (expiration != null) {
+      long until;
+      try {
+        until = Long.parseLong(expiration);
+      } catch (NumberFormatException e) {
+        throw new E2bControlPlane.E2bError(400, "signature_expiration must be Unix seconds");
+      }
+      if (until < java.time.Instant.now().getEpochSecond()) {
+        throw new E2bControlPlane.E2bError(401, "the file URL's signature has expired");
+      }
+    }
+    String operation =
+        switch (request.getMethod()) {
+          case "GET" -> "read";
+          case "POST" -> "write";
+          default ->
+              throw new E2bControlPlane.E2bError(
+                  405, request.getMethod() + " is not allowed on /files");
+        };
+    String path = request.getParameter("path") == null ? "" : request.getParameter("path");
+    String user = request.getParameter("username") == null ? "" : request.getParameter("username");
+    byte[] given = signature.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    List<Database.SandboxRow> candidates =
+        sandboxId != null
+            ? db.sandboxOfAnyOrganization(sandboxId).stream().toList()
+            : db.allSandboxes();
+    for (Database.SandboxRow row : candidates) {
+      String raw =
+          path
+              + ":"
+              + operation
+              + ":"
+              + user
+              + ":"
+              + tokens.token(row.organization(), row.id())
+              + (expiration == null ? "" : ":" + expiration);
+      if (java.security.MessageDigest.isEqual(
+          given, signature(raw).getBytes(java.nio.charset.StandardCharsets.UTF_8))) {
+        return row;
+      }
+    }
+    throw new E2bControlPlane.E2bError(401, "invalid file URL signature");
+  }
+
+  private static String signature(String raw) {
+    try {
+      byte[] hash =
+          java.security.MessageDigest.getInstance("SHA-256")
+              .digest(raw.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+      return "v1_" + java.util.Base64.getEncoder().withoutPadding().encodeToString(hash);
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 is missing from the JDK", e);
+    }
   }
 
   private static void requirePost(HttpServletRequest request) {

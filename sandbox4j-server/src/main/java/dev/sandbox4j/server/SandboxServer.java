@@ -178,6 +178,7 @@ public final class SandboxServer implements AutoCloseable {
             new jakarta.servlet.MultipartConfigElement(
                 System.getProperty("java.io.tmpdir"), -1, -1, 1 << 20));
     context.addServlet(e2b, E2bServlet.PATH);
+    context.addServlet(e2b, E2bServlet.SIGNED_FILES);
     context.addServlet(new ServletHolder(api), "/");
     context.setErrorHandler(new JsonErrors.Servlets());
     jetty.setErrorHandler(new JsonErrors.Core());

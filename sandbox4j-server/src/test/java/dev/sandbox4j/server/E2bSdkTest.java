@@ -111,6 +111,14 @@ class E2bSdkTest {
           .isEqualTo("[\"/tmp/e2b-test/m1.txt\",\"/tmp/e2b-test/m2.txt\"]");
       assertThat(files.path("homeRead").asText()).isEqualTo("at homeat home");
 
+      JsonNode signed = r.path("signedUrls");
+      assertThat(signed.path("hasSandboxId").asBoolean()).as("%s", signed).isFalse();
+      assertThat(signed.path("downStatus").asInt()).isEqualTo(200);
+      assertThat(signed.path("downText").asText()).isEqualTo("one");
+      assertThat(signed.path("upStatus").asInt()).isEqualTo(200);
+      assertThat(signed.path("readBack").asText()).isEqualTo("sent by url");
+      assertThat(signed.path("tampered").asInt()).isEqualTo(401);
+
       JsonNode watch = r.path("watchDir");
       assertThat(watch.path("events").toString()).as("%s", watch).contains("\"name\":\"new.txt\"");
 
