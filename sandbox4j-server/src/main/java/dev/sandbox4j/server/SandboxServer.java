@@ -55,6 +55,9 @@ import org.eclipse.jetty.util.thread.Scheduler;
  * when the session ends). A servlet mounted at {@code /mcp/*} with {@link Builder#servlet} replaces
  * it.
  *
+ * <p>{@code /e2b} serves E2B's control plane and envd API (and {@code /files}, E2B's signed file
+ * URLs), so that programs written for E2B's SDKs run against the server: docs/e2b.md.
+ *
  * <p>An organization starts sandboxes only from its own snapshots and the published images, and no
  * bigger than the ceilings per sandbox ({@link Builder#maxCpusPerSandbox} and the like, derived
  * from the host by default); anything else is refused before the engine is asked.
