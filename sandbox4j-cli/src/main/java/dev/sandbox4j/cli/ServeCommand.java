@@ -265,6 +265,15 @@ final class ServeCommand implements Callable<Integer> {
     try {
       server.start();
       root.context().err().println("sandbox4j: serving on " + server.uri());
+      // where E2B's SDKs find the server's E2B-compatible API (docs/e2b.md)
+      root.context()
+          .err()
+          .println(
+              "sandbox4j: for E2B's SDKs: E2B_API_URL="
+                  + server.uri()
+                  + "/e2b E2B_SANDBOX_URL="
+                  + server.uri()
+                  + "/e2b/envd (E2B_API_KEY: a key of this server)");
       root.context().err().flush();
       stopped.await();
     } catch (InterruptedException e) {

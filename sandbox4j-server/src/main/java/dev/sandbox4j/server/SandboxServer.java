@@ -55,6 +55,9 @@ import org.eclipse.jetty.util.thread.Scheduler;
  * when the session ends). A servlet mounted at {@code /mcp/*} with {@link Builder#servlet} replaces
  * it.
  *
+ * <p>{@code /e2b} serves E2B's control plane and envd API (and {@code /files}, E2B's signed file
+ * URLs), so that programs written for E2B's SDKs run against the server: docs/e2b.md.
+ *
  * <p>An organization starts sandboxes only from its own snapshots and the published images, and no
  * bigger than the ceilings per sandbox ({@link Builder#maxCpusPerSandbox} and the like, derived
  * from the host by default); anything else is refused before the engine is asked.
@@ -167,6 +170,18 @@ public final class SandboxServer implements AutoCloseable {
       servlet.setAsyncSupported(true);
       context.addServlet(servlet, m.pathSpec());
     }
+    // E2B's control plane and envd (docs/e2b.md): its own key header and per-sandbox tokens, so
+    // not behind TenantFilter's Bearer check
+    ServletHolder e2b =
+        new ServletHolder(
+            new E2bServlet(sandboxes, db, metrics, log, E2bTokens.open(b.dataDirectory)));
+    e2b.setAsyncSupported(true);
+    e2b.getRegistration()
+        .setMultipartConfig(
+            new jakarta.servlet.MultipartConfigElement(
+                System.getProperty("java.io.tmpdir"), -1, -1, 1 << 20));
+    context.addServlet(e2b, E2bServlet.PATH);
+    context.addServlet(e2b, E2bServlet.SIGNED_FILES);
     context.addServlet(new ServletHolder(api), "/");
     context.setErrorHandler(new JsonErrors.Servlets());
     jetty.setErrorHandler(new JsonErrors.Core());
