@@ -14,6 +14,8 @@ import jakarta.servlet.http.Part;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -327,6 +329,29 @@ final class E2bServlet extends HttpServlet {
     try (InputStream in = ws.openRead(path)) {
       OutputStream out = response.getOutputStream();
       in.transferTo(out);
+    }
+  }
+
+  /**
+   * Where multipart uploads spill to before they are written into a sandbox: {@code
+   * <data>/e2b-uploads}, emptied here of what a server that died left (the data directory is
+   * owner-only, so nobody else can read what a tenant uploads).
+   */
+  static Path uploadsDirectory(Path dataDirectory) {
+    Path dir = dataDirectory.resolve("e2b-uploads");
+    try {
+      if (Files.isDirectory(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        try (java.util.stream.Stream<Path> left = Files.list(dir)) {
+          for (Path f : left.toList()) {
+            Files.deleteIfExists(f);
+          }
+        }
+      } else {
+        Files.createDirectory(dir);
+      }
+      return dir;
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException("cannot prepare " + dir + ": " + e.getMessage(), e);
     }
   }
 

@@ -176,10 +176,16 @@ public final class SandboxServer implements AutoCloseable {
         new ServletHolder(
             new E2bServlet(sandboxes, db, metrics, log, E2bTokens.open(b.dataDirectory)));
     e2b.setAsyncSupported(true);
+    // Multipart uploads spill parts over 1 MiB to disk before they reach a sandbox: into the data
+    // directory (0700), never the host's shared /tmp, and no bigger than a sandbox's disk may be.
+    long mostUploaded = limits.ceilings().diskBytes();
     e2b.getRegistration()
         .setMultipartConfig(
             new jakarta.servlet.MultipartConfigElement(
-                System.getProperty("java.io.tmpdir"), -1, -1, 1 << 20));
+                E2bServlet.uploadsDirectory(b.dataDirectory).toString(),
+                mostUploaded,
+                mostUploaded,
+                1 << 20));
     context.addServlet(e2b, E2bServlet.PATH);
     context.addServlet(e2b, E2bServlet.SIGNED_FILES);
     context.addServlet(new ServletHolder(api), "/");
