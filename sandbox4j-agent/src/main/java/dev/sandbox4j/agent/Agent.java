@@ -1,5 +1,8 @@
 package dev.sandbox4j.agent;
 
+import dev.sandbox4j.workspace.SandboxTelemetry;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.context.Context;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -25,6 +28,14 @@ import java.util.function.Consumer;
  * sends the results back, and repeats until the model answers without calling a tool. An agent is
  * immutable and thread-safe: concurrent runs share nothing but the model and the capabilities. The
  * agent never destroys a workspace.
+ *
+ * <p>Telemetry: a run is an OpenTelemetry span {@code invoke_agent}, a child of the span current
+ * where the run was started, with the workspace's provider and id; each model request a span {@code
+ * chat MODEL} and each tool call a span {@code execute_tool NAME} under it, following the GenAI
+ * semantic conventions; the workspace's commands and file operations are spans under the tool call
+ * ({@link dev.sandbox4j.workspace.Workspace}). Through the global OpenTelemetry unless {@link
+ * Builder#openTelemetry} gives one; a no-op until an SDK or the Java agent is installed. Prompts,
+ * messages, tool arguments and results are never recorded.
  */
 public final class Agent {
 
@@ -35,8 +46,13 @@ public final class Agent {
   private final ModelSettings settings;
   private final int maxRequests;
   private final int maxToolCalls;
+  private final SandboxTelemetry telemetry;
+  private final OpenTelemetry openTelemetry; // null: the global one
 
   private Agent(Builder builder) {
+    this.openTelemetry = builder.openTelemetry;
+    this.telemetry =
+        openTelemetry == null ? SandboxTelemetry.global() : SandboxTelemetry.of(openTelemetry);
     this.model = Objects.requireNonNull(builder.model, "an agent needs a model");
     this.instructions = builder.instructions;
     this.capabilities = List.copyOf(builder.capabilities);
@@ -129,7 +145,10 @@ public final class Agent {
         calls,
         prompt,
         config,
-        listener);
+        listener,
+        telemetry,
+        openTelemetry,
+        Context.current());
   }
 
   static int positive(String what, int value) {
@@ -148,8 +167,19 @@ public final class Agent {
     private ModelSettings settings = ModelSettings.DEFAULTS;
     private int maxRequests = 50;
     private int maxToolCalls = 200;
+    private OpenTelemetry openTelemetry;
 
     private Builder() {}
+
+    /**
+     * Traces and measures runs, and their workspaces' operations, through {@code openTelemetry}
+     * rather than the global OpenTelemetry (which the Java agent or {@code
+     * buildAndRegisterGlobal()} sets, and which is the default).
+     */
+    public Builder openTelemetry(OpenTelemetry openTelemetry) {
+      this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
+      return this;
+    }
 
     public Builder model(Model model) {
       this.model = Objects.requireNonNull(model, "model");

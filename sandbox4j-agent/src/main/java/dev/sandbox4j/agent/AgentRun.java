@@ -1,8 +1,12 @@
 package dev.sandbox4j.agent;
 
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Scope;
 import java.lang.System.Logger.Level;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -36,6 +40,9 @@ final class AgentRun implements RunContext {
   private final List<Message> history;
   private final List<Message> newMessages = new ArrayList<>();
   private final Map<String, Integer> retries = new HashMap<>();
+  private final RunTelemetry telemetry;
+  private final io.opentelemetry.context.Context
+      parent; // where the run was started: its span is the run span's parent
   private Usage usage = Usage.NONE;
 
   AgentRun(
@@ -48,7 +55,12 @@ final class AgentRun implements RunContext {
       int maxToolCalls,
       String prompt,
       RunConfig config,
-      Consumer<AgentEvent> listener) {
+      Consumer<AgentEvent> listener,
+      SandboxTelemetry telemetry,
+      OpenTelemetry openTelemetry,
+      io.opentelemetry.context.Context parent) {
+    this.telemetry = new RunTelemetry(telemetry);
+    this.parent = parent;
     this.model = model;
     this.agentInstructions = agentInstructions;
     this.capabilities = capabilities;
@@ -68,7 +80,8 @@ final class AgentRun implements RunContext {
                 .map(Capability::workspaceProvider)
                 .flatMap(Optional::stream)
                 .toList(),
-            ref -> emit(new AgentEvent.WorkspaceCreated(ref)));
+            ref -> emit(new AgentEvent.WorkspaceCreated(ref)),
+            openTelemetry);
   }
 
   @Override
@@ -99,6 +112,18 @@ final class AgentRun implements RunContext {
   }
 
   RunResult execute() {
+    Span span = telemetry.startRun(parent, model.name());
+    try (Scope ignored = span.makeCurrent()) {
+      return executeInSpan();
+    } catch (RuntimeException | Error e) {
+      SandboxTelemetry.recordFailure(span, e);
+      throw e;
+    } finally {
+      telemetry.endRun(span, span.isRecording() ? session.ref() : Optional.empty(), usage());
+    }
+  }
+
+  private RunResult executeInSpan() {
     try {
       RunResult result = loop();
       for (Capability capability : capabilities) {
@@ -139,10 +164,7 @@ final class AgentRun implements RunContext {
         throw new UsageLimitExceededException(
             "the run reached its limit of " + maxRequests + " model requests");
       }
-      ResponseMessage response =
-          model.request(
-              new ModelRequest(messages(), instructions, definitions, settings),
-              delta -> emit(new AgentEvent.TextDelta(delta)));
+      ResponseMessage response = request(instructions);
       response =
           response.withUsage(
               new Usage(1, response.usage().inputTokens(), response.usage().outputTokens(), 0),
@@ -166,6 +188,23 @@ final class AgentRun implements RunContext {
     }
   }
 
+  private ResponseMessage request(String instructions) {
+    Span span = telemetry.startChat(model.name());
+    try (Scope ignored = span.makeCurrent()) {
+      ResponseMessage response =
+          model.request(
+              new ModelRequest(messages(), instructions, definitions, settings),
+              delta -> emit(new AgentEvent.TextDelta(delta)));
+      RunTelemetry.responded(span, response);
+      return response;
+    } catch (RuntimeException | Error e) {
+      SandboxTelemetry.recordFailure(span, e);
+      throw e;
+    } finally {
+      span.end();
+    }
+  }
+
   private String instructions() {
     StringBuilder all = new StringBuilder(agentInstructions);
     for (Capability capability : capabilities) {
@@ -182,6 +221,18 @@ final class AgentRun implements RunContext {
   }
 
   private RequestPart callTool(ResponsePart.ToolCall call) {
+    Span span = telemetry.startTool(call);
+    try (Scope ignored = span.makeCurrent()) {
+      return callToolInSpan(call, span);
+    } catch (RuntimeException | Error e) {
+      SandboxTelemetry.recordFailure(span, e);
+      throw e;
+    } finally {
+      telemetry.endTool(span, span.isRecording() ? session.ref() : Optional.empty());
+    }
+  }
+
+  private RequestPart callToolInSpan(ResponsePart.ToolCall call, Span span) {
     checkCancelled();
     synchronized (this) {
       if (usage.toolCalls() >= maxToolCalls) {
@@ -215,6 +266,7 @@ final class AgentRun implements RunContext {
       finish(call, output, AgentEvent.Outcome.RETURNED);
       return new RequestPart.ToolReturn(call.id(), call.toolName(), output, false);
     } catch (ModelRetryException e) {
+      SandboxTelemetry.recordFailure(span, e);
       return retry(call, e.getMessage(), tool.maxRetries());
     } catch (WorkspaceUnavailableException | CancellationException | AgentException e) {
       // the machine is gone, the run was cancelled, or the agent itself is misconfigured (no
@@ -227,6 +279,7 @@ final class AgentRun implements RunContext {
       if (Thread.currentThread().isInterrupted()) {
         throw cancelled();
       }
+      SandboxTelemetry.recordFailure(span, e); // the model gets an error result; the span says so
       String message = "Error: " + describe(e);
       finish(call, message, AgentEvent.Outcome.FAILED);
       return new RequestPart.ToolReturn(call.id(), call.toolName(), message, true);

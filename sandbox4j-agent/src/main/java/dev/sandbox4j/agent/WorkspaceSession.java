@@ -4,6 +4,7 @@ import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
+import io.opentelemetry.api.OpenTelemetry;
 import java.lang.System.Logger.Level;
 import java.util.List;
 import java.util.Optional;
@@ -23,6 +24,7 @@ final class WorkspaceSession {
   private final RunConfig.WorkspaceChoice choice;
   private final WorkspaceProvider provider; // null for a caller-supplied backend
   private final Consumer<WorkspaceRef> onCreated;
+  private final OpenTelemetry openTelemetry; // null: the workspace's default, the global one
   private WorkspaceBackend backend;
   private Workspace workspace;
   private boolean announced;
@@ -31,8 +33,10 @@ final class WorkspaceSession {
       RunConfig.WorkspaceChoice explicit,
       List<Message> history,
       List<WorkspaceProvider> providers,
-      Consumer<WorkspaceRef> onCreated) {
+      Consumer<WorkspaceRef> onCreated,
+      OpenTelemetry openTelemetry) {
     this.onCreated = onCreated;
+    this.openTelemetry = openTelemetry;
     RunConfig.WorkspaceChoice chosen = explicit;
     if (chosen == null) {
       chosen =
@@ -111,6 +115,9 @@ final class WorkspaceSession {
             }
           };
       workspace = Workspace.of(backend);
+      if (openTelemetry != null) {
+        workspace = workspace.withOpenTelemetry(openTelemetry);
+      }
     }
     return workspace;
   }

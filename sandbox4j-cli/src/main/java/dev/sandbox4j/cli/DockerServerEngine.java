@@ -5,6 +5,7 @@ import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.server.ServerEngine;
 import java.util.Objects;
 import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
 
 /**
  * {@code serve --provider docker}: the server's sandboxes as containers of a Docker daemon, each
@@ -21,18 +22,31 @@ final class DockerServerEngine implements ServerEngine {
 
   private final DockerSandbox provider;
   private final Consumer<String> progress;
+  private final UnaryOperator<DockerSandbox.Builder> everyShape;
 
   /**
    * @param progress where progress of long work (importing the default image) goes
    */
   DockerServerEngine(Consumer<String> progress) {
+    this(DockerSandbox.builder().progress(progress).build(), b -> b, progress);
+  }
+
+  /**
+   * An engine on {@code provider}'s daemon whose every shape {@code everyShape} also applies to
+   * before the request's fields (a test's label on every container it makes).
+   */
+  DockerServerEngine(
+      DockerSandbox provider,
+      UnaryOperator<DockerSandbox.Builder> everyShape,
+      Consumer<String> progress) {
+    this.provider = Objects.requireNonNull(provider, "provider");
+    this.everyShape = Objects.requireNonNull(everyShape, "everyShape");
     this.progress = Objects.requireNonNull(progress, "progress");
-    this.provider = DockerSandbox.builder().progress(progress).build();
   }
 
   /** A provider on {@link #provider}'s connection: one per shape, none with a pool of its own. */
   private DockerSandbox.Builder base() {
-    return DockerSandbox.builder().daemonOf(provider).progress(progress);
+    return everyShape.apply(DockerSandbox.builder().daemonOf(provider).progress(progress));
   }
 
   @Override

@@ -45,6 +45,8 @@ import picocli.CommandLine.ParentCommand;
           + " --provider modal serves one Modal account's sandboxes likewise."
     })
 final class ServeCommand implements Callable<Integer> {
+  /** {@code --max-image-size}'s default: a large image (CUDA, a desktop) fits, a bomb does not. */
+  static final long DEFAULT_MAX_IMAGE_SIZE = 10L << 30;
 
   @ParentCommand SandboxCommand root;
 
@@ -141,6 +143,17 @@ final class ServeCommand implements Callable<Integer> {
               + " server's credentials (~/.docker/config.json): every organization may use them."
               + " Repeatable. Local engine only. Default: none, creates name published images.")
   List<String> allowRegistries = List.of();
+
+  @Option(
+      names = "--max-image-size",
+      paramLabel = "SIZE",
+      converter = ByteSizeConverter.class,
+      description =
+          "The largest image the server pulls for --allow-registry, e.g. 20G: compressed as"
+              + " downloaded and extracted (a layer of a few KiB can expand to terabytes); a"
+              + " larger one is a 400 naming 'image' and nothing of it is kept. A pull never takes"
+              + " the disk below the engine's reserve. Default: 10G.")
+  Long maxImageSize;
 
   @Option(
       names = "--default-isolation",
@@ -252,6 +265,15 @@ final class ServeCommand implements Callable<Integer> {
     try {
       server.start();
       root.context().err().println("sandbox4j: serving on " + server.uri());
+      // where E2B's SDKs find the server's E2B-compatible API (docs/e2b.md)
+      root.context()
+          .err()
+          .println(
+              "sandbox4j: for E2B's SDKs: E2B_API_URL="
+                  + server.uri()
+                  + "/e2b E2B_SANDBOX_URL="
+                  + server.uri()
+                  + "/e2b/envd (E2B_API_KEY: a key of this server)");
       root.context().err().flush();
       stopped.await();
     } catch (InterruptedException e) {
@@ -289,6 +311,9 @@ final class ServeCommand implements Callable<Integer> {
     if (!allowRegistries.isEmpty()) {
       set.add("--allow-registry");
     }
+    if (maxImageSize != null) {
+      set.add("--max-image-size");
+    }
     return set;
   }
 
@@ -322,18 +347,25 @@ final class ServeCommand implements Callable<Integer> {
                     + LocalSandbox.unavailable(wanted).get());
           }
         }
-        LocalSandbox engine = root.providers().local();
-        if (diskOvercommit != null || warmPool != 0) {
-          Isolation poolIsolation = forceIsolation != null ? forceIsolation : defaultIsolation;
-          engine =
-              LocalSandbox.builder()
-                  .home(engine.home())
-                  .diskReserve(engine.diskReserve())
-                  .diskOvercommit(diskOvercommit != null ? diskOvercommit : engine.diskOvercommit())
-                  .isolation(poolIsolation != null ? poolIsolation : Isolation.CONTAINER)
-                  .warmPool(warmPool)
-                  .build();
+        if (maxImageSize != null && allowRegistries.isEmpty()) {
+          throw new IllegalArgumentException(
+              "--max-image-size bounds the images pulled for --allow-registry: allow a registry,"
+                  + " or leave it out");
         }
+        Isolation poolIsolation = forceIsolation != null ? forceIsolation : defaultIsolation;
+        LocalSandbox engine =
+            root.providers()
+                .local(
+                    b -> {
+                      if (diskOvercommit != null) {
+                        b.diskOvercommit(diskOvercommit);
+                      }
+                      if (warmPool != 0) {
+                        b.isolation(poolIsolation != null ? poolIsolation : Isolation.CONTAINER)
+                            .warmPool(warmPool);
+                      }
+                      b.maxImageSize(maxImageSize != null ? maxImageSize : DEFAULT_MAX_IMAGE_SIZE);
+                    });
         return ServerEngine.local(engine);
       }
       case DockerSandbox.NAME -> {

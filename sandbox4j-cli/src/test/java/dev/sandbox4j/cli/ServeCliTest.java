@@ -140,6 +140,30 @@ class ServeCliTest {
   }
 
   @Test
+  void serveRefusesAnImageSizeLimitWithoutARegistryToPullFrom() {
+    Run alone = run("serve", "--port", "0", "--max-image-size", "1G");
+    assertThat(alone.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(alone.err())
+        .contains("--max-image-size bounds the images pulled for --allow-registry");
+    Run docker =
+        run(
+            "serve",
+            "--provider",
+            "docker",
+            "--port",
+            "0",
+            "--allow-registry",
+            "ghcr.io",
+            "--max-image-size",
+            "1G");
+    assertThat(docker.exitCode()).isEqualTo(ExitCodes.USAGE);
+    assertThat(docker.err())
+        .contains(
+            "--allow-registry, --max-image-size are for the local engine only, not --provider"
+                + " docker");
+  }
+
+  @Test
   void serveRefusesByNameWhatDockerDoesNotTakeAndAnotherProvidersDataDirectory() {
     Run localOnly =
         run(

@@ -93,6 +93,13 @@ final class ExecCall {
     if (stdin == null) {
       request.put("stdin", false);
     }
+    // the trace context in the request itself: a kept-open socket carries many commands, each
+    // from its own caller, and its upgrade's headers named only the first one's
+    ObjectNode trace = ServerClient.JSON.createObjectNode();
+    server.injectTraceContext(trace::put);
+    if (!trace.isEmpty()) {
+      request.set("trace", trace);
+    }
     String text = request.toString();
     Thread pump = null;
     Object last = null;
@@ -147,11 +154,14 @@ final class ExecCall {
   private ExecConnection open(ServerClient server, String sandbox, InputStream stdin) {
     ExecConnection c = new ExecConnection(sandbox);
     try {
-      server
-          .http()
-          .newWebSocketBuilder()
-          .header("Authorization", server.authorization())
-          .connectTimeout(Duration.ofSeconds(10))
+      java.net.http.WebSocket.Builder builder =
+          server
+              .http()
+              .newWebSocketBuilder()
+              .header("Authorization", server.authorization())
+              .connectTimeout(Duration.ofSeconds(10));
+      server.injectTraceContext(builder::header);
+      builder
           .buildAsync(server.webSocket("/v1/sandboxes/" + sandbox + "/exec?keepOpen=true"), c)
           .get();
     } catch (InterruptedException e) {

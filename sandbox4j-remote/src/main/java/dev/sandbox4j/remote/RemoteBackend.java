@@ -8,6 +8,7 @@ import dev.sandbox4j.workspace.DirectoryEntry;
 import dev.sandbox4j.workspace.FileStat;
 import dev.sandbox4j.workspace.FileType;
 import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.SupportsCommands;
 import dev.sandbox4j.workspace.SupportsFileSystem;
 import dev.sandbox4j.workspace.SupportsRealpath;
@@ -87,13 +88,24 @@ final class RemoteBackend
                             "/v1/sandboxes/" + attachTo,
                             null,
                             ServerClient.Target.sandbox(attachTo)))
-                : RemoteSandbox.info(
-                    server()
-                        .call(
-                            "POST",
-                            "/v1/sandboxes",
-                            provider.createRequest(),
-                            ServerClient.Target.NONE));
+                : server()
+                    .telemetry()
+                    .lifecycle(
+                        "create",
+                        RemoteSandbox.NAME,
+                        null,
+                        () -> {
+                          SandboxInfo made =
+                              RemoteSandbox.info(
+                                  server()
+                                      .call(
+                                          "POST",
+                                          "/v1/sandboxes",
+                                          provider.createRequest(),
+                                          ServerClient.Target.NONE));
+                          SandboxTelemetry.tagWorkspaceId(made.ref().id());
+                          return made;
+                        });
         // A provider built with a working directory attaches with it, as the local engine's does:
         // the server keeps the sandbox's own, so each command changes into this one first.
         String wanted = attachTo != null ? provider.workingDirectoryOption() : null;

@@ -2,6 +2,7 @@ package dev.sandbox4j.remote;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -105,7 +106,13 @@ public final class RemoteSandbox
   final Runnable beforeCreate;
 
   private RemoteSandbox(Builder b, URI url, String key) {
-    this.server = new ServerClient(url, key);
+    this.server =
+        new ServerClient(
+            url,
+            key,
+            b.openTelemetry == null
+                ? SandboxTelemetry.global()
+                : SandboxTelemetry.of(b.openTelemetry));
     this.env = Map.copyOf(b.env);
     this.beforeCreate = b.beforeCreate;
     this.options =
@@ -187,11 +194,19 @@ public final class RemoteSandbox
   public void destroy(WorkspaceRef ref) {
     String id = mine(ref);
     server.execConnections().forget(id);
-    try {
-      server.call("DELETE", "/v1/sandboxes/" + id, null, ServerClient.Target.sandbox(id));
-    } catch (WorkspaceUnavailableException alreadyGone) {
-      // idempotent: gone is what was asked for
-    }
+    server
+        .telemetry()
+        .lifecycle(
+            "destroy",
+            NAME,
+            id,
+            () -> {
+              try {
+                server.call("DELETE", "/v1/sandboxes/" + id, null, ServerClient.Target.sandbox(id));
+              } catch (WorkspaceUnavailableException alreadyGone) {
+                // idempotent: gone is what was asked for
+              }
+            });
   }
 
   // ---- machine operations -----------------------------------------------------------------------
@@ -313,8 +328,19 @@ public final class RemoteSandbox
 
   private void change(WorkspaceRef ref, String operation) {
     String id = mine(ref);
-    server.call(
-        "POST", "/v1/sandboxes/" + id + "/" + operation, null, ServerClient.Target.sandbox(id));
+    server
+        .telemetry()
+        .lifecycle(
+            operation,
+            NAME,
+            id,
+            () -> {
+              server.call(
+                  "POST",
+                  "/v1/sandboxes/" + id + "/" + operation,
+                  null,
+                  ServerClient.Target.sandbox(id));
+            });
   }
 
   /** A new sandbox with a copy of this one's files and, where the server can, its processes. */
@@ -332,11 +358,18 @@ public final class RemoteSandbox
   private ForkResult fork(WorkspaceRef ref, boolean filesOnly) {
     String id = mine(ref);
     JsonNode answer =
-        server.call(
-            "POST",
-            "/v1/sandboxes/" + id + "/fork",
-            ServerClient.JSON.createObjectNode().put("filesOnly", filesOnly),
-            ServerClient.Target.sandbox(id));
+        server
+            .telemetry()
+            .lifecycle(
+                filesOnly ? "fork_files" : "fork",
+                NAME,
+                id,
+                () ->
+                    server.call(
+                        "POST",
+                        "/v1/sandboxes/" + id + "/fork",
+                        ServerClient.JSON.createObjectNode().put("filesOnly", filesOnly),
+                        ServerClient.Target.sandbox(id)));
     List<String> notCarried = new ArrayList<>();
     answer.path("notCarried").forEach(n -> notCarried.add(n.asText()));
     return new ForkResult(
@@ -352,11 +385,18 @@ public final class RemoteSandbox
     String id = mine(ref);
     Objects.requireNonNull(name, "name");
     return snapshotInfo(
-        server.call(
-            "POST",
-            "/v1/sandboxes/" + id + "/snapshots",
-            ServerClient.JSON.createObjectNode().put("name", name),
-            ServerClient.Target.sandbox(id)));
+        server
+            .telemetry()
+            .lifecycle(
+                "snapshot",
+                NAME,
+                id,
+                () ->
+                    server.call(
+                        "POST",
+                        "/v1/sandboxes/" + id + "/snapshots",
+                        ServerClient.JSON.createObjectNode().put("name", name),
+                        ServerClient.Target.sandbox(id))));
   }
 
   /** The organization's snapshots, sorted by name. */
@@ -548,9 +588,21 @@ public final class RemoteSandbox
     private Duration idleTimeout;
     private Instant deleteAfter;
     private Runnable beforeCreate = () -> {};
+    private io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
 
     Builder(Map<String, String> environment) {
       this.environment = Map.copyOf(environment);
+    }
+
+    /**
+     * Carries the caller's trace context to the server ({@code traceparent} on every HTTP request
+     * and WebSocket upgrade, and in each exec request, with {@code openTelemetry}'s propagators)
+     * and traces this provider's lifecycle operations through it, rather than the global
+     * OpenTelemetry, the default.
+     */
+    public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+      this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
+      return this;
     }
 
     /** The server's base URL ({@code http} or {@code https}), instead of {@value #URL_VARIABLE}. */

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.MissingNode;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.WorkspaceAccessDeniedException;
 import dev.sandbox4j.workspace.WorkspaceDirectoryNotEmptyException;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -13,6 +14,7 @@ import dev.sandbox4j.workspace.WorkspaceIsDirectoryException;
 import dev.sandbox4j.workspace.WorkspaceNoSuchFileException;
 import dev.sandbox4j.workspace.WorkspaceNotDirectoryException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import io.opentelemetry.context.Context;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
@@ -43,8 +45,14 @@ final class ServerClient {
   private final String key;
   private HttpClient http;
   private final ExecConnection.Pool execConnections = new ExecConnection.Pool();
+  private final SandboxTelemetry telemetry;
 
   ServerClient(URI base, String key) {
+    this(base, key, SandboxTelemetry.global());
+  }
+
+  ServerClient(URI base, String key, SandboxTelemetry telemetry) {
+    this.telemetry = telemetry;
     String text = base.toString();
     this.base = URI.create(text.endsWith("/") ? text.substring(0, text.length() - 1) : text);
     this.key = key;
@@ -81,9 +89,30 @@ final class ServerClient {
   }
 
   HttpRequest.Builder request(String path) {
-    return HttpRequest.newBuilder(URI.create(base + path))
-        .header("Authorization", authorization())
-        .timeout(REQUEST_TIMEOUT);
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create(base + path))
+            .header("Authorization", authorization())
+            .timeout(REQUEST_TIMEOUT);
+    injectTraceContext(b::header);
+    return b;
+  }
+
+  /** Where this client's operations are traced, and how their context crosses to the server. */
+  SandboxTelemetry telemetry() {
+    return telemetry;
+  }
+
+  /**
+   * Sets the current trace context's fields ({@code traceparent}, {@code tracestate} with the W3C
+   * propagator) through {@code header}, with the propagators the OpenTelemetry in force has: none
+   * without an SDK, so no header either.
+   */
+  void injectTraceContext(java.util.function.BiConsumer<String, String> header) {
+    telemetry
+        .openTelemetry()
+        .getPropagators()
+        .getTextMapPropagator()
+        .inject(Context.current(), header, (carrier, name, value) -> carrier.accept(name, value));
   }
 
   static String query(String value) {

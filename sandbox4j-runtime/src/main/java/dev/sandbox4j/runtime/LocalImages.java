@@ -5,6 +5,8 @@ import dev.sandbox4j.runtime.internal.engine.Lifecycle;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageConfig;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.image.PullLimit;
+import dev.sandbox4j.runtime.internal.image.PullRefusedException;
 import dev.sandbox4j.runtime.internal.registry.ImageReference;
 import dev.sandbox4j.runtime.internal.registry.RegistryClient;
 import dev.sandbox4j.runtime.internal.registry.RegistryCredentials;
@@ -14,6 +16,7 @@ import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.util.List;
 import java.util.Set;
 import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
 
@@ -26,16 +29,22 @@ final class LocalImages {
   private final Consumer<String> progress;
   private final RegistryCredentials credentials;
   private final Set<String> plainHttpRegistries;
+  private final long maxImageSize;
+  private final LongSupplier diskReserve;
 
   LocalImages(
       ImageStore images,
       Consumer<String> progress,
       RegistryCredentials credentials,
-      Set<String> plainHttpRegistries) {
+      Set<String> plainHttpRegistries,
+      long maxImageSize,
+      LongSupplier diskReserve) {
     this.images = images;
     this.progress = progress;
     this.credentials = credentials;
     this.plainHttpRegistries = Set.copyOf(plainHttpRegistries);
+    this.maxImageSize = maxImageSize;
+    this.diskReserve = diskReserve;
   }
 
   ImageStore store() {
@@ -77,7 +86,19 @@ final class LocalImages {
   ImageInfo pull(String reference) {
     ImageReference ref = ImageReference.parse(reference);
     LocalRefs.requireLinuxAndRoot();
-    return ImageInfo.of(images.pull(ref, client(), progress));
+    return ImageInfo.of(pullWithinLimits(ref));
+  }
+
+  /** Pulls {@code ref} within the builder's size limit and the disk's reserve. */
+  private Image pullWithinLimits(ImageReference ref) {
+    try {
+      return images.pull(
+          ref, client(), progress, new PullLimit(maxImageSize, diskReserve.getAsLong()));
+    } catch (PullRefusedException e) {
+      throw e.overLimit()
+          ? new ImageTooLargeException(e.getMessage(), e.bytes(), e.bound())
+          : new InsufficientDiskException(e.getMessage(), e.bytes(), e.bound());
+    }
   }
 
   /** Pushes image {@code name} to {@code reference} (see {@link LocalSandbox#pushImage}). */
@@ -126,9 +147,11 @@ final class LocalImages {
       return name;
     }
     try {
-      return images.pull(ref, client(), progress).name();
+      return pullWithinLimits(ref).name();
     } catch (WorkspaceException e) {
-      if (reference) {
+      if (reference
+          || e instanceof ImageTooLargeException
+          || e instanceof InsufficientDiskException) {
         throw e;
       }
       throw new WorkspaceException(

@@ -11,6 +11,7 @@ import dev.sandbox4j.runtime.internal.ports.PortTokens;
 import dev.sandbox4j.runtime.internal.registry.RegistryCredentials;
 import dev.sandbox4j.runtime.internal.supervisor.Supervisor;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.WorkspaceBackend;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -118,6 +119,7 @@ public final class LocalSandbox
   private final SandboxShape shape;
   private final Map<String, String> env;
   private final long diskReserve; // -1: the engine's default
+  private final long maxImageSize;
   private final double diskOvercommit;
   private final Consumer<String> progress;
   private final Duration noOutputTimeout;
@@ -129,6 +131,7 @@ public final class LocalSandbox
   private final Runnable beforeCreate;
   private final WarmPool warmPool; // null: none
   private final LocalSandbox poolOwner; // null: none; see Builder#warmPoolOf
+  private final SandboxTelemetry telemetry;
   private volatile Engine engine;
 
   /** Sandboxes with every default: see {@link Builder}. */
@@ -160,9 +163,12 @@ public final class LocalSandbox
             b.user);
     this.env = Map.copyOf(b.env);
     this.diskReserve = b.diskReserve;
+    this.maxImageSize = b.maxImageSize;
     this.diskOvercommit = b.diskOvercommit;
     this.progress = b.progress;
     this.beforeCreate = b.beforeCreate;
+    this.telemetry =
+        b.openTelemetry == null ? SandboxTelemetry.global() : SandboxTelemetry.of(b.openTelemetry);
     this.noOutputTimeout = b.noOutputTimeout;
     this.timers =
         new Timers.Config(b.autoSuspendTimeout, b.sandboxTimeout, b.idleTimeout, b.deleteAfter);
@@ -172,7 +178,9 @@ public final class LocalSandbox
             Engine.imageStore(home),
             progress,
             RegistryCredentials.fromEnvironment(b.registryCredentials),
-            b.plainHttpRegistries);
+            b.plainHttpRegistries,
+            b.maxImageSize,
+            this::diskReserve);
     this.networking = new LocalNetworking(this, networks);
     this.sandboxesLimits = b.sandboxesLimits;
     this.warmPool = b.warmPool > 0 ? new WarmPool(this, b.warmPool) : null;
@@ -219,10 +227,23 @@ public final class LocalSandbox
   }
 
   /**
+   * The most an image pulled from a registry may hold, in bytes ({@link Builder#maxImageSize});
+   * {@link Long#MAX_VALUE}: no bound.
+   */
+  public long maxImageSize() {
+    return maxImageSize;
+  }
+
+  /**
    * How far sandboxes' disks may overcommit the free space (see {@link Builder#diskOvercommit}).
    */
   public double diskOvercommit() {
     return diskOvercommit;
+  }
+
+  /** Where this provider's spans and metrics go (lifecycle here, creation in its backends). */
+  SandboxTelemetry telemetry() {
+    return telemetry;
   }
 
   @Override
@@ -247,14 +268,15 @@ public final class LocalSandbox
       throw new IllegalArgumentException(
           "cannot destroy " + ref + ": it belongs to provider '" + ref.provider() + "', not local");
     }
-    engine().destroy(ref.id());
+    telemetry.lifecycle("destroy", NAME, ref.id(), () -> engine().destroy(ref.id()));
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
   @Override
   public void suspend(WorkspaceRef ref) {
-    new Lifecycle(engine()).suspend(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("suspend", NAME, id, () -> new Lifecycle(engine()).suspend(id));
   }
 
   /**
@@ -272,22 +294,26 @@ public final class LocalSandbox
    */
   @Override
   public void hibernate(WorkspaceRef ref) {
-    new Lifecycle(engine()).hibernate(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("hibernate", NAME, id, () -> new Lifecycle(engine()).hibernate(id));
   }
 
   @Override
   public void resume(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("resume", NAME, id, () -> new Lifecycle(engine()).start(id));
   }
 
   @Override
   public void stop(WorkspaceRef ref) {
-    new Lifecycle(engine()).stop(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("stop", NAME, id, () -> new Lifecycle(engine()).stop(id));
   }
 
   @Override
   public void start(WorkspaceRef ref) {
-    new Lifecycle(engine()).start(LocalRefs.localId(ref));
+    String id = LocalRefs.localId(ref);
+    telemetry.lifecycle("start", NAME, id, () -> new Lifecycle(engine()).start(id));
   }
 
   /**
@@ -311,9 +337,15 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult fork(WorkspaceRef ref) {
-    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
-    return forkResult(
-        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, PortTokens::inherit));
+    String id = LocalRefs.localId(ref);
+    return telemetry.lifecycle(
+        "fork",
+        NAME,
+        id,
+        () -> {
+          networking.checkNetworkAccess(id, "fork");
+          return forkResult(new Lifecycle(engine()).fork(id, progress, PortTokens::inherit));
+        });
   }
 
   /**
@@ -326,9 +358,15 @@ public final class LocalSandbox
    */
   @Override
   public ForkResult forkFiles(WorkspaceRef ref) {
-    networking.checkNetworkAccess(LocalRefs.localId(ref), "fork");
-    return forkResult(
-        new Lifecycle(engine()).fork(LocalRefs.localId(ref), progress, false, PortTokens::inherit));
+    String id = LocalRefs.localId(ref);
+    return telemetry.lifecycle(
+        "fork_files",
+        NAME,
+        id,
+        () -> {
+          networking.checkNetworkAccess(id, "fork");
+          return forkResult(new Lifecycle(engine()).fork(id, progress, false, PortTokens::inherit));
+        });
   }
 
   private static ForkResult forkResult(Lifecycle.Forked fork) {
@@ -402,7 +440,8 @@ public final class LocalSandbox
    */
   @Override
   public SnapshotInfo snapshot(WorkspaceRef ref, String name) {
-    return images.snapshot(this::engine, ref, name);
+    return telemetry.lifecycle(
+        "snapshot", NAME, ref.id(), () -> images.snapshot(this::engine, ref, name));
   }
 
   /** The complete snapshots on this machine (of this state directory), sorted by name. */
@@ -588,6 +627,9 @@ public final class LocalSandbox
    * run, unless the builder says otherwise. Needs root.
    *
    * @throws IllegalArgumentException if {@code reference} is not a valid reference
+   * @throws ImageTooLargeException if the image is larger than {@link Builder#maxImageSize}
+   * @throws InsufficientDiskException if pulling it would take the disk below {@link
+   *     Builder#diskReserve}
    * @throws dev.sandbox4j.workspace.WorkspaceException if the registry refuses (the message names
    *     why: not found, credentials, digest mismatch) or cannot be reached
    */
@@ -778,9 +820,11 @@ public final class LocalSandbox
     private Runnable beforeCreate = () -> {};
     private int warmPool;
     private LocalSandbox poolOwner;
+    private io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
     private final Map<String, RegistryCredentials.Credentials> registryCredentials =
         new LinkedHashMap<>();
     private final java.util.Set<String> plainHttpRegistries = new java.util.TreeSet<>();
+    private long maxImageSize = Long.MAX_VALUE;
 
     private Builder() {}
 
@@ -791,6 +835,17 @@ public final class LocalSandbox
      */
     Builder beforeCreate(Runnable hook) {
       this.beforeCreate = Objects.requireNonNull(hook, "hook");
+      return this;
+    }
+
+    /**
+     * Traces the lifecycle operations (create, fork, snapshot, suspend, hibernate, stop, start,
+     * destroy: spans {@code sandbox4j.OPERATION}) and times create and fork through {@code
+     * openTelemetry} rather than the global OpenTelemetry, the default. Commands and file
+     * operations are traced by {@code Workspace} ({@code Workspace.withOpenTelemetry}).
+     */
+    public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+      this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
       return this;
     }
 
@@ -1060,6 +1115,24 @@ public final class LocalSandbox
         throw new IllegalArgumentException("plainHttpRegistry needs HOST[:PORT]: " + host);
       }
       plainHttpRegistries.add(host.toLowerCase(java.util.Locale.ROOT));
+      return this;
+    }
+
+    /**
+     * The most an image pulled from a registry may hold: its layers as downloaded (compressed, the
+     * sizes its manifest gives) and as extracted (each layer's file sizes, read before it is
+     * extracted), each at most {@code bytes}. A larger image is refused with {@link
+     * ImageTooLargeException} and nothing of it is kept. Default: no bound (an image is then not
+     * read before it is extracted). A registry serves any image its clients ask for, and a layer of
+     * a few KiB can expand to terabytes: a server whose tenants pick images sets this ({@code
+     * sandbox4j serve --max-image-size}). Whatever this is, a pull never takes the disk below
+     * {@link #diskReserve} ({@link InsufficientDiskException}).
+     */
+    public Builder maxImageSize(long bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("maxImageSize must be positive, was " + bytes);
+      }
+      this.maxImageSize = bytes;
       return this;
     }
 

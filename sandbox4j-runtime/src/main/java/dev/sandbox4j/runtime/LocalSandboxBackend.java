@@ -12,6 +12,7 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.DirectoryEntry;
 import dev.sandbox4j.workspace.FileStat;
 import dev.sandbox4j.workspace.RunOptions;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.SupportsCommands;
 import dev.sandbox4j.workspace.SupportsFileSystem;
 import dev.sandbox4j.workspace.Workspace;
@@ -86,16 +87,12 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
       settings.beforeCreate().run();
       id =
           settings
-              .warmPool()
-              .flatMap(pool -> pool.claim(settings, dir -> Timers.write(dir, settings.timers())))
-              .orElseGet(
-                  () ->
-                      engine.create(
-                          settings.spec(),
-                          settings.progress(),
-                          EnginePorts.creatingWith(
-                              settings.portToken(),
-                              Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer))));
+              .telemetry()
+              .lifecycle(
+                  "create",
+                  LocalSandbox.NAME,
+                  null,
+                  () -> SandboxTelemetry.tagWorkspaceId(createOrClaim(engine)));
       identity = engine.record(id).identity();
       ready = true;
       Supervisor.ensureRunning(engine);
@@ -113,6 +110,21 @@ final class LocalSandboxBackend implements WorkspaceBackend, SupportsCommands, S
       engine.wake(id);
     }
     return id;
+  }
+
+  /** A member of the warm pool, if there is one to claim, else a new sandbox. Returns its id. */
+  private String createOrClaim(Engine engine) {
+    return settings
+        .warmPool()
+        .flatMap(pool -> pool.claim(settings, dir -> Timers.write(dir, settings.timers())))
+        .orElseGet(
+            () ->
+                engine.create(
+                    settings.spec(),
+                    settings.progress(),
+                    EnginePorts.creatingWith(
+                        settings.portToken(),
+                        Timers.creatingWith(settings.timers(), Engine::prepareUpperLayer))));
   }
 
   private void checkWorkingDirectory(Engine engine) {

@@ -283,6 +283,66 @@ class ImageConfigSandboxTest {
     assertThat(attached.run(Command.argv("pwd")).stdoutText()).isEqualTo("/data\n");
   }
 
+  @Test
+  void anImageWhoseAccountsAndWorkingDirLinkOutOfItsRootReachesNothingOfTheHost() throws Exception {
+    // What an attacker's image holds: links to host paths, absolute and climbing out with "..".
+    Path host = Files.createDirectories(temp.resolve("host-side"));
+    Files.writeString(host.resolve("passwd"), "hostonly:x:4242:4242::/:/bin/sh\n");
+    String made = "s4j-made-" + Long.toHexString(System.nanoTime());
+    Path rootfs = TestImages.busyboxRootfs(temp.resolve("links"));
+    Files.delete(rootfs.resolve("etc/passwd"));
+    Files.createSymbolicLink(rootfs.resolve("etc/passwd"), host.resolve("passwd"));
+    Files.createSymbolicLink(rootfs.resolve("abs"), host);
+    Files.createSymbolicLink(rootfs.resolve("up"), Path.of("../../../../../../../.." + host));
+    Files.createDirectories(rootfs.resolve("tmp"));
+    Files.createSymbolicLink(rootfs.resolve("tmplink"), Path.of("/tmp"));
+    for (var image :
+        Map.of(
+                "links-user", Map.<String, Object>of("User", "hostonly"),
+                "links-abs", Map.<String, Object>of("User", "0", "WorkingDir", "/abs/made"),
+                "links-up", Map.<String, Object>of("User", "0", "WorkingDir", "/up/made"),
+                "links-tmp", Map.<String, Object>of("User", "0", "WorkingDir", "/tmplink/" + made))
+            .entrySet()) {
+      store.importArchive(
+          image.getKey(),
+          TestImages.ociArchive(rootfs, image.getValue(), temp.resolve(image.getKey() + ".tar")),
+          line -> {});
+    }
+
+    // the user is looked up in the image's own files: the host's passwd is not one of them
+    assertThatThrownBy(() -> workspace("links-user").run(Command.argv("id", "-u")))
+        .isInstanceOf(WorkspaceException.class)
+        .hasMessageContaining("hostonly");
+
+    // a link the root does not hold leads nowhere: the WorkingDir cannot be made, and says why
+    for (String image : List.of("links-abs", "links-up")) {
+      String dir = "/" + image.substring("links-".length()) + "/made";
+      assertThatThrownBy(() -> workspace(image).run(Command.argv("pwd")))
+          .as(image)
+          .isInstanceOf(WorkspaceException.class)
+          .hasMessageContaining("working directory " + dir)
+          .hasMessageContaining("already exists");
+    }
+    // a link to a directory the root holds is followed inside the root, as in the sandbox
+    Workspace tmp = workspace("links-tmp");
+    CommandResult where = tmp.run(Command.shell("pwd -P"));
+    assertThat(where.exitCode()).as(where.stderrText()).isZero();
+    assertThat(where.stdoutText()).isEqualTo("/tmp/" + made + "\n");
+
+    assertThat(Path.of("/tmp", made))
+        .as("made in the sandbox's /tmp, not the host's")
+        .doesNotExist();
+    try (var entries = Files.list(host)) {
+      assertThat(entries.map(p -> p.getFileName().toString()))
+          .as("the host directory the links name")
+          .containsExactly("passwd");
+    }
+  }
+
+  private Workspace workspace(String image) {
+    return Workspace.of(LocalSandbox.builder().home(home).image(image).build().newBackend());
+  }
+
   // ---- helpers
 
   /** Imports an OCI archive of {@link #appRootfs} whose image config's {@code config} is given. */

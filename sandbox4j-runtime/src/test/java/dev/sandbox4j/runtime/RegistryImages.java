@@ -195,15 +195,31 @@ public final class RegistryImages {
    */
   public static LargeFile largeLayer(Path dir, long bytes)
       throws IOException, InterruptedException {
+    return fileLayer(dir, bytes, true);
+  }
+
+  /**
+   * Busybox below a layer holding /large.bin, {@code bytes} of zeros: a layer blob of a few KiB
+   * that extracts to {@code bytes}, as an attacker's image would.
+   */
+  public static LargeFile compressibleLayer(Path dir, long bytes)
+      throws IOException, InterruptedException {
+    return fileLayer(dir, bytes, false);
+  }
+
+  private static LargeFile fileLayer(Path dir, long bytes, boolean random)
+      throws IOException, InterruptedException {
     Layout layout = new Layout(dir.resolve("layout"));
     LayerBlob base = layout.layer(TestImages.busyboxRootfs(dir.resolve("rootfs")), "gzip");
     Path upper = Files.createDirectories(dir.resolve("upper"));
     MessageDigest sha256 = sha256();
-    Random random = new Random(bytes); // seeded: the same size gives the same bytes
+    Random noise = new Random(bytes); // seeded: the same size gives the same bytes
     byte[] chunk = new byte[1 << 20];
     try (OutputStream out = Files.newOutputStream(upper.resolve("large.bin"))) {
       for (long left = bytes; left > 0; left -= chunk.length) {
-        random.nextBytes(chunk);
+        if (random) {
+          noise.nextBytes(chunk);
+        }
         int n = (int) Math.min(chunk.length, left);
         out.write(chunk, 0, n);
         sha256.update(chunk, 0, n);

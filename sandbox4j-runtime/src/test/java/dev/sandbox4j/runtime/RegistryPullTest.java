@@ -272,6 +272,87 @@ class RegistryPullTest {
   }
 
   @Test
+  void anImageLargerThanTheLimitAsDownloadedIsRefusedBeforeAnyDownload() throws Exception {
+    registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS);
+    RegistryImages.LargeFile large = RegistryImages.largeLayer(temp.resolve("large"), 6 << 20);
+    registry.push(large.image().layout(), "big/noise:1");
+    LocalSandbox limited =
+        LocalSandbox.builder().home(home).progress(progress::add).maxImageSize(4 << 20).build();
+
+    assertThatThrownBy(() -> limited.pullImage(registry.host() + "/big/noise:1"))
+        .isInstanceOfSatisfying(
+            ImageTooLargeException.class,
+            e -> {
+              assertThat(e.limitBytes()).isEqualTo(4 << 20);
+              assertThat(e.sizeBytes()).isGreaterThan(6 << 20);
+            })
+        .hasMessageContaining(registry.host() + "/big/noise:1 is larger than this engine pulls")
+        .hasMessageContaining("compressed")
+        .hasMessageContaining("limit of 4.0 MiB");
+    assertThat(limited.images()).isEmpty();
+    assertThat(progress).noneMatch(l -> l.contains("downloaded"));
+    assertThat(downloadsLeft()).isEmpty();
+  }
+
+  @Test
+  void aLayerThatExpandsPastTheLimitIsRefusedBeforeItIsExtractedAndALargerLimitPullsIt()
+      throws Exception {
+    registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS);
+    RegistryImages.LargeFile zeros =
+        RegistryImages.compressibleLayer(temp.resolve("zeros"), 48 << 20);
+    registry.push(zeros.image().layout(), "bomb/zeros:1");
+    String reference = registry.host() + "/bomb/zeros:1";
+    long compressed = zeros.image().layers().stream().mapToLong(RegistryImages.Layer::size).sum();
+    assertThat(compressed)
+        .as("the blobs are small: only extracting shows the size")
+        .isLessThan(8 << 20);
+    LocalSandbox limited =
+        LocalSandbox.builder().home(home).progress(progress::add).maxImageSize(16 << 20).build();
+
+    assertThatThrownBy(() -> limited.pullImage(reference))
+        .isInstanceOf(ImageTooLargeException.class)
+        .hasMessageContaining("extracted, counted up to layer 2/2");
+    assertThat(limited.images()).isEmpty();
+    assertThat(progress).noneMatch(l -> l.startsWith("layer 2/2") && l.endsWith("extracting"));
+    assertThat(downloadsLeft()).as("a refused pull keeps nothing to resume").isEmpty();
+
+    // the same image under a limit it fits: pulled, and the file is all there
+    LocalSandbox roomy =
+        LocalSandbox.builder().home(home).progress(progress::add).maxImageSize(64 << 20).build();
+    ImageInfo pulled = roomy.pullImage(reference);
+    assertThat(run(pulled.name(), "sha256sum " + zeros.path()).stdoutText())
+        .startsWith(zeros.sha256());
+  }
+
+  @Test
+  void aPullThatWouldTakeTheDiskBelowItsReserveIsRefused() throws Exception {
+    registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS);
+    RegistryImages.Image image = RegistryImages.zstdLayer(temp.resolve("zstd"));
+    registry.push(image.layout(), "tools/small:1");
+    long free = Files.getFileStore(temp).getUsableSpace();
+    LocalSandbox reserving =
+        LocalSandbox.builder().home(home).progress(progress::add).diskReserve(free).build();
+
+    assertThatThrownBy(() -> reserving.pullImage(registry.host() + "/tools/small:1"))
+        .isInstanceOfSatisfying(
+            InsufficientDiskException.class, e -> assertThat(e.reserveBytes()).isEqualTo(free))
+        .hasMessageContaining("keeps as its reserve");
+    assertThat(reserving.images()).isEmpty();
+    assertThat(downloadsLeft()).isEmpty();
+  }
+
+  /** The blobs left in the downloads directory (their lock files aside). */
+  private List<String> downloadsLeft() throws IOException {
+    Path downloads = home.resolve("images/.downloads");
+    if (!Files.isDirectory(downloads)) {
+      return List.of();
+    }
+    try (Stream<Path> left = Files.list(downloads)) {
+      return left.map(p -> p.getFileName().toString()).filter(n -> !n.endsWith(".lock")).toList();
+    }
+  }
+
+  @Test
   void aBasicAuthRegistryNeedsTheRightCredentials() throws Exception {
     registry = TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.BASIC);
     RegistryImages.Image image = RegistryImages.zstdLayer(temp.resolve("zstd"));

@@ -128,4 +128,72 @@ class SupervisorHomeTest {
     Trees.delete(home);
     assertThat(temp.resolve("home")).doesNotExist();
   }
+
+  @Test
+  void aSupervisorWhoseJarsWereDeletedIsReplacedAtTheNextEngineUse() throws Exception {
+    // What an installed version leaves running after `mvn clean` or an upgrade: a supervisor from
+    // a jar that no longer exists. Here that jar holds this build's runtime classes.
+    Path sandbox = Files.createDirectories(temp.resolve("home/sandboxes/aaaaaaaaaaaa"));
+    Files.writeString(sandbox.resolve("state.json"), "{}");
+    home = TestImages.privateHome(temp);
+    Files.createFile(home.resolve(Supervisor.LOCK));
+    Path classes =
+        Path.of(Supervisor.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path jar = temp.resolve("old/sandbox4j-runtime-old.jar");
+    jarOf(classes, jar);
+    String oldClassPath =
+        Supervisor.classPath(List.of()).replace(classes.toString(), jar.toString());
+    Path crun = OciRuntime.defaultCrun().orElseThrow();
+    supervisor =
+        Supervisor.spawnJava(
+            home,
+            oldClassPath,
+            Supervisor.class.getName(),
+            List.of(home.toString(), crun.toString()));
+    long end = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (!(Supervisor.isRunning(home) && Files.exists(home.resolve("supervisor.code")))
+        && System.nanoTime() < end) {
+      Thread.sleep(50);
+    }
+    assertThat(Files.readString(home.resolve("supervisor.code")))
+        .startsWith(supervisor.pid() + "\n")
+        .contains(jar.toString());
+    LocalSandbox sandboxes = LocalSandbox.builder().home(home).build();
+
+    Supervisor.replaceIfItsCodeIsGone(sandboxes.engine());
+    assertThat(supervisor.isAlive()).as("its jars exist: left alone").isTrue();
+
+    Files.delete(jar);
+    Supervisor.replaceIfItsCodeIsGone(sandboxes.engine()); // what ensureRunning does, unthrottled
+
+    awaitExit(supervisor, "a supervisor whose jars are gone is stopped");
+    end = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    List<Long> now = List.of();
+    while (System.nanoTime() < end) {
+      now = TestImages.supervisors(home).stream().map(ProcessHandle::pid).toList();
+      if (now.size() == 1
+          && Files.readString(home.resolve("supervisor.code")).startsWith(now.getFirst() + "\n")) {
+        break; // it took the lock and wrote what it runs from
+      }
+      Thread.sleep(50);
+    }
+    assertThat(now).as("a supervisor from this process's code took over").hasSize(1);
+    assertThat(Files.readString(home.resolve("supervisor.code")))
+        .startsWith(now.getFirst() + "\n")
+        .doesNotContain(jar.toString());
+    TestImages.stopSupervisors(home);
+  }
+
+  /** A jar of the class files under {@code classes}. */
+  private static void jarOf(Path classes, Path jar) throws IOException {
+    Files.createDirectories(jar.getParent());
+    try (var out = new java.util.jar.JarOutputStream(Files.newOutputStream(jar));
+        Stream<Path> files = Files.walk(classes)) {
+      for (Path f : files.filter(Files::isRegularFile).toList()) {
+        out.putNextEntry(new java.util.jar.JarEntry(classes.relativize(f).toString()));
+        Files.copy(f, out);
+        out.closeEntry();
+      }
+    }
+  }
 }

@@ -1,6 +1,7 @@
 package dev.sandbox4j.server;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.WorkspaceAccessDeniedException;
 import dev.sandbox4j.workspace.WorkspaceDirectoryNotEmptyException;
 import dev.sandbox4j.workspace.WorkspaceException;
@@ -11,6 +12,13 @@ import dev.sandbox4j.workspace.WorkspaceNoSuchFileException;
 import dev.sandbox4j.workspace.WorkspaceNotDirectoryException;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.Scope;
+import io.opentelemetry.context.propagation.TextMapGetter;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -40,6 +48,7 @@ final class ApiServlet extends HttpServlet {
 
   private final transient Database db;
   private final transient Metrics metrics;
+  private final transient SandboxTelemetry telemetry;
   private final transient RequestLog log;
   private final long maxJsonBytes;
   private final transient OpenRoutes open;
@@ -80,6 +89,7 @@ final class ApiServlet extends HttpServlet {
       WebSocketEndpoints.ExecSocketIdle execSocketIdle) {
     this.db = db;
     this.metrics = metrics;
+    this.telemetry = sandboxes.telemetry();
     this.log = log;
     this.maxJsonBytes = maxJsonBytes;
     byte[] openApi;
@@ -177,7 +187,8 @@ final class ApiServlet extends HttpServlet {
     }
     Call call = new Call(request, response, params == null ? Map.of() : params, maxJsonBytes);
     String template = route == null ? "unmatched" : route.template();
-    try {
+    Span span = serverSpan(request, method, template);
+    try (Scope ignored = span.makeCurrent()) {
       if (route == null) {
         throw pathMatched
             ? new ApiException(
@@ -193,6 +204,7 @@ final class ApiServlet extends HttpServlet {
       fail(call, e);
     } finally {
       int status = response.getStatus();
+      endServerSpan(span, status);
       metrics.request(method, template, status);
       log.request(
           method,
@@ -203,6 +215,59 @@ final class ApiServlet extends HttpServlet {
           (System.nanoTime() - start) / 1_000_000);
     }
   }
+
+  /**
+   * A server span {@code METHOD ROUTE} (HTTP semantic conventions), child of the W3C trace context
+   * the client sent, extracted with the configured propagators.
+   */
+  private Span serverSpan(HttpServletRequest request, String method, String template) {
+    io.opentelemetry.api.OpenTelemetry otel = telemetry.openTelemetry();
+    Context parent =
+        otel.getPropagators().getTextMapPropagator().extract(Context.root(), request, HEADERS);
+    Span span =
+        telemetry
+            .tracer()
+            .spanBuilder("HTTP")
+            .setParent(parent)
+            .setSpanKind(SpanKind.SERVER)
+            .startSpan();
+    if (span.isRecording()) {
+      span.updateName(method + " " + template);
+      span.setAttribute(HTTP_METHOD, method);
+      span.setAttribute(HTTP_ROUTE, template);
+    }
+    return span;
+  }
+
+  private static void endServerSpan(Span span, int status) {
+    if (span.isRecording()) {
+      span.setAttribute(HTTP_STATUS, status);
+      if (status >= 500) {
+        // a server span is an error for a 5xx only (HTTP conventions): a 4xx is the client's
+        span.setStatus(StatusCode.ERROR);
+        span.setAttribute(SandboxTelemetry.ERROR_TYPE, Integer.toString(status));
+      }
+    }
+    span.end();
+  }
+
+  static final AttributeKey<String> HTTP_METHOD = AttributeKey.stringKey("http.request.method");
+  static final AttributeKey<String> HTTP_ROUTE = AttributeKey.stringKey("http.route");
+  static final AttributeKey<Long> HTTP_STATUS = AttributeKey.longKey("http.response.status_code");
+
+  /** Reads a request's headers for a propagator. */
+  static final TextMapGetter<HttpServletRequest> HEADERS =
+      new TextMapGetter<>() {
+        @Override
+        public Iterable<String> keys(HttpServletRequest carrier) {
+          return java.util.Collections.list(carrier.getHeaderNames());
+        }
+
+        @Override
+        public String get(HttpServletRequest carrier, String key) {
+          return carrier == null ? null : carrier.getHeader(key);
+        }
+      };
 
   Organization authenticate(HttpServletRequest request) {
     return organizationOfKey(keyHash(request));

@@ -374,6 +374,30 @@ final class Database implements AutoCloseable {
         after == null ? "" : after);
   }
 
+  /**
+   * Sandbox {@code id} with its owner, whichever organization that is: for the E2B envd routes,
+   * which name a sandbox by header and prove access with its token, not with an API key.
+   */
+  synchronized Optional<SandboxRow> sandboxOfAnyOrganization(String id) {
+    return sandboxes(
+            "SELECT id, organization, labels, env, working_directory, created FROM sandboxes WHERE id = ?",
+            id)
+        .stream()
+        .findFirst();
+  }
+
+  /** The organization with row id {@code id}. */
+  synchronized Optional<Organization> organization(long id) {
+    try (PreparedStatement p = prepare("SELECT id, name FROM organizations WHERE id = ?", id);
+        ResultSet rs = p.executeQuery()) {
+      return rs.next()
+          ? Optional.of(new Organization(rs.getLong(1), rs.getString(2)))
+          : Optional.empty();
+    } catch (SQLException e) {
+      throw failed("look up an organization", e);
+    }
+  }
+
   synchronized List<SandboxRow> allSandboxes() {
     return sandboxes(
         "SELECT id, organization, labels, env, working_directory, created FROM sandboxes ORDER BY id");

@@ -15,7 +15,35 @@ record ExecRequest(
     Long timeoutMs,
     Long outputLimitBytes,
     JsonNode stdin,
-    Boolean keepStdinOpen) {
+    Boolean keepStdinOpen,
+    Map<String, String> trace) {
+
+  /** The W3C trace-context header names are short, and a tracestate at most 512 characters. */
+  private static final int MAX_TRACE_FIELDS = 8;
+
+  private static final int MAX_TRACE_VALUE = 512;
+
+  /**
+   * The trace context this request carries, for a propagator to read; empty if none. Bounded: a
+   * client's map is never copied into a span as it is, only read by the propagator.
+   */
+  Map<String, String> traceContext() {
+    if (trace == null) {
+      return Map.of();
+    }
+    if (trace.size() > MAX_TRACE_FIELDS) {
+      throw ApiException.invalid(
+          "trace", "trace holds at most " + MAX_TRACE_FIELDS + " fields, had " + trace.size());
+    }
+    for (Map.Entry<String, String> e : trace.entrySet()) {
+      if (e.getValue() == null || e.getValue().length() > MAX_TRACE_VALUE) {
+        throw ApiException.invalid(
+            "trace." + Sandboxes.printable(e.getKey()),
+            "trace values are strings of at most " + MAX_TRACE_VALUE + " characters");
+      }
+    }
+    return trace;
+  }
 
   Command command() {
     if ((argv == null) == (shell == null)) {

@@ -144,7 +144,7 @@ final class ExecRoutes {
     if (!container.upgrade(
         (req, resp) ->
             new WebSocketEndpoints.ExecSocket(
-                ws, keepOpen, execSocketIdle, access, metrics, active),
+                ws, keepOpen, execSocketIdle, access, metrics, active, sandboxes.telemetry()),
         c.request,
         c.response)) {
       throw ApiException.invalid(null, "the WebSocket upgrade failed");

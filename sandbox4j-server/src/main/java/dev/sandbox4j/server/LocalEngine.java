@@ -12,9 +12,20 @@ import dev.sandbox4j.runtime.LocalSandbox;
 final class LocalEngine implements ServerEngine {
 
   private final LocalSandbox engine;
+  private final io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
 
   LocalEngine(LocalSandbox engine) {
+    this(engine, null);
+  }
+
+  private LocalEngine(LocalSandbox engine, io.opentelemetry.api.OpenTelemetry openTelemetry) {
     this.engine = engine;
+    this.openTelemetry = openTelemetry;
+  }
+
+  /** The same engine, the sandboxes of its shapes traced through {@code openTelemetry}. */
+  LocalEngine tracedWith(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+    return new LocalEngine(engine, openTelemetry);
   }
 
   @Override
@@ -29,7 +40,11 @@ final class LocalEngine implements ServerEngine {
             .home(engine.home())
             .diskReserve(engine.diskReserve())
             .diskOvercommit(engine.diskOvercommit())
+            .maxImageSize(engine.maxImageSize())
             .warmPoolOf(engine); // a shape like the engine's, the request's labels and timers
+    if (openTelemetry != null) {
+      b.openTelemetry(openTelemetry);
+    }
     field(
         "image",
         () -> {

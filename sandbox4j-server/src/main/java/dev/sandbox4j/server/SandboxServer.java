@@ -55,6 +55,9 @@ import org.eclipse.jetty.util.thread.Scheduler;
  * when the session ends). A servlet mounted at {@code /mcp/*} with {@link Builder#servlet} replaces
  * it.
  *
+ * <p>{@code /e2b} serves E2B's control plane and envd API (and {@code /files}, E2B's signed file
+ * URLs), so that programs written for E2B's SDKs run against the server: docs/e2b.md.
+ *
  * <p>An organization starts sandboxes only from its own snapshots and the published images, and no
  * bigger than the ceilings per sandbox ({@link Builder#maxCpusPerSandbox} and the like, derived
  * from the host by default); anything else is refused before the engine is asked.
@@ -72,6 +75,7 @@ public final class SandboxServer implements AutoCloseable {
   private final ApiServlet api;
   private final List<String> mountPaths;
   private boolean closed; // guarded by this
+  private final AutoCloseable activeGauge;
 
   private SandboxServer(Builder b) {
     this.host = b.host;
@@ -104,12 +108,15 @@ public final class SandboxServer implements AutoCloseable {
             new RegistryAllowlist(b.registries));
     Sandboxes sandboxes;
     try {
-      sandboxes = new Sandboxes(b.engine, db, limits);
+      sandboxes = new Sandboxes(b.engine, db, limits, b.openTelemetry);
     } catch (RuntimeException e) {
       db.close();
       throw e;
     }
     Metrics metrics = new Metrics(sandboxes::countByState);
+    // the same counts as the Prometheus gauge sandbox4j_server_sandboxes, as an OpenTelemetry one
+    this.activeGauge =
+        sandboxes.telemetry().observeSandboxes(b.engine.provider().name(), sandboxes::countByState);
     RequestLog log = new RequestLog(b.requestLog);
     this.active = new ActiveExecs();
     // Jetty starts and stops it with the server; the API times idle exec sockets with it
@@ -163,6 +170,24 @@ public final class SandboxServer implements AutoCloseable {
       servlet.setAsyncSupported(true);
       context.addServlet(servlet, m.pathSpec());
     }
+    // E2B's control plane and envd (docs/e2b.md): its own key header and per-sandbox tokens, so
+    // not behind TenantFilter's Bearer check
+    ServletHolder e2b =
+        new ServletHolder(
+            new E2bServlet(sandboxes, db, metrics, log, E2bTokens.open(b.dataDirectory)));
+    e2b.setAsyncSupported(true);
+    // Multipart uploads spill parts over 1 MiB to disk before they reach a sandbox: into the data
+    // directory (0700), never the host's shared /tmp, and no bigger than a sandbox's disk may be.
+    long mostUploaded = limits.ceilings().diskBytes();
+    e2b.getRegistration()
+        .setMultipartConfig(
+            new jakarta.servlet.MultipartConfigElement(
+                E2bServlet.uploadsDirectory(b.dataDirectory).toString(),
+                mostUploaded,
+                mostUploaded,
+                1 << 20));
+    context.addServlet(e2b, E2bServlet.PATH);
+    context.addServlet(e2b, E2bServlet.SIGNED_FILES);
     context.addServlet(new ServletHolder(api), "/");
     context.setErrorHandler(new JsonErrors.Servlets());
     jetty.setErrorHandler(new JsonErrors.Core());
@@ -231,6 +256,11 @@ public final class SandboxServer implements AutoCloseable {
       // stopping: the sockets are closed either way
     } finally {
       api.killCommands();
+      try {
+        activeGauge.close();
+      } catch (Exception e) {
+        // the SDK's close of an instrument throws nothing it documents: nothing to undo
+      }
       db.close();
     }
   }
@@ -240,6 +270,7 @@ public final class SandboxServer implements AutoCloseable {
   /** Options of a {@link SandboxServer}; each setter validates and names what is wrong. */
   public static final class Builder {
     private ServerEngine engine;
+    private io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
     private Path dataDirectory;
     private String host = "127.0.0.1";
     private int port;
@@ -280,6 +311,19 @@ public final class SandboxServer implements AutoCloseable {
      */
     public Builder engine(ServerEngine engine) {
       this.engine = Objects.requireNonNull(engine, "engine");
+      return this;
+    }
+
+    /**
+     * Traces requests (a server span per HTTP request and per command on an exec WebSocket, child
+     * of the client's W3C {@code traceparent}), the workspaces' operations and the local engine's
+     * sandboxes of each shape through {@code openTelemetry}, and reports {@code
+     * sandbox4j.sandboxes.active} to it, rather than to the global OpenTelemetry, the default.
+     * Lifecycle operations run on the engine's own provider: give a {@link LocalSandbox} engine the
+     * same with {@link LocalSandbox.Builder#openTelemetry}.
+     */
+    public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+      this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
       return this;
     }
 

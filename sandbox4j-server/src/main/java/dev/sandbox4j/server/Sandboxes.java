@@ -3,7 +3,10 @@ package dev.sandbox4j.server;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sandbox4j.runtime.ImageInfo;
+import dev.sandbox4j.runtime.ImageTooLargeException;
+import dev.sandbox4j.runtime.InsufficientDiskException;
 import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.workspace.SandboxTelemetry;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
@@ -71,12 +74,24 @@ final class Sandboxes {
   private final ServerLimits limits;
   private final Map<String, Workspace> workspaces = new ConcurrentHashMap<>();
   private final Admission admission;
+  private final io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
+  private final SandboxTelemetry telemetry;
 
   /**
    * @throws IllegalArgumentException if the engine's provider cannot list its sandboxes
    */
-  Sandboxes(ServerEngine engine, Database db, ServerLimits limits) {
-    this.engine = engine;
+  Sandboxes(
+      ServerEngine engine,
+      Database db,
+      ServerLimits limits,
+      io.opentelemetry.api.OpenTelemetry openTelemetry) {
+    this.openTelemetry = openTelemetry;
+    this.telemetry =
+        openTelemetry == null ? SandboxTelemetry.global() : SandboxTelemetry.of(openTelemetry);
+    this.engine =
+        openTelemetry != null && engine instanceof LocalEngine local
+            ? local.tracedWith(openTelemetry)
+            : engine;
     this.provider = Objects.requireNonNull(engine.provider(), "engine.provider()");
     if (!(provider instanceof SupportsListing l)) {
       throw new IllegalArgumentException(
@@ -112,6 +127,15 @@ final class Sandboxes {
             + " (it has no "
             + type.getSimpleName()
             + ")");
+  }
+
+  /** Where the server's spans and metrics go: the builder's OpenTelemetry, or the global one. */
+  SandboxTelemetry telemetry() {
+    return telemetry;
+  }
+
+  private Workspace traced(Workspace ws) {
+    return openTelemetry == null ? ws : ws.withOpenTelemetry(openTelemetry);
   }
 
   /** {@link ServerEngine#shaped}, with what it refuses answered as 400 or 501 naming the field. */
@@ -215,7 +239,7 @@ final class Sandboxes {
       if (source.snapshot() == null && LocalSandbox.isImageReference(source.name())) {
         ensurePulled(source.name());
       }
-      Workspace ws = Workspace.of(creator.newBackend());
+      Workspace ws = traced(Workspace.of(creator.newBackend()));
       WorkspaceRef ref;
       try {
         ref = ws.open();
@@ -333,7 +357,9 @@ final class Sandboxes {
 
   /**
    * Pulls allowed reference {@code reference} unless the engine has it: a registry that refuses or
-   * has no such image is a 404 naming {@code image} with the registry's reason, not a 500.
+   * has no such image is a 404 naming {@code image} with the registry's reason, not a 500; an image
+   * larger than the engine pulls ({@code serve --max-image-size}) is a 400 naming {@code image}; a
+   * pull that would take the disk below its reserve is the 503 {@code insufficient_disk}.
    */
   private void ensurePulled(String reference) {
     LocalSandbox local = (LocalSandbox) provider;
@@ -343,6 +369,11 @@ final class Sandboxes {
     }
     try {
       local.pullImage(canonical);
+    } catch (ImageTooLargeException e) {
+      throw ApiException.invalid(
+          "image", "image '" + printable(reference) + "': " + e.getMessage());
+    } catch (InsufficientDiskException e) {
+      throw e; // the server's 503 insufficient_disk, as for a create
     } catch (WorkspaceException e) {
       throw new ApiException(
           ErrorCode.NOT_FOUND,
@@ -471,10 +502,11 @@ final class Sandboxes {
     return workspaces.computeIfAbsent(
         row.id(),
         k ->
-            Workspace.of(
-                shaped(ServerEngine.Shape.attach(env(row), row.workingDirectory()))
-                    .backend(ref(row.id()))
-                    .orElseThrow()));
+            traced(
+                Workspace.of(
+                    shaped(ServerEngine.Shape.attach(env(row), row.workingDirectory()))
+                        .backend(ref(row.id()))
+                        .orElseThrow())));
   }
 
   View lifecycle(Organization org, String id, String operation) {

@@ -8,6 +8,7 @@ import dev.sandbox4j.workspace.Workspace;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Base64;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.eclipse.jetty.util.thread.Scheduler;
 import org.eclipse.jetty.websocket.api.Callback;
@@ -64,6 +65,9 @@ final class WebSocketEndpoints {
     private final Access access;
     private final Metrics metrics;
     private final ActiveExecs active;
+    private final dev.sandbox4j.workspace.SandboxTelemetry telemetry;
+    // the upgrade request's span: the parent of a command whose request carries no trace context
+    private final io.opentelemetry.context.Context upgradeContext;
     private volatile Session session;
     private final Object state = new Object(); // never held while sending
     private ExecRun run; // guarded by state; null before the first request and while WAITING
@@ -78,7 +82,10 @@ final class WebSocketEndpoints {
         ExecSocketIdle idle,
         Access access,
         Metrics metrics,
-        ActiveExecs active) {
+        ActiveExecs active,
+        dev.sandbox4j.workspace.SandboxTelemetry telemetry) {
+      this.telemetry = telemetry;
+      this.upgradeContext = io.opentelemetry.context.Context.current();
       this.workspace = workspace;
       this.keepOpen = keepOpen;
       this.idle = idle;
@@ -171,6 +178,21 @@ final class WebSocketEndpoints {
       return true;
     }
 
+    /** Reads a request's {@code trace} object for a propagator. */
+    private static final io.opentelemetry.context.propagation.TextMapGetter<Map<String, String>>
+        TRACE_FIELDS =
+            new io.opentelemetry.context.propagation.TextMapGetter<>() {
+              @Override
+              public Iterable<String> keys(Map<String, String> carrier) {
+                return carrier.keySet();
+              }
+
+              @Override
+              public String get(Map<String, String> carrier, String key) {
+                return carrier == null ? null : carrier.get(key);
+              }
+            };
+
     private static ApiException badType(String type) {
       return ApiException.invalid(
           "type", "a frame's type is stdin, stdin_eof or cancel, was " + type);
@@ -180,6 +202,15 @@ final class WebSocketEndpoints {
       // the upgrade checked the key and the sandbox for the first command; later ones on a
       // kept-open socket check again, so a revoked key or a deleted sandbox stops them too
       Workspace target = carried == 0 ? workspace : access.recheck();
+      Map<String, String> traceContext = request.traceContext();
+      io.opentelemetry.context.Context parent =
+          traceContext.isEmpty()
+              ? upgradeContext
+              : telemetry
+                  .openTelemetry()
+                  .getPropagators()
+                  .getTextMapPropagator()
+                  .extract(io.opentelemetry.context.Context.root(), traceContext, TRACE_FIELDS);
       Command command = request.command();
       RunOptions.Builder options = request.options();
       request.keepsStdinOpen(false);
@@ -216,9 +247,19 @@ final class WebSocketEndpoints {
                 active.add(created);
                 long began = System.nanoTime();
                 int status = ExecRun.CANCELLED;
-                try {
+                io.opentelemetry.api.trace.Span span =
+                    telemetry
+                        .tracer()
+                        .spanBuilder("WS /v1/sandboxes/{id}/exec")
+                        .setParent(parent)
+                        .setSpanKind(io.opentelemetry.api.trace.SpanKind.SERVER)
+                        .startSpan();
+                try (io.opentelemetry.context.Scope ignored = span.makeCurrent()) {
                   status = created.run();
                 } finally {
+                  span.setAttribute(ApiServlet.HTTP_ROUTE, ApiServlet.EXEC_COMMAND_ROUTE);
+                  span.setAttribute(ApiServlet.HTTP_STATUS, status);
+                  span.end();
                   active.remove(created);
                   if (input != null) {
                     input.close();

@@ -161,6 +161,23 @@ class ExecSocketTest {
   }
 
   @Test
+  void aRequestsTraceContextIsBoundedAndAMalformedOneIsIgnored() throws Exception {
+    ServerApiTest.Socket ws = keptOpen(key, sandbox);
+    // not a valid traceparent: the propagator ignores it, the command runs
+    ws.send("{\"argv\": [\"true\"], \"stdin\": false, \"trace\": {\"traceparent\": \"nonsense\"}}");
+    awaitEnds(ws, 1);
+    assertThat(types(ws)).containsExactly("started", "exit");
+    String tooLong = "x".repeat(513);
+    ws.send(
+        "{\"argv\": [\"true\"], \"stdin\": false, \"trace\": {\"tracestate\": \""
+            + tooLong
+            + "\"}}");
+    assertThat(ws.closed.get(30, TimeUnit.SECONDS)).isEqualTo(1008);
+    assertThat(ws.events().getLast().get("error").get("field").asText())
+        .isEqualTo("trace.tracestate");
+  }
+
+  @Test
   void aCancelledCommandClosesAKeptOpenSocket() throws Exception {
     ServerApiTest.Socket ws = keptOpen(key, sandbox);
     ws.send("{\"shell\": \"echo ready; sleep 1000\", \"stdin\": false}");

@@ -3,6 +3,7 @@ package dev.sandbox4j.server;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.RegistryImages;
 import dev.sandbox4j.runtime.TestRegistry;
 import java.nio.file.Path;
@@ -94,6 +95,33 @@ class RegistryReferencesTest {
             .as("a server that allows no registry: as any name not published")
             .isEqualTo(404);
         assertThat(refused.error().get("field").asText()).isEqualTo("image");
+      }
+    }
+  }
+
+  @Test
+  void anImageLargerThanTheEngineTakesIsA400NamingImageAndNothingOfItIsKept() throws Exception {
+    TestServer.requireLocalEngine();
+    TestRegistry.requireRegistry();
+    try (TestRegistry registry =
+        TestRegistry.start(temp.resolve("registry"), TestRegistry.Auth.ANONYMOUS)) {
+      // a few KiB of gzip that extract to 48 MiB of zeros
+      RegistryImages.LargeFile bomb =
+          RegistryImages.compressibleLayer(temp.resolve("bomb"), 48 << 20);
+      registry.push(bomb.image().layout(), "team/bomb:1");
+      String reference = registry.host() + "/team/bomb:1";
+      LocalSandbox engine = LocalSandbox.builder().maxImageSize(16 << 20).build();
+      try (TestServer s =
+          new TestServer(
+              temp.resolve("data"), engine, b -> b.allowRegistry(registry.host() + "/team"))) {
+        TestServer.Answer refused =
+            s.call(s.key("acme"), "POST", "/v1/sandboxes", "{\"image\": \"" + reference + "\"}");
+
+        assertThat(refused.status()).as(refused.text()).isEqualTo(400);
+        assertThat(refused.error().get("field").asText()).isEqualTo("image");
+        assertThat(refused.error().get("message").asText())
+            .contains("larger than this engine pulls", "extracted", "limit of 16.0 MiB");
+        assertThat(engine.images()).noneMatch(i -> reference.equals(i.reference()));
       }
     }
   }

@@ -22,7 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * Organizations see only their own; keys revoke at once; quota and create rate per organization.
  */
-class TenancyTest {
+public class TenancyTest {
 
   @TempDir Path data;
 
@@ -245,9 +245,9 @@ class TenancyTest {
   /**
    * Organization b calls {@code route} with a's sandbox {@code id} (and command {@code cid}), a
    * file {@code secret.txt} on the file routes, and a body that a's own call would succeed with:
-   * the answer must be a 404. Also run on a server on docker (DockerServerTest).
+   * the answer must be a 404. Also run on a server on docker (the CLI's DockerServerTest).
    */
-  static void attackById(TestServer s, String b, String route, String id, String cid)
+  public static void attackById(TestServer s, String b, String route, String id, String cid)
       throws Exception {
     String method = route.substring(0, route.indexOf(' '));
     String path = route.substring(route.indexOf(' ') + 1).replace("{id}", id).replace("{cid}", cid);

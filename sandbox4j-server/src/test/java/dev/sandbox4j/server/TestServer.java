@@ -20,8 +20,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 
-/** A server on loopback over a fresh data directory and the test engine, with a small client. */
-final class TestServer implements AutoCloseable {
+/**
+ * A server on loopback over a fresh data directory and the test engine, with a small client. Public
+ * in the test-jar for the CLI's tests of the server on the CLI's own engines ({@code
+ * DockerServerTest}).
+ */
+public final class TestServer implements AutoCloseable {
 
   static final ObjectMapper JSON = new ObjectMapper();
   final Path data;
@@ -47,7 +51,7 @@ final class TestServer implements AutoCloseable {
   }
 
   /** A server on {@code serverEngine}, whose sandboxes {@link #close} destroys by its provider. */
-  TestServer(
+  public TestServer(
       Path data,
       ServerEngine serverEngine,
       java.util.function.UnaryOperator<SandboxServer.Builder> options) {
@@ -79,7 +83,7 @@ final class TestServer implements AutoCloseable {
         "crun (sandbox4j setup)");
   }
 
-  String key(String org) {
+  public String key(String org) {
     try (ServerKeys keys = ServerKeys.open(data)) {
       return keys.create(org).key();
     }
@@ -89,7 +93,7 @@ final class TestServer implements AutoCloseable {
     return URI.create(server.uri() + path);
   }
 
-  HttpResponse<byte[]> send(String key, String method, String path, byte[] body, String type)
+  public HttpResponse<byte[]> send(String key, String method, String path, byte[] body, String type)
       throws IOException, InterruptedException {
     HttpRequest.Builder b =
         HttpRequest.newBuilder(uri(path))
@@ -107,7 +111,7 @@ final class TestServer implements AutoCloseable {
     return http.send(b.build(), HttpResponse.BodyHandlers.ofByteArray());
   }
 
-  Answer call(String key, String method, String path, String json)
+  public Answer call(String key, String method, String path, String json)
       throws IOException, InterruptedException {
     HttpResponse<byte[]> r =
         send(
@@ -120,7 +124,7 @@ final class TestServer implements AutoCloseable {
   }
 
   /** Creates a sandbox, remembered for {@link #close}, and returns its id. */
-  String create(String key, String json) throws IOException, InterruptedException {
+  public String create(String key, String json) throws IOException, InterruptedException {
     Answer a = call(key, "POST", "/v1/sandboxes", json);
     assertThat(a.status()).as(a.text()).isEqualTo(201);
     String id = a.json().get("id").asText();
@@ -129,12 +133,13 @@ final class TestServer implements AutoCloseable {
   }
 
   /** Destroys {@code id} on {@link #close} (a sandbox made by a fork). */
-  void track(String id) {
+  public void track(String id) {
     created.add(id);
   }
 
   /** The NDJSON events of a POST exec. */
-  List<JsonNode> exec(String key, String id, String json) throws IOException, InterruptedException {
+  public List<JsonNode> exec(String key, String id, String json)
+      throws IOException, InterruptedException {
     Answer a = call(key, "POST", "/v1/sandboxes/" + id + "/exec", json);
     assertThat(a.status()).as(a.text()).isEqualTo(200);
     List<JsonNode> events = new ArrayList<>();
@@ -146,7 +151,7 @@ final class TestServer implements AutoCloseable {
     return events;
   }
 
-  static String stdout(List<JsonNode> events, String type) {
+  public static String stdout(List<JsonNode> events, String type) {
     StringBuilder s = new StringBuilder();
     for (JsonNode e : events) {
       if (e.get("type").asText().equals(type)) {
@@ -155,6 +160,11 @@ final class TestServer implements AutoCloseable {
       }
     }
     return s.toString();
+  }
+
+  /** The method and path template of every route the API serves. */
+  public List<String> routes() {
+    return server.routes();
   }
 
   /** Restarts the server on the same data directory (a new port). */
@@ -191,17 +201,17 @@ final class TestServer implements AutoCloseable {
   }
 
   /** An HTTP answer. */
-  record Answer(int status, byte[] body, Map<String, List<String>> headers) {
-    String text() {
+  public record Answer(int status, byte[] body, Map<String, List<String>> headers) {
+    public String text() {
       return new String(body, StandardCharsets.UTF_8);
     }
 
-    JsonNode json() throws IOException {
+    public JsonNode json() throws IOException {
       return JSON.readTree(body);
     }
 
     /** The error object of an error answer. */
-    JsonNode error() throws IOException {
+    public JsonNode error() throws IOException {
       return json().get("error");
     }
   }

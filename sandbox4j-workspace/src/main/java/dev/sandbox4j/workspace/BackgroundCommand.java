@@ -128,16 +128,19 @@ public final class BackgroundCommand {
         Thread.ofVirtual()
             .name("sandbox4j-bg-" + bg.id)
             .start(
-                () -> {
-                  try {
-                    bg.runToEnd(argv, background);
-                  } finally {
-                    if (feed != null) {
-                      feed.end(); // also after an Error: no writer waits forever
-                    }
-                    bg.removePidFile();
-                  }
-                });
+                // the caller's trace context: the command's span is a child of the caller's span
+                io.opentelemetry.context.Context.current()
+                    .wrap(
+                        () -> {
+                          try {
+                            bg.runToEnd(argv, background);
+                          } finally {
+                            if (feed != null) {
+                              feed.end(); // also after an Error: no writer waits forever
+                            }
+                            bg.removePidFile();
+                          }
+                        }));
     return bg;
   }
 

@@ -1,10 +1,14 @@
 package dev.sandbox4j.workspace;
 
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Scope;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.function.Supplier;
 
 /**
  * The workspace as tools see it: commands and files in one environment, whatever backend holds it.
@@ -15,6 +19,13 @@ import java.util.Optional;
  *
  * <p>{@link #readOnly()} gives a view that refuses every write and every command with {@link
  * WorkspaceReadOnlyException}: a policy for tools, not isolation.
+ *
+ * <p>Every command and file operation runs in an OpenTelemetry span ({@code sandbox4j.exec}, {@code
+ * sandbox4j.file.read}, ...), a child of the caller's current span, with the workspace's provider
+ * and id, the program name and exit code of a command, the path of a file, and the type of an
+ * error; commands also feed {@code sandbox4j.exec.duration}. Through {@link
+ * SandboxTelemetry#global()} unless {@link #withOpenTelemetry} says otherwise; a no-op until an SDK
+ * is installed.
  */
 public final class Workspace {
 
@@ -24,11 +35,17 @@ public final class Workspace {
   private final WorkspaceBackend backend;
   private final SupportsFileSystem files;
   private final boolean readOnly;
+  private final SandboxTelemetry telemetry;
 
-  private Workspace(WorkspaceBackend backend, SupportsFileSystem files, boolean readOnly) {
+  private Workspace(
+      WorkspaceBackend backend,
+      SupportsFileSystem files,
+      boolean readOnly,
+      SandboxTelemetry telemetry) {
     this.backend = backend;
     this.files = files;
     this.readOnly = readOnly;
+    this.telemetry = telemetry;
   }
 
   /** A workspace over {@code backend}. Does no I/O. */
@@ -40,12 +57,20 @@ public final class Workspace {
           case SupportsCommands commands -> new CommandFileSystem(backend, commands);
           default -> null;
         };
-    return new Workspace(backend, files, false);
+    return new Workspace(backend, files, false, SandboxTelemetry.global());
   }
 
   /** A view of this workspace that refuses writes and commands. */
   public Workspace readOnly() {
-    return readOnly ? this : new Workspace(backend, files, true);
+    return readOnly ? this : new Workspace(backend, files, true, telemetry);
+  }
+
+  /**
+   * The same workspace, its operations traced and measured through {@code openTelemetry} instead of
+   * the global OpenTelemetry. Does no I/O.
+   */
+  public Workspace withOpenTelemetry(OpenTelemetry openTelemetry) {
+    return new Workspace(backend, files, readOnly, SandboxTelemetry.of(openTelemetry));
   }
 
   /** Whether this view refuses writes and commands. */
@@ -140,7 +165,75 @@ public final class Workspace {
     if (!(backend instanceof SupportsCommands commands)) {
       throw new UnsupportedOperationException(backend.getClass().getName() + " runs no commands");
     }
-    return commands.run(command, options);
+    Span span = telemetry.tracer().spanBuilder("sandbox4j.exec").startSpan();
+    if (span.isRecording()) {
+      // the program only: arguments and environment may hold secrets
+      span.setAttribute(SandboxTelemetry.PROCESS_COMMAND, program(command));
+    }
+    long start = System.nanoTime();
+    boolean ok = false;
+    try (Scope ignored = span.makeCurrent()) {
+      CommandResult result = commands.run(command, options);
+      ok = true;
+      if (span.isRecording()) {
+        span.setAttribute(SandboxTelemetry.PROCESS_EXIT_CODE, result.exitCode());
+      }
+      return result;
+    } catch (RuntimeException | Error e) {
+      SandboxTelemetry.recordFailure(span, e);
+      throw e;
+    } finally {
+      long nanos = System.nanoTime() - start;
+      Optional<WorkspaceRef> ref = backend.ref();
+      endSpan(span, ref);
+      telemetry.recordExec(ref.map(WorkspaceRef::provider).orElse("unknown"), ok, nanos);
+    }
+  }
+
+  /** What a command's span names: the program of an argv, {@code sh} for a shell string. */
+  private static String program(Command command) {
+    return switch (command) {
+      case Command.Argv argv -> argv.args().getFirst();
+      case Command.Shell shell -> "sh";
+    };
+  }
+
+  private <T> T traced(String name, String path, String targetPath, Supplier<T> body) {
+    Span span = telemetry.tracer().spanBuilder(name).startSpan();
+    if (span.isRecording()) {
+      span.setAttribute(SandboxTelemetry.FILE_PATH, path);
+      if (targetPath != null) {
+        span.setAttribute(SandboxTelemetry.FILE_TARGET_PATH, targetPath);
+      }
+    }
+    try (Scope ignored = span.makeCurrent()) {
+      return body.get();
+    } catch (RuntimeException | Error e) {
+      SandboxTelemetry.recordFailure(span, e);
+      throw e;
+    } finally {
+      endSpan(span, span.isRecording() ? backend.ref() : Optional.empty());
+    }
+  }
+
+  private void traced(String name, String path, Runnable body) {
+    traced(
+        name,
+        path,
+        null,
+        () -> {
+          body.run();
+          return null;
+        });
+  }
+
+  private static void endSpan(Span span, Optional<WorkspaceRef> ref) {
+    if (span.isRecording() && ref.isPresent()) {
+      // set at the end: the operation may be the one that created the workspace
+      span.setAttribute(SandboxTelemetry.WORKSPACE_PROVIDER, ref.get().provider());
+      span.setAttribute(SandboxTelemetry.WORKSPACE_ID, ref.get().id());
+    }
+    span.end();
   }
 
   /**
@@ -158,12 +251,14 @@ public final class Workspace {
 
   /** Opens a file for reading. See {@link SupportsFileSystem#openRead}. */
   public InputStream openRead(String path) {
-    return files().openRead(resolve(path));
+    String resolved = resolve(path);
+    return traced("sandbox4j.file.open", resolved, null, () -> files().openRead(resolved));
   }
 
   /** Reads a whole file. */
   public byte[] readBytes(String path) {
-    return files().readBytes(resolve(path));
+    String resolved = resolve(path);
+    return traced("sandbox4j.file.read", resolved, null, () -> files().readBytes(resolved));
   }
 
   /** Reads a whole file as UTF-8 text, invalid sequences replaced by U+FFFD. */
@@ -175,14 +270,16 @@ public final class Workspace {
   public void write(String path, InputStream content) {
     Objects.requireNonNull(content, "content");
     checkWritable("write", path);
-    files().write(resolve(path), content);
+    String resolved = resolve(path);
+    traced("sandbox4j.file.write", resolved, () -> files().write(resolved, content));
   }
 
   /** Writes a whole file. See {@link SupportsFileSystem#write}. */
   public void writeBytes(String path, byte[] content) {
     Objects.requireNonNull(content, "content");
     checkWritable("write", path);
-    files().writeBytes(resolve(path), content);
+    String resolved = resolve(path);
+    traced("sandbox4j.file.write", resolved, () -> files().writeBytes(resolved, content));
   }
 
   /** Writes a whole file as UTF-8. */
@@ -193,23 +290,27 @@ public final class Workspace {
 
   /** Metadata, following symlinks. */
   public FileStat stat(String path) {
-    return files().stat(resolve(path));
+    String resolved = resolve(path);
+    return traced("sandbox4j.file.stat", resolved, null, () -> files().stat(resolved));
   }
 
   /** Whether something exists at {@code path}, following symlinks. */
   public boolean exists(String path) {
-    return files().exists(resolve(path));
+    String resolved = resolve(path);
+    return traced("sandbox4j.file.exists", resolved, null, () -> files().exists(resolved));
   }
 
   /** The entries of a directory, sorted by name; symlinks not followed. */
   public List<DirectoryEntry> list(String path) {
-    return files().list(resolve(path));
+    String resolved = resolve(path);
+    return traced("sandbox4j.file.list", resolved, null, () -> files().list(resolved));
   }
 
   /** {@code mkdir -p}. */
   public void createDirectories(String path) {
     checkWritable("create directory", path);
-    files().createDirectories(resolve(path));
+    String resolved = resolve(path);
+    traced("sandbox4j.file.mkdirs", resolved, () -> files().createDirectories(resolved));
   }
 
   /** Removes a file, symlink or empty directory. */
@@ -220,13 +321,23 @@ public final class Workspace {
   /** Removes a file, symlink or directory, recursively on request. */
   public void remove(String path, boolean recursive) {
     checkWritable("remove", path);
-    files().remove(resolve(path), recursive);
+    String resolved = resolve(path);
+    traced("sandbox4j.file.remove", resolved, () -> files().remove(resolved, recursive));
   }
 
   /** Renames with {@code rename(2)} semantics. */
   public void rename(String from, String to) {
     checkWritable("rename", from);
-    files().rename(resolve(from), resolve(to));
+    String source = resolve(from);
+    String target = resolve(to);
+    traced(
+        "sandbox4j.file.rename",
+        source,
+        target,
+        () -> {
+          files().rename(source, target);
+          return null;
+        });
   }
 
   /**
@@ -235,13 +346,18 @@ public final class Workspace {
    */
   public String realpath(String path) {
     String resolved = resolve(path);
-    return switch (backend) {
-      case SupportsRealpath r -> r.realpath(resolved);
-      case SupportsCommands c -> CommandFileSystem.realpath(c, resolved);
-      default ->
-          throw new UnsupportedOperationException(
-              backend.getClass().getName() + " cannot resolve paths");
-    };
+    return traced(
+        "sandbox4j.file.realpath",
+        resolved,
+        null,
+        () ->
+            switch (backend) {
+              case SupportsRealpath r -> r.realpath(resolved);
+              case SupportsCommands c -> CommandFileSystem.realpath(c, resolved);
+              default ->
+                  throw new UnsupportedOperationException(
+                      backend.getClass().getName() + " cannot resolve paths");
+            });
   }
 
   private SupportsFileSystem files() {

@@ -16,6 +16,7 @@ import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
+import dev.sandbox4j.workspace.WorkspaceFileException;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -773,14 +774,25 @@ public final class Engine {
               record.identity().user()));
       return;
     }
-    new RootfsCalls(this, id)
-        .makeDirectoryAsHost(
-            path,
-            record.hostBase(),
-            record.hostBase(),
-            record.hostBase() + record.identity().uid(),
-            record.hostBase() + record.identity().gid(),
-            always);
+    try {
+      new RootfsCalls(this, id)
+          .makeDirectoryAsHost(
+              path,
+              record.hostBase(),
+              record.hostBase(),
+              record.hostBase() + record.identity().uid(),
+              record.hostBase() + record.identity().gid(),
+              always);
+    } catch (WorkspaceFileException e) {
+      // an image's WorkingDir through a link its root does not hold, or a file in the way
+      throw new WorkspaceException(
+          "the working directory "
+              + path
+              + " cannot be made in the sandbox's root: "
+              + e.getMessage()
+              + " (a file, or a link to nothing in the image, is in the way)",
+          e);
+    }
   }
 
   // ---- programs of the image ----------------------------------------------------------------

@@ -423,6 +423,43 @@ public final class ImageArchive {
     return size;
   }
 
+  /**
+   * The bytes the files of tar file {@code tarball} (plain or compressed) hold, as GNU tar lists
+   * them without extracting anything: what extracting it would write, but for metadata. A sparse
+   * file counts its full size.
+   */
+  static long extractedSize(Path tarball) throws IOException {
+    Process p =
+        new ProcessBuilder("tar", "-t", "-v", "--numeric-owner", "-f", tarball.toString())
+            .redirectError(ProcessBuilder.Redirect.DISCARD)
+            .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+            .start();
+    long total = 0;
+    try (BufferedReader out = p.inputReader(StandardCharsets.UTF_8)) {
+      String line;
+      while ((line = out.readLine()) != null) {
+        // "-rw-r--r-- 0/0 5000000 2026-12-03 10:40 name": a device shows "major,minor" there
+        String[] fields = line.trim().split("\\s+", 4);
+        if (fields.length >= 3 && SIZE_FIELD.matcher(fields[2]).matches()) {
+          total = Math.addExact(total, Long.parseLong(fields[2]));
+        }
+      }
+      if (p.waitFor() != 0) {
+        throw new ImageBuildException(tarball + " is not a tar archive, or a damaged one");
+      }
+    } catch (ArithmeticException | NumberFormatException e) {
+      p.destroyForcibly();
+      throw new ImageBuildException(tarball + " lists sizes beyond what a file can hold", e);
+    } catch (InterruptedException e) {
+      p.destroyForcibly();
+      Thread.currentThread().interrupt();
+      throw new ImageBuildException("interrupted while reading " + tarball, e);
+    }
+    return total;
+  }
+
+  private static final Pattern SIZE_FIELD = Pattern.compile("[0-9]{1,19}");
+
   /** Extracts an untrusted tar file into {@code dir} (see the class comment). */
   static void extract(Path tarball, Path dir) throws IOException {
     tar(

@@ -346,15 +346,19 @@ public final class ImageStore {
    * @throws dev.sandbox4j.runtime.internal.registry.RegistryException if the registry refuses,
    *     cannot be reached, or sends what does not match its digests
    * @throws ImageBuildException if a layer is unsafe or unsupported
+   * @throws PullRefusedException if the image is larger than {@code limit} allows, or the disk
+   *     would go below its reserve
    */
-  public Image pull(ImageReference ref, RegistryClient client, Consumer<String> progress) {
+  public Image pull(
+      ImageReference ref, RegistryClient client, Consumer<String> progress, PullLimit limit) {
     String name = pulledName(ref);
     return locks.withLock(
         name,
         () -> {
           try {
             return staging.inStaging(
-                name, build -> new RegistryPull(this, client, progress).pull(build, name, ref));
+                name,
+                build -> new RegistryPull(this, client, progress, limit).pull(build, name, ref));
           } catch (IOException e) {
             throw new ImageBuildException("pulling " + ref + " failed: " + e, e);
           }

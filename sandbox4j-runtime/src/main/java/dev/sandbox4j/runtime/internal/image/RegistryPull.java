@@ -49,11 +49,14 @@ final class RegistryPull {
   private final ImageStore store;
   private final RegistryClient client;
   private final Consumer<String> progress;
+  private final PullLimit limit;
 
-  RegistryPull(ImageStore store, RegistryClient client, Consumer<String> progress) {
+  RegistryPull(
+      ImageStore store, RegistryClient client, Consumer<String> progress, PullLimit limit) {
     this.store = store;
     this.client = client;
     this.progress = progress;
+    this.limit = limit;
   }
 
   /** The image name a pulled reference is stored under: readable, and unique per reference. */
@@ -96,47 +99,84 @@ final class RegistryPull {
     List<JsonNode> layers = ImageArchive.layersOf(resolved.manifest());
     Path downloads = downloadsDir();
     List<String> ids = new ArrayList<>();
-    List<Future<Path>> pending = new ArrayList<>();
-    AtomicLong received = new AtomicLong();
+    List<Long> sizes = new ArrayList<>();
+    List<Boolean> present = new ArrayList<>();
+    long compressed = 0;
     long toReceive = 0;
+    for (int i = 0; i < layers.size(); i++) {
+      JsonNode layer = layers.get(i);
+      String digest = layer.path("digest").asText();
+      String hex = ImageArchive.checkDigest(digest);
+      long size = layer.path("size").asLong(-1);
+      if (size < 0 || size > MAX_LAYER_BYTES) {
+        throw new RegistryException(
+            "the manifest of " + ref + " gives layer " + digest + " the size " + size);
+      }
+      String id = ImageArchive.layerId("layer", hex);
+      ids.add(id);
+      sizes.add(size);
+      boolean here = store.pinIfPresent(build, id);
+      present.add(here);
+      compressed += size;
+      if (!here) {
+        toReceive += size;
+      }
+    }
+    if (compressed > limit.maxBytes()) {
+      throw overLimit(ref, compressed, "compressed");
+    }
+    requireFreeSpace(ref, toReceive, "to download its layers");
+    List<Future<Path>> pending = new ArrayList<>();
+    List<Path> files = new ArrayList<>();
+    AtomicLong received = new AtomicLong();
     ExecutorService pool =
         Executors.newFixedThreadPool(
             PARALLEL_DOWNLOADS, Thread.ofPlatform().name("registry-pull-", 0).factory());
     try {
       for (int i = 0; i < layers.size(); i++) {
-        JsonNode layer = layers.get(i);
-        String digest = layer.path("digest").asText();
+        String digest = layers.get(i).path("digest").asText();
         String hex = ImageArchive.checkDigest(digest);
-        long size = layer.path("size").asLong(-1);
-        if (size < 0 || size > MAX_LAYER_BYTES) {
-          throw new RegistryException(
-              "the manifest of " + ref + " gives layer " + digest + " the size " + size);
-        }
-        String id = ImageArchive.layerId("layer", hex);
-        ids.add(id);
         String what = layerName(i, layers.size(), hex);
-        if (store.pinIfPresent(build, id)) {
+        if (present.get(i)) {
           progress.accept(what + ": already in the store");
           pending.add(null);
           continue;
         }
-        toReceive += size;
+        long size = sizes.get(i);
         Path file = downloads.resolve("sha256-" + hex);
+        files.add(file);
         pending.add(pool.submit(() -> download(ref, digest, size, file, what, received)));
       }
       long total = toReceive;
       long size = 0;
-      for (int i = 0; i < layers.size(); i++) {
-        Future<Path> download = pending.get(i);
-        if (download == null) {
-          size += RootfsOwnership.sizeOf(store.layerPath(ids.get(i)));
-          continue;
+      try {
+        for (int i = 0; i < layers.size(); i++) {
+          Future<Path> download = pending.get(i);
+          if (download == null) {
+            size += RootfsOwnership.sizeOf(store.layerPath(ids.get(i)));
+            continue;
+          }
+          Path blob = awaitReporting(download, received, total, started);
+          String hex = ImageArchive.checkDigest(layers.get(i).path("digest").asText());
+          String what = layerName(i, layers.size(), hex);
+          if (limit.bounded()) {
+            long extracted = ImageArchive.extractedSize(blob);
+            if (size + extracted > limit.maxBytes()) {
+              throw overLimit(ref, size + extracted, "extracted, counted up to " + what);
+            }
+            requireFreeSpace(ref, extracted, "to extract " + what);
+          }
+          size += ImageArchive.importLayer(store, build, blob, ids.get(i), true, what, progress);
+          Files.deleteIfExists(blob);
         }
-        Path blob = awaitReporting(download, received, total, started);
-        String hex = ImageArchive.checkDigest(layers.get(i).path("digest").asText());
-        String what = layerName(i, layers.size(), hex);
-        size += ImageArchive.importLayer(store, build, blob, ids.get(i), true, what, progress);
-        Files.deleteIfExists(blob);
+      } catch (PullRefusedException e) {
+        // refused for its size: the same pull would be refused again, so nothing is kept to resume
+        pool.shutdownNow();
+        awaitTermination(pool);
+        for (Path file : files) {
+          deleteUnlessBusy(file);
+        }
+        throw e;
       }
       double seconds = (System.nanoTime() - started) / 1e9;
       progress.accept(
@@ -157,6 +197,54 @@ final class RegistryPull {
           new ImageStore.Origin(ref.toString(), resolved.digest(), config));
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  private PullRefusedException overLimit(ImageReference ref, long bytes, String how) {
+    return new PullRefusedException(
+        ref
+            + " is larger than this engine pulls: "
+            + mib(bytes)
+            + " ("
+            + how
+            + "), more than the limit of "
+            + mib(limit.maxBytes()),
+        true,
+        bytes,
+        limit.maxBytes());
+  }
+
+  /** Refuses to write {@code bytes} more if that would take the store below the reserve. */
+  private void requireFreeSpace(ImageReference ref, long bytes, String forWhat) throws IOException {
+    long free = Files.getFileStore(store.directory()).getUsableSpace();
+    if (free - bytes < limit.reserveBytes()) {
+      throw new PullRefusedException(
+          "pulling "
+              + ref
+              + " needs "
+              + mib(bytes)
+              + " "
+              + forWhat
+              + ", and the disk of "
+              + store.directory()
+              + " has "
+              + mib(free)
+              + " free, "
+              + mib(limit.reserveBytes())
+              + " of which it keeps as its reserve: free space (remove images, sandbox4j gc)",
+          false,
+          free,
+          limit.reserveBytes());
+    }
+  }
+
+  private static void awaitTermination(ExecutorService pool) {
+    try {
+      if (!pool.awaitTermination(1, java.util.concurrent.TimeUnit.MINUTES)) {
+        throw new RegistryException("the downloads of a refused pull did not stop within a minute");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 
@@ -292,27 +380,38 @@ final class RegistryPull {
       blobs = listing.filter(p -> !p.getFileName().toString().endsWith(".lock")).sorted().toList();
     }
     for (Path blob : blobs) {
-      ReentrantLock inJvm = BLOB_LOCKS.computeIfAbsent(blob, f -> new ReentrantLock());
-      if (!inJvm.tryLock()) {
-        continue; // a pull of this JVM is downloading it
-      }
-      try (FileChannel lockFile =
-              FileChannel.open(
-                  blob.resolveSibling(blob.getFileName() + ".lock"),
-                  StandardOpenOption.CREATE,
-                  StandardOpenOption.WRITE);
-          FileLock lock = lockFile.tryLock()) {
-        if (lock == null) {
-          continue; // another process is downloading it
-        }
-        long size = Files.size(blob);
-        Files.deleteIfExists(blob);
+      long size = deleteUnlessBusy(blob);
+      if (size >= 0) {
         removed.add("partial download " + blob.getFileName() + " (" + mib(size) + ")");
-      } finally {
-        inJvm.unlock();
       }
     }
     return removed;
+  }
+
+  /**
+   * Deletes download {@code blob} unless a pull (of this JVM or another process) is working on it;
+   * returns the bytes deleted, or -1 if it was busy or not there.
+   */
+  private static long deleteUnlessBusy(Path blob) throws IOException {
+    ReentrantLock inJvm = BLOB_LOCKS.computeIfAbsent(blob, f -> new ReentrantLock());
+    if (!inJvm.tryLock()) {
+      return -1; // a pull of this JVM is downloading it
+    }
+    try (FileChannel lockFile =
+            FileChannel.open(
+                blob.resolveSibling(blob.getFileName() + ".lock"),
+                StandardOpenOption.CREATE,
+                StandardOpenOption.WRITE);
+        FileLock lock = lockFile.tryLock()) {
+      if (lock == null || !Files.exists(blob, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        return -1; // another process is downloading it, or it is gone
+      }
+      long size = Files.size(blob);
+      Files.deleteIfExists(blob);
+      return size;
+    } finally {
+      inJvm.unlock();
+    }
   }
 
   private Path downloadsDir() throws IOException {

@@ -10,6 +10,7 @@ import dev.sandbox4j.runtime.internal.engine.SandboxRecord;
 import dev.sandbox4j.runtime.internal.engine.Timers;
 import dev.sandbox4j.runtime.internal.net.Networks;
 import dev.sandbox4j.runtime.internal.ports.PortProxy;
+import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.runtime.internal.util.CodeWatch;
 import dev.sandbox4j.runtime.internal.util.FileLock;
 import dev.sandbox4j.runtime.internal.util.PrivateFiles;
@@ -69,7 +70,9 @@ import java.util.stream.Stream;
  *
  * <p><b>Handover.</b> If a jar it runs from is rebuilt or replaced (and stays so for a scan), it
  * releases the lock, starts a supervisor from the new jars and exits ({@link CodeWatch}): its own
- * classes not loaded yet would be read from the new jar, and fail.
+ * classes not loaded yet would be read from the new jar, and fail. A supervisor whose jars were
+ * deleted (it runs on, from the files it holds open) is replaced by the next engine use of a
+ * process whose own jars exist ({@link #replaceIfItsCodeIsGone}, through {@value #CODE_FILE}).
  *
  * <p><b>Exit.</b> Once the home has had no sandbox for {@link #LINGER}, it releases the lock, looks
  * once more (a sandbox created meanwhile saw the lock held and started nobody), and exits unless
@@ -90,6 +93,12 @@ public final class Supervisor {
   static final Duration SCAN = Duration.ofSeconds(1);
   static final Duration LINGER = Duration.ofSeconds(10);
   public static final String LOCK = "supervisor.lock";
+
+  /** Its pid and class path, written at its start: {@link #replaceIfItsCodeIsGone}. */
+  static final String CODE_FILE = "supervisor.code";
+
+  private static final long CODE_CHECK_INTERVAL_NANOS = 5_000_000_000L;
+  private static final Map<Path, Long> CODE_CHECKED = new ConcurrentHashMap<>();
   public static final String LOG_FILE = SandboxHome.SUPERVISOR_LOG;
 
   private static final long LOG_MAX_BYTES = 1 << 20;
@@ -139,6 +148,15 @@ public final class Supervisor {
       return;
     }
     say("supervisor " + ProcessHandle.current().pid() + " started for " + home);
+    try {
+      // what it runs from, for an engine that finds those jars gone (replaceIfItsCodeIsGone)
+      AtomicFiles.write(
+          home.resolve(CODE_FILE),
+          (ProcessHandle.current().pid() + "\n" + classPath() + "\n")
+              .getBytes(StandardCharsets.UTF_8));
+    } catch (IOException e) {
+      say("supervisor " + ProcessHandle.current().pid() + " cannot write " + CODE_FILE + ": " + e);
+    }
     Engine engine =
         Engine.open(
             home,
@@ -381,7 +399,13 @@ public final class Supervisor {
       }
       Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
       if (free.isEmpty()) {
-        return; // one runs
+        long now = System.nanoTime();
+        Long checked = CODE_CHECKED.get(home);
+        if (checked == null || now - checked >= CODE_CHECK_INTERVAL_NANOS) {
+          CODE_CHECKED.put(home, now);
+          replaceIfItsCodeIsGone(engine); // one runs: from code that still exists?
+        }
+        return;
       }
       free.get().close();
       Long last = SPAWNED.get(home);
@@ -394,6 +418,88 @@ public final class Supervisor {
       System.getLogger(Supervisor.class.getName())
           .log(System.Logger.Level.WARNING, "cannot start the supervisor of " + home, e);
     }
+  }
+
+  /**
+   * Replaces the running supervisor of {@code engine}'s home if a jar it runs from is gone
+   * (deleted: a {@code mvn clean}, an uninstalled version, a removed checkout): it can never be
+   * started from that code again, and it keeps serving this process's sandboxes with code older
+   * than this process's, whose files and protocols may have changed since. A supervisor whose jars
+   * were only rewritten hands over by itself ({@link CodeWatch}); one running from jars that all
+   * exist is left alone, whatever its version, so that two versions using one home never take
+   * turns. {@link #ensureRunning} looks at most every few seconds per home. Never fails (logs).
+   */
+  public static void replaceIfItsCodeIsGone(Engine engine) {
+    Path home = engine.home();
+    try {
+      List<String> lines;
+      try {
+        lines = Files.readAllLines(home.resolve(CODE_FILE), StandardCharsets.UTF_8);
+      } catch (NoSuchFileException e) {
+        return; // one from before this file existed, or one just starting
+      }
+      if (lines.size() < 2 || !lines.get(0).matches("[0-9]{1,10}")) {
+        return;
+      }
+      Optional<ProcessHandle> running = ProcessHandle.of(Long.parseLong(lines.get(0)));
+      if (running.isEmpty() || !isSupervisorOf(running.get(), home)) {
+        return; // the file outlived it (a pid reused by another process is never touched)
+      }
+      List<String> gone = missingJars(lines.get(1));
+      if (gone.isEmpty() || !missingJars(classPath()).isEmpty()) {
+        return; // its code is there; or this process's is not, and it could start nothing better
+      }
+      System.getLogger(Supervisor.class.getName())
+          .log(
+              System.Logger.Level.WARNING,
+              "the supervisor of "
+                  + home
+                  + " (pid "
+                  + running.get().pid()
+                  + ") runs from jars that are gone ("
+                  + String.join(", ", gone)
+                  + "): replacing it with one from this process's code");
+      running.get().destroy();
+      long end = System.nanoTime() + 10_000_000_000L;
+      while (System.nanoTime() < end) {
+        Optional<FileLock> free = FileLock.tryAcquire(home.resolve(LOCK));
+        if (free.isPresent()) {
+          free.get().close();
+          SPAWNED.put(home, System.nanoTime());
+          spawn(home, engine.runtime().binary());
+          return;
+        }
+        Thread.sleep(50);
+      }
+      System.getLogger(Supervisor.class.getName())
+          .log(
+              System.Logger.Level.WARNING,
+              "the supervisor of " + home + " did not exit within 10 s of SIGTERM; left to run");
+    } catch (IOException | RuntimeException e) {
+      System.getLogger(Supervisor.class.getName())
+          .log(System.Logger.Level.WARNING, "cannot check the supervisor of " + home, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Whether {@code p} is a runtime supervisor of {@code home}, by its command line. */
+  private static boolean isSupervisorOf(ProcessHandle p, Path home) {
+    List<String> argv =
+        p.info().arguments().map(List::of).orElse(List.of()); // null-free: the JDK's own list
+    int main = argv.indexOf(Supervisor.class.getName());
+    return main >= 0 && main + 1 < argv.size() && argv.get(main + 1).equals(home.toString());
+  }
+
+  /** The jars of {@code classPath} that do not exist (class directories are not looked at). */
+  private static List<String> missingJars(String classPath) {
+    List<String> gone = new java.util.ArrayList<>();
+    for (String entry : classPath.split(File.pathSeparator)) {
+      if (entry.endsWith(".jar") && !Files.exists(Path.of(entry))) {
+        gone.add(entry);
+      }
+    }
+    return gone;
   }
 
   /** Whether a supervisor holds the lock of {@code home} (it runs). */

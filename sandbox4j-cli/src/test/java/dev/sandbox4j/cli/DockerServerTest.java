@@ -1,10 +1,13 @@
-package dev.sandbox4j.server;
+package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.sandbox4j.docker.DockerPrerequisites;
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.server.ServerEngine;
+import dev.sandbox4j.server.TenancyTest;
+import dev.sandbox4j.server.TestServer;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.SnapshotInfo;
 import java.nio.charset.StandardCharsets;
@@ -20,10 +23,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The API on a Docker daemon: a server whose {@link ServerEngine} makes docker sandboxes, as {@code
- * sandbox4j serve --provider docker} runs it. Needs a daemon (skips without one, fails under {@code
- * CI=true}). Every container it makes carries the label {@code sandbox4j.test=<random tag>}, and
- * each test ends with none left: the daemon is shared, so nothing else on it is touched.
+ * The API on a Docker daemon: a server on the CLI's {@link DockerServerEngine}, as {@code sandbox4j
+ * serve --provider docker} runs it (here, in the CLI's module, where the server and the docker
+ * provider meet: the server's own tests need no Docker). Needs a daemon (skips without one, fails
+ * under {@code CI=true}). Every container it makes carries the label {@code sandbox4j.test=<random
+ * tag>}, and each test ends with none left: the daemon is shared, so nothing else on it is touched.
  */
 class DockerServerTest {
 
@@ -33,55 +37,9 @@ class DockerServerTest {
   private DockerSandbox docker;
   private TestServer s;
 
-  /**
-   * Docker sandboxes as the CLI's engine makes them (the egress network, the request's shape), each
-   * also labelled with this test's tag: the CLI's own engine is exercised by its serve test.
-   */
+  /** The CLI's docker engine, every container it makes also labelled with this test's tag. */
   private ServerEngine engine() {
-    return new ServerEngine() {
-      @Override
-      public DockerSandbox provider() {
-        return docker;
-      }
-
-      @Override
-      public DockerSandbox shaped(Shape shape) {
-        if (shape.diskInodes() != null) {
-          throw new UnsupportedOperationException("diskInodes: docker sandboxes have no inodes");
-        }
-        DockerSandbox.Builder b =
-            DockerSandbox.builder().daemonOf(docker).label("sandbox4j.test", tag).env(shape.env());
-        if (shape.autoSuspendTimeout() != null) {
-          b.autoSuspendTimeout(shape.autoSuspendTimeout());
-        }
-        if (shape.sandboxTimeout() != null) {
-          b.sandboxTimeout(shape.sandboxTimeout());
-        }
-        if (shape.idleTimeout() != null) {
-          b.idleTimeout(shape.idleTimeout());
-        }
-        if (shape.deleteAfter() != null) {
-          b.deleteAfter(shape.deleteAfter());
-        }
-        if (shape.snapshot() != null) {
-          b.snapshot(shape.snapshot());
-        }
-        if (shape.cpus() != null) {
-          b.cpus(shape.cpus());
-        }
-        if (shape.memoryBytes() != null) {
-          b.memory(shape.memoryBytes());
-        }
-        if (shape.pids() != null) {
-          b.pids(shape.pids());
-        }
-        if (shape.workingDirectory() != null) {
-          b.workingDirectory(shape.workingDirectory());
-        }
-        shape.labels().forEach(b::label);
-        return b.build();
-      }
-    };
+    return new DockerServerEngine(docker, b -> b.label("sandbox4j.test", tag), line -> {});
   }
 
   @BeforeEach
@@ -296,7 +254,7 @@ class DockerServerTest {
     assertThat(ids(s.call(b, "GET", "/v1/sandboxes", null).json())).containsExactly(own);
     assertThat(ids(s.call(b, "GET", "/v1/sandboxes?label=owner=a", null).json())).isEmpty();
     assertThat(s.call(b, "GET", "/v1/snapshots", null).json().get("items")).isEmpty();
-    List<String> routes = s.server.routes().stream().filter(r -> r.contains("{id}")).toList();
+    List<String> routes = s.routes().stream().filter(r -> r.contains("{id}")).toList();
     assertThat(routes).hasSizeGreaterThan(20);
     for (String route : routes) {
       TenancyTest.attackById(s, b, route, id, cid);
