@@ -130,7 +130,8 @@ public final class Agent {
     return newRun(prompt, config, config.onEvent());
   }
 
-  private AgentRun newRun(String prompt, RunConfig config, Consumer<AgentEvent> listener) {
+  // package-private for AgentSteps, which takes a run's steps one at a time
+  AgentRun newRun(String prompt, RunConfig config, Consumer<AgentEvent> listener) {
     Objects.requireNonNull(prompt, "prompt");
     int requests = config.maxRequests() != null ? config.maxRequests() : maxRequests;
     int calls = config.maxToolCalls() != null ? config.maxToolCalls() : maxToolCalls;

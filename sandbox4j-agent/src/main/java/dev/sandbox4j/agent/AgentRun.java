@@ -357,6 +357,59 @@ final class AgentRun implements RunContext {
     }
   }
 
+  // One step at a time, for AgentSteps: an engine that drives the loop itself (a durable workflow)
+  // and keeps the run's state between steps. Each step is the same code the loop runs.
+
+  /**
+   * The loop's start (beforeRun hooks, then instructions), and the workspace opened now if the run
+   * has one: {@code chosen} by its config or history, or from a capability that provides them.
+   */
+  AgentSteps.Start startStep(boolean chosen) {
+    boolean openWorkspace =
+        chosen || capabilities.stream().anyMatch(c -> c.workspaceProvider().isPresent());
+    for (Capability capability : capabilities) {
+      capability.beforeRun(this);
+      session.announceIfCreated();
+    }
+    String all = instructions();
+    WorkspaceRef ref = null;
+    if (openWorkspace) {
+      ref = session.workspace().open(); // creates, or attaches (a machine gone fails here)
+      session.announceIfCreated();
+    }
+    return new AgentSteps.Start(all, ref, maxRequests, maxToolCalls);
+  }
+
+  /** One model request on the messages so far, stamped as the loop stamps it. */
+  ResponseMessage modelStep(String instructions) {
+    checkCancelled();
+    ResponseMessage response =
+        model.request(
+            new ModelRequest(messages(), instructions, definitions, settings),
+            delta -> emit(new AgentEvent.TextDelta(delta)));
+    response =
+        response.withUsage(
+            new Usage(1, response.usage().inputTokens(), response.usage().outputTokens(), 0),
+            response.modelName().isEmpty() ? model.name() : response.modelName());
+    response = response.withWorkspace(session.ref().orElse(null));
+    emit(new AgentEvent.ModelResponded(response));
+    return response;
+  }
+
+  /**
+   * One tool call, with the loop's count of retries in a row carried in and out (a retry over a
+   * tool's budget throws as in the loop).
+   */
+  RequestPart toolStep(ResponsePart.ToolCall call, Map<String, Integer> retriesInARow) {
+    retries.putAll(retriesInARow);
+    return callTool(call);
+  }
+
+  /** The count of retries in a row by tool, after {@link #toolStep}. */
+  Map<String, Integer> retriesInARow() {
+    return Map.copyOf(retries);
+  }
+
   private final class Context implements ToolContext {
     private final ResponsePart.ToolCall call;
 
