@@ -249,9 +249,11 @@ final class DockerNetworking {
   }
 
   private static final long PROXY_WAIT_NANOS = 30_000_000_000L;
+  private static final long SUPERVISOR_CHECK_NANOS = 1_000_000_000L;
 
   private void awaitProxy(DockerNetwork.Ready net) {
     long deadline = System.nanoTime() + PROXY_WAIT_NANOS;
+    long nextCheck = System.nanoTime() + SUPERVISOR_CHECK_NANOS;
     java.net.InetSocketAddress proxy =
         new java.net.InetSocketAddress(net.gateway(), DockerNetwork.PROXY_PORT);
     while (true) {
@@ -259,6 +261,12 @@ final class DockerNetworking {
         s.connect(proxy, 200);
         return;
       } catch (IOException notYet) {
+        if (System.nanoTime() > nextCheck) {
+          // The supervisor this create found running may have been exiting: it had no sandbox
+          // with state when it last looked (its linger ended), and nobody started another.
+          nextCheck = System.nanoTime() + SUPERVISOR_CHECK_NANOS;
+          DockerSupervisor.ensureRunning(home(), sandboxes.daemon().host());
+        }
         if (System.nanoTime() > deadline) {
           throw new WorkspaceException(
               "the egress proxy of the Docker daemon's sandboxes does not answer on "
