@@ -39,8 +39,8 @@ import java.util.function.Supplier;
 /**
  * The cluster objects of workspaces: Pods, agent-sandbox Sandboxes and SandboxClaims,
  * NetworkPolicies and volume claims; creating them, waiting for them to be ready, and removing
- * them. Field names, conditions and labels of agent-sandbox are those of its v1beta1 API
- * ({@code api/v1beta1/sandbox_types.go}, {@code extensions/api/v1beta1/*} of
+ * them. Field names, conditions and labels of agent-sandbox are those of its v1beta1 API ({@code
+ * api/v1beta1/sandbox_types.go}, {@code extensions/api/v1beta1/*} of
  * kubernetes-sigs/agent-sandbox).
  */
 final class ClusterResources {
@@ -226,7 +226,9 @@ final class ClusterResources {
     return spec.build();
   }
 
-  /** A v1beta1 Sandbox of the pod spec; the working directory on a volume claim template if sized. */
+  /**
+   * A v1beta1 Sandbox of the pod spec; the working directory on a volume claim template if sized.
+   */
   GenericKubernetesResource sandbox(String name) {
     Map<String, Object> spec = new LinkedHashMap<>();
     PodSpec pod = podSpec(null);
@@ -301,7 +303,12 @@ final class ClusterResources {
                 .build())
         .create();
     return poll(
-        "SandboxClaim " + ns + "/" + name + " to be given a Sandbox of warm pool " + options.warmPool,
+        "SandboxClaim "
+            + ns
+            + "/"
+            + name
+            + " to be given a Sandbox of warm pool "
+            + options.warmPool,
         () -> {
           GenericKubernetesResource claim =
               client.genericKubernetesResources(CLAIMS).inNamespace(ns).withName(name).get();
@@ -541,7 +548,8 @@ final class ClusterResources {
           .edit(
               s -> {
                 @SuppressWarnings("unchecked")
-                Map<String, Object> spec = (Map<String, Object>) s.getAdditionalProperties().get("spec");
+                Map<String, Object> spec =
+                    (Map<String, Object>) s.getAdditionalProperties().get("spec");
                 spec.put("operatingMode", operatingMode);
                 return s;
               });
@@ -559,7 +567,14 @@ final class ClusterResources {
     List<HasMetadata> found = new ArrayList<>();
     found.addAll(client.pods().inNamespace(ns).withLabels(selector).list().getItems());
     found.addAll(
-        client.network().v1().networkPolicies().inNamespace(ns).withLabels(selector).list().getItems());
+        client
+            .network()
+            .v1()
+            .networkPolicies()
+            .inNamespace(ns)
+            .withLabels(selector)
+            .list()
+            .getItems());
     if (mode.get() == KubernetesSandbox.Mode.SANDBOX) {
       found.addAll(
           client

@@ -24,18 +24,18 @@ import java.util.regex.Pattern;
  * kills the command's whole process tree inside the pod by a second exec.
  *
  * <p>Two modes ({@link Mode}): on a cluster with the {@code agents.x-k8s.io} API (the Kubernetes
- * SIG Apps <a href="https://github.com/kubernetes-sigs/agent-sandbox">agent-sandbox</a>
- * controller) a workspace is a {@code Sandbox} (or a {@code SandboxClaim} against a {@code
- * SandboxWarmPool}, {@link Builder#warmPool}), which the controller turns into a pod; elsewhere it
- * is a plain Pod this provider creates. {@link Mode#AUTO} (the default) asks the API server's
- * discovery which one the cluster has, once per provider.
+ * SIG Apps <a href="https://github.com/kubernetes-sigs/agent-sandbox">agent-sandbox</a> controller)
+ * a workspace is a {@code Sandbox} (or a {@code SandboxClaim} against a {@code SandboxWarmPool},
+ * {@link Builder#warmPool}), which the controller turns into a pod; elsewhere it is a plain Pod
+ * this provider creates. {@link Mode#AUTO} (the default) asks the API server's discovery which one
+ * the cluster has, once per provider.
  *
  * <p>Suspend ({@link SupportsSuspend}) exists in sandbox mode only: the controller deletes the pod
  * (memory is not kept; volume claims are) and makes a new one on resume. In pod mode it fails with
  * a clear error.
  *
- * <p>Building the provider does no I/O; the first operation of a workspace creates or attaches
- * it. A workspace's ref id is {@code NAMESPACE/NAME}. Thread-safe.
+ * <p>Building the provider does no I/O; the first operation of a workspace creates or attaches it.
+ * A workspace's ref id is {@code NAMESPACE/NAME}. Thread-safe.
  */
 public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspend, AutoCloseable {
 
@@ -44,9 +44,13 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
 
   /** Where workspaces live on the cluster. */
   public enum Mode {
-    /** agent-sandbox's {@code Sandbox} where the cluster serves {@code agents.x-k8s.io}, else pods. */
+    /**
+     * agent-sandbox's {@code Sandbox} where the cluster serves {@code agents.x-k8s.io}, else pods.
+     */
     AUTO,
-    /** agent-sandbox's {@code Sandbox} (or {@code SandboxClaim}); fails where the CRDs are absent. */
+    /**
+     * agent-sandbox's {@code Sandbox} (or {@code SandboxClaim}); fails where the CRDs are absent.
+     */
     SANDBOX,
     /** A plain Pod. */
     POD
@@ -126,7 +130,8 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   /**
    * Suspends a workspace in sandbox mode: sets the Sandbox's {@code operatingMode} to {@code
    * Suspended}, and the agent-sandbox controller deletes its pod. Memory is not kept (processes
-   * end); volume claims are. A plain pod cannot be suspended: {@link UnsupportedOperationException}.
+   * end); volume claims are. A plain pod cannot be suspended: {@link
+   * UnsupportedOperationException}.
    */
   @Override
   public void suspend(WorkspaceRef ref) {
@@ -148,8 +153,8 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   }
 
   /**
-   * Deletes every workspace of this provider's namespace labelled as made by Sandbox4j whose
-   * {@code sandbox4j.dev/owner} label is {@code owner}, left behind by a process that ended without
+   * Deletes every workspace of this provider's namespace labelled as made by Sandbox4j whose {@code
+   * sandbox4j.dev/owner} label is {@code owner}, left behind by a process that ended without
    * destroying them; returns their refs.
    *
    * @param owner the value given to {@link Builder#owner} by the processes whose leftovers to reap
@@ -281,7 +286,9 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
       volumeSize = b.volumeSize;
     }
 
-    /** The namespace given, else the configuration's (kubeconfig context, in-cluster), else default. */
+    /**
+     * The namespace given, else the configuration's (kubeconfig context, in-cluster), else default.
+     */
     String namespace(KubernetesClient client) {
       if (namespaceOption != null) {
         return namespaceOption;
@@ -336,8 +343,8 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     }
 
     /**
-     * The container image (default {@code debian:bookworm-slim}). It needs POSIX {@code sh} and
-     * GNU coreutils ({@code head}, {@code mktemp}, {@code mkfifo}, {@code tr}, {@code grep}).
+     * The container image (default {@code debian:bookworm-slim}). It needs POSIX {@code sh} and GNU
+     * coreutils ({@code head}, {@code mktemp}, {@code mkfifo}, {@code tr}, {@code grep}).
      */
     public Builder image(String image) {
       if (image == null || image.isBlank() || image.chars().anyMatch(Character::isWhitespace)) {
@@ -448,7 +455,8 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     public Builder egressAllowCidrs(List<String> cidrs) {
       List<String> copy = List.copyOf(cidrs);
       if (copy.isEmpty()) {
-        throw new IllegalArgumentException("egressAllowCidrs needs a CIDR block; egressNone() for none");
+        throw new IllegalArgumentException(
+            "egressAllowCidrs needs a CIDR block; egressNone() for none");
       }
       for (String c : copy) {
         if (!CIDR.matcher(c).matches()) {

@@ -44,12 +44,12 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
 
   /**
    * The command line of every command: {@code sh -c WRAPPER sandbox4j-exec ID DIR FRAMED
-   * NAME=VALUE... -- ARGV...}. It exports the marker and the command's env (the exec API has no
-   * env of its own), enters the working directory, and runs the command. Without stdin the command
-   * gets {@code /dev/null}; with it, the exec's stdin carries frames ({@code LENGTH\n} and that
-   * many bytes, {@code 0\n} for the end; {@code head -c} reads exactly a frame's bytes), decoded
-   * into a FIFO that is the command's stdin, so that the command sees EOF where the caller's stdin
-   * ended (a v4 exec cannot close stdin alone). An asynchronous list's stdin is /dev/null in a
+   * NAME=VALUE... -- ARGV...}. It exports the marker and the command's env (the exec API has no env
+   * of its own), enters the working directory, and runs the command. Without stdin the command gets
+   * {@code /dev/null}; with it, the exec's stdin carries frames ({@code LENGTH\n} and that many
+   * bytes, {@code 0\n} for the end; {@code head -c} reads exactly a frame's bytes), decoded into a
+   * FIFO that is the command's stdin, so that the command sees EOF where the caller's stdin ended
+   * (a v4 exec cannot close stdin alone). An asynchronous list's stdin is /dev/null in a
    * non-interactive shell, so the decoder gets the exec's stdin through fd 3.
    */
   static final String WRAPPER =
@@ -203,10 +203,16 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
                 public void onExit(int code, Status s) {
                   status.set(s);
                 }
+
+                @Override
+                public void onClose(int code, String reason) {
+                  // a close without a status is seen on the exit code (null): a cut stream
+                }
               })
           .exec(argv.toArray(String[]::new));
     } catch (KubernetesClientException e) {
-      if (e.getCode() == 404 || !sandboxes.resources().podExists(target.namespace(), target.name())) {
+      if (e.getCode() == 404
+          || !sandboxes.resources().podExists(target.namespace(), target.name())) {
         throw gone(target, e);
       }
       throw new WorkspaceException(
