@@ -132,6 +132,7 @@ final class PodExecProcess extends Process {
 
   /** Each write is one frame {@code LENGTH\n BYTES}; close sends {@code 0\n}, the end. */
   private static final class FramedStdin extends OutputStream {
+    private static final int MAX_FRAME = 16 * 1024;
     private final OutputStream exec;
     private boolean closed;
 
@@ -149,12 +150,16 @@ final class PodExecProcess extends Process {
       if (closed) {
         throw new IOException("stdin is closed");
       }
-      if (len == 0) {
-        return;
+      // small frames: a WebSocket server limits the size of a frame (64 KiB by default in Vert.x)
+      for (int at = off; at < off + len; at += MAX_FRAME) {
+        int n = Math.min(MAX_FRAME, off + len - at);
+        byte[] frame = new byte[n + 8];
+        byte[] header = (n + "\n").getBytes(StandardCharsets.US_ASCII);
+        System.arraycopy(header, 0, frame, 0, header.length);
+        System.arraycopy(b, at, frame, header.length, n);
+        exec.write(frame, 0, header.length + n);
+        exec.flush();
       }
-      exec.write((len + "\n").getBytes(StandardCharsets.US_ASCII));
-      exec.write(b, off, len);
-      exec.flush();
     }
 
     @Override

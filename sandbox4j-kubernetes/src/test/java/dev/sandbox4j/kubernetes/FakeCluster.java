@@ -267,7 +267,13 @@ final class FakeCluster implements AutoCloseable {
                     .getKubernetesSerialization()
                     .unmarshal(found.getBody().readUtf8(), Pod.class)
                 : null;
-        return exec(pod, exec.group(1), exec.group(2), exec.group(3));
+        try {
+          return exec(pod, exec.group(1), exec.group(2), exec.group(3));
+        } catch (RuntimeException e) {
+          System.err.println("FAKE EXEC FAILED " + path);
+          e.printStackTrace();
+          throw e;
+        }
       }
       if (path.equals("/apis/agents.x-k8s.io") || path.equals("/apis/extensions.agents.x-k8s.io")) {
         if (!agentSandbox) {
