@@ -16,8 +16,8 @@ import io.fabric8.kubernetes.client.dsl.ExecListener;
 import io.fabric8.kubernetes.client.dsl.ExecWatch;
 import io.fabric8.kubernetes.client.dsl.PodResource;
 import io.fabric8.kubernetes.client.dsl.TtyExecOutputErrorable;
+import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
-import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -43,22 +43,26 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
   static final String MARKER = "SANDBOX4J_COMMAND=";
 
   /**
-   * The command line of every command: {@code sh -c WRAPPER sandbox4j-exec ID DIR FRAMED
-   * NAME=VALUE... -- ARGV...}. It exports the marker and the command's env (the exec API has no env
-   * of its own), enters the working directory, and runs the command. Without stdin the command gets
-   * {@code /dev/null}; with it, the exec's stdin carries frames ({@code LENGTH\n} and that many
-   * bytes, {@code 0\n} for the end; {@code head -c} reads exactly a frame's bytes), decoded into a
-   * FIFO that is the command's stdin, so that the command sees EOF where the caller's stdin ended
-   * (a v4 exec cannot close stdin alone). An asynchronous list's stdin is /dev/null in a
-   * non-interactive shell, so the decoder gets the exec's stdin through fd 3.
+   * The command line of every command: {@code sh -c WRAPPER sandbox4j-exec ID}, short and the same
+   * for every command (an API server, and the mock's, bounds the length of the exec URL that
+   * carries it). The command itself comes first on stdin, as a frame ({@code LENGTH\n} and that
+   * many bytes; {@code head -c} reads exactly those) holding a {@link #prelude}: it exports the
+   * command's env (the exec API has none), enters the working directory and sets the positional
+   * parameters to the argv. The wrapper exports the marker, which every process of the command
+   * inherits. Without stdin the command gets {@code /dev/null}; with it, further frames carry it,
+   * {@code 0\n} its end, decoded into a FIFO that is the command's stdin, so that the command sees
+   * EOF where the caller's stdin ended (a v4 exec cannot close stdin alone). An asynchronous list's
+   * stdin is /dev/null in a non-interactive shell, so the decoder gets the exec's stdin through fd
+   * 3. Needs POSIX sh, {@code mktemp}, {@code mkfifo} and {@code head}.
    */
   static final String WRAPPER =
       """
-      export SANDBOX4J_COMMAND="$1"; dir=$2; framed=$3; shift 3
-      while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1" || exit 125; shift; done; shift
-      cd -- "$dir" || exit 1
-      [ "$framed" = 1 ] || exec "$@" </dev/null
-      d=$(mktemp -d) && mkfifo "$d/in" || exit 1
+      export SANDBOX4J_COMMAND="$1"
+      d=$(mktemp -d) || exit 1
+      IFS= read -r n && head -c "$n" >"$d/args" || { rm -rf "$d"; exit 1; }
+      . "$d/args"
+      if [ "$s4j_stdin" = 0 ]; then rm -rf "$d"; exec "$@" </dev/null; fi
+      mkfifo "$d/in" || exit 1
       exec 3<&0
       (while IFS= read -r n && [ "$n" -gt 0 ] 2>/dev/null; do head -c "$n" || exit; done) \
         <&3 >"$d/in" 3<&- &
@@ -67,6 +71,26 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
       c=$?
       kill $f 2>/dev/null; rm -rf "$d"; exit $c
       """;
+
+  /** The shell text that sets up one command: env, working directory, argv, whether stdin comes. */
+  static String prelude(String dir, Map<String, String> env, List<String> argv, boolean stdin) {
+    StringBuilder b = new StringBuilder();
+    for (Map.Entry<String, String> e : env.entrySet()) {
+      b.append("export ").append(quote(e.getKey() + "=" + e.getValue())).append('\n');
+    }
+    b.append("cd -- ").append(quote(dir)).append(" || exit 1\n");
+    b.append("s4j_stdin=").append(stdin ? 1 : 0).append('\n');
+    b.append("set --");
+    for (String a : argv) {
+      b.append(' ').append(quote(a));
+    }
+    return b.append('\n').toString();
+  }
+
+  /** Single quotes keep every byte but NUL (which no argument or env value holds) literal. */
+  private static String quote(String s) {
+    return "'" + s.replace("'", "'\\''") + "'";
+  }
 
   /** Kills every process whose environment holds {@code SANDBOX4J_COMMAND=$1}, and descendants. */
   static final String KILL_TREE = MarkedTrees.killScript(MarkedTrees.MarkerIn.ENVIRON, MARKER);
@@ -138,17 +162,12 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
     long clockStart = System.nanoTime();
     String commandId = HexFormat.of().formatHex(randomBytes(8));
     boolean framed = options.stdin().isPresent();
-    List<String> argv = new ArrayList<>();
-    argv.addAll(List.of("/bin/sh", "-c", WRAPPER, "sandbox4j-exec", commandId));
-    argv.add(target.workingDirectory());
-    argv.add(framed ? "1" : "0");
-    for (Map.Entry<String, String> e : options.env().entrySet()) {
-      argv.add(e.getKey() + "=" + e.getValue());
-    }
-    argv.add("--");
-    argv.addAll(command.toArgv());
+    List<String> argv = List.of("/bin/sh", "-c", WRAPPER, "sandbox4j-exec", commandId);
+    byte[] prelude =
+        prelude(target.workingDirectory(), options.env(), command.toArgv(), framed)
+            .getBytes(StandardCharsets.UTF_8);
     AtomicReference<Status> status = new AtomicReference<>();
-    PodExecProcess process = new PodExecProcess(exec(target, argv, framed, status), framed, status);
+    PodExecProcess process = new PodExecProcess(exec(target, argv, true, status), prelude, status);
     try {
       CommandResult result =
           ProcessCommands.await(

@@ -40,10 +40,19 @@ final class PodExecProcess extends Process {
   private volatile boolean cut;
   private volatile String failure;
 
-  PodExecProcess(ExecWatch watch, boolean framedStdin, AtomicReference<Status> status) {
+  /**
+   * @param prelude the first frame on stdin, what the wrapper reads before the command's own stdin
+   */
+  PodExecProcess(ExecWatch watch, byte[] prelude, AtomicReference<Status> status) {
     this.watch = watch;
     this.status = status;
-    this.stdin = framedStdin ? new FramedStdin(watch.getInput()) : OutputStream.nullOutputStream();
+    FramedStdin framed = new FramedStdin(watch.getInput());
+    try {
+      framed.writeFrame(prelude);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException("cannot send the command to the exec", e);
+    }
+    this.stdin = framed;
     watch
         .exitCode()
         .whenComplete(
@@ -160,6 +169,18 @@ final class PodExecProcess extends Process {
         exec.write(frame, 0, header.length + n);
         exec.flush();
       }
+    }
+
+    /** One frame, however long, sent in WebSocket messages of at most {@code MAX_FRAME} bytes. */
+    synchronized void writeFrame(byte[] body) throws IOException {
+      byte[] header = (body.length + "\n").getBytes(StandardCharsets.US_ASCII);
+      byte[] all = new byte[header.length + body.length];
+      System.arraycopy(header, 0, all, 0, header.length);
+      System.arraycopy(body, 0, all, header.length, body.length);
+      for (int at = 0; at < all.length; at += MAX_FRAME) {
+        exec.write(all, at, Math.min(MAX_FRAME, all.length - at));
+      }
+      exec.flush();
     }
 
     @Override

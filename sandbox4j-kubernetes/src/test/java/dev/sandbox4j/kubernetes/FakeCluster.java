@@ -60,8 +60,8 @@ import java.util.regex.Pattern;
  *       end or 200 ms pass (a real kubelet's behaviour with a background child holding the pipe is
  *       not verified here); pods are Ready at once; there is no garbage collection by owner
  *       reference (the controller fake does what the tests need).
- *   <li>Faults: {@link #cutExecsRunning} makes the server close an exec's WebSocket without a
- *       status after its first output, leaving the process running.
+ *   <li>Faults: {@link #cutExecsPrinting} makes the server close an exec's WebSocket without a
+ *       status once its output shows a marker, leaving the process running.
  * </ul>
  */
 final class FakeCluster implements AutoCloseable {
@@ -129,8 +129,8 @@ final class FakeCluster implements AutoCloseable {
     controller = agentSandbox ? new FakeAgentSandboxController(control) : null;
   }
 
-  /** Execs whose argv holds {@code marker} are cut after their first output, with no status. */
-  void cutExecsRunning(String marker) {
+  /** Execs whose stdout includes {@code marker} are cut there, with no status, left running. */
+  void cutExecsPrinting(String marker) {
     cutMarkers.add(marker);
   }
 
@@ -366,7 +366,6 @@ final class FakeCluster implements AutoCloseable {
       if (!stdin) {
         pb.redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
       }
-      boolean cutThis = command.stream().anyMatch(a -> cutMarkers.stream().anyMatch(a::contains));
       try {
         process = pb.start();
       } catch (IOException e) {
@@ -403,7 +402,7 @@ final class FakeCluster implements AutoCloseable {
                   // the command closed its stdin, or ended
                 }
               });
-      Thread out = pump(ws, process.getInputStream(), (byte) 1, cutThis);
+      Thread out = pump(ws, process.getInputStream(), (byte) 1, true);
       Thread err = pump(ws, process.getErrorStream(), (byte) 2, false);
       Thread.ofVirtual()
           .start(
@@ -430,7 +429,7 @@ final class FakeCluster implements AutoCloseable {
               });
     }
 
-    private Thread pump(WebSocket ws, InputStream from, byte channel, boolean cutAfterFirst) {
+    private Thread pump(WebSocket ws, InputStream from, byte channel, boolean mayCut) {
       return Thread.ofVirtual()
           .start(
               () -> {
@@ -445,7 +444,8 @@ final class FakeCluster implements AutoCloseable {
                     frame[0] = channel;
                     System.arraycopy(buf, 0, frame, 1, n);
                     ws.send(frame);
-                    if (cutAfterFirst) {
+                    String text = new String(buf, 0, n, StandardCharsets.ISO_8859_1);
+                    if (mayCut && cutMarkers.stream().anyMatch(text::contains)) {
                       cut = true;
                       ws.close(1000, "fake: connection cut");
                     }

@@ -110,7 +110,7 @@ class KubernetesExecTest {
   void aCutStreamIsAnErrorAndTheCommandIsKilled() throws Exception {
     Workspace ws = workspace();
     String dir = ws.workingDirectory();
-    cluster.cutExecsRunning("cut-me-here");
+    cluster.cutExecsPrinting("cut-me-here");
     assertThatThrownBy(
             () -> ws.run(Command.shell("echo $$ > cut.pid; echo cut-me-here; sleep 300")))
         .isInstanceOf(WorkspaceException.class)
