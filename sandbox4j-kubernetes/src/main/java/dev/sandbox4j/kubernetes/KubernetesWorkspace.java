@@ -10,7 +10,6 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.spi.MarkedTrees;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
-import io.fabric8.kubernetes.api.model.Status;
 import io.fabric8.kubernetes.client.KubernetesClientException;
 import io.fabric8.kubernetes.client.dsl.ExecListener;
 import io.fabric8.kubernetes.client.dsl.ExecWatch;
@@ -23,7 +22,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * One workspace: a pod (plain, or made by the agent-sandbox controller for a Sandbox), created on
@@ -166,8 +164,9 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
     byte[] prelude =
         prelude(target.workingDirectory(), options.env(), command.toArgv(), framed)
             .getBytes(StandardCharsets.UTF_8);
-    AtomicReference<Status> status = new AtomicReference<>();
-    PodExecProcess process = new PodExecProcess(exec(target, argv, true, status), prelude, status);
+    PodExecProcess.Outcome outcome = new PodExecProcess.Outcome();
+    PodExecProcess process =
+        new PodExecProcess(exec(target, argv, true, outcome), prelude, framed, outcome);
     try {
       CommandResult result =
           ProcessCommands.await(
@@ -198,10 +197,7 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
   }
 
   private ExecWatch exec(
-      ClusterResources.RunningPod target,
-      List<String> argv,
-      boolean stdin,
-      AtomicReference<Status> status) {
+      ClusterResources.RunningPod target, List<String> argv, boolean stdin, ExecListener listener) {
     try {
       PodResource pod =
           sandboxes
@@ -216,18 +212,7 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
               : pod.inContainer(target.container());
       return in.redirectingOutput()
           .redirectingError()
-          .usingListener(
-              new ExecListener() {
-                @Override
-                public void onExit(int code, Status s) {
-                  status.set(s);
-                }
-
-                @Override
-                public void onClose(int code, String reason) {
-                  // a close without a status is seen on the exit code (null): a cut stream
-                }
-              })
+          .usingListener(listener)
           .exec(argv.toArray(String[]::new));
     } catch (KubernetesClientException e) {
       if (e.getCode() == 404
@@ -263,13 +248,13 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
   }
 
   private void killNow(ClusterResources.RunningPod target, String commandId) {
-    AtomicReference<Status> status = new AtomicReference<>();
+    PodExecProcess.Outcome outcome = new PodExecProcess.Outcome();
     try {
       ExecWatch killer =
-          exec(target, List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId), false, status);
+          exec(target, List.of("/bin/sh", "-c", KILL_TREE, "kill-tree", commandId), false, outcome);
       try {
-        Integer code = killer.exitCode().get(30, TimeUnit.SECONDS);
-        if (code == null || code != 0) {
+        int code = outcome.future.get(30, TimeUnit.SECONDS).code();
+        if (code != 0) {
           LOG.log(
               System.Logger.Level.WARNING,
               "sandbox {0}: killing command {1} ended with {2}: a process may be left",

@@ -1,13 +1,13 @@
 package dev.sandbox4j.kubernetes;
 
 import io.fabric8.kubernetes.api.model.Status;
+import io.fabric8.kubernetes.client.dsl.ExecListener;
 import io.fabric8.kubernetes.client.dsl.ExecWatch;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * A pod exec seen as a {@link Process}, so that {@code ProcessCommands} drives it by the same rules
@@ -35,7 +35,6 @@ final class PodExecProcess extends Process {
   private final ExecWatch watch;
   private final OutputStream stdin;
   private final CompletableFuture<Process> exit = new CompletableFuture<>();
-  private final AtomicReference<Status> status;
   private volatile int exitCode = -1;
   private volatile boolean cut;
   private volatile String failure;
@@ -43,32 +42,62 @@ final class PodExecProcess extends Process {
   /**
    * @param prelude the first frame on stdin, what the wrapper reads before the command's own stdin
    */
-  PodExecProcess(ExecWatch watch, byte[] prelude, AtomicReference<Status> status) {
+  PodExecProcess(ExecWatch watch, byte[] prelude, boolean stdinFollows, Outcome outcome) {
     this.watch = watch;
-    this.status = status;
     FramedStdin framed = new FramedStdin(watch.getInput());
     try {
       framed.writeFrame(prelude);
+      if (!stdinFollows) {
+        framed.closed = true; // the wrapper reads no more: nothing to send, nothing to race
+      }
     } catch (IOException e) {
-      throw new java.io.UncheckedIOException("cannot send the command to the exec", e);
+      throw new java.io.UncheckedIOException(
+          "cannot send the command to the exec: "
+              + e.getMessage()
+              + (e.getCause() == null ? "" : " (" + e.getCause() + ")"),
+          e);
     }
     this.stdin = framed;
-    watch
-        .exitCode()
-        .whenComplete(
-            (code, error) -> {
-              if (error != null || code == null) {
-                cut = true;
-                exitCode = NO_STATUS;
-              } else if (code < 0) {
-                Status s = status.get();
-                failure = s == null ? "no exit code in the exec's status" : s.getMessage();
-                exitCode = NO_STATUS;
-              } else {
-                exitCode = code;
-              }
-              exit.complete(this);
-            });
+    outcome.future.whenComplete(
+        (o, error) -> {
+          if (error != null || o.status == null) {
+            cut = true;
+            exitCode = NO_STATUS;
+          } else if (o.code < 0) {
+            failure = o.status.getMessage();
+            exitCode = NO_STATUS;
+          } else {
+            exitCode = o.code;
+          }
+          exit.complete(this);
+        });
+  }
+
+  /**
+   * How an exec ended, from fabric8's listener, whose calls come in the order of the frames: the
+   * status (channel 3) before the close. fabric8's own exit-code future is not used: a stdin write
+   * that fails because the server has just closed completes it exceptionally, which can overtake
+   * the status still being handled.
+   */
+  static final class Outcome implements ExecListener {
+    record Ended(int code, Status status) {}
+
+    final CompletableFuture<Ended> future = new CompletableFuture<>();
+
+    @Override
+    public void onExit(int code, Status status) {
+      future.complete(new Ended(code, status));
+    }
+
+    @Override
+    public void onFailure(Throwable t, ExecListener.Response failureResponse) {
+      future.complete(new Ended(-1, null));
+    }
+
+    @Override
+    public void onClose(int code, String reason) {
+      future.complete(new Ended(-1, null));
+    }
   }
 
   /** Whether the connection ended without an exit status. */
@@ -143,7 +172,7 @@ final class PodExecProcess extends Process {
   private static final class FramedStdin extends OutputStream {
     private static final int MAX_FRAME = 16 * 1024;
     private final OutputStream exec;
-    private boolean closed;
+    boolean closed;
 
     FramedStdin(OutputStream exec) {
       this.exec = exec;
@@ -156,6 +185,14 @@ final class PodExecProcess extends Process {
 
     @Override
     public synchronized void write(byte[] b, int off, int len) throws IOException {
+      try {
+        writeFrames(b, off, len);
+      } catch (RuntimeException e) {
+        throw new IOException("the exec's stdin is gone (the command ended): " + e.getMessage(), e);
+      }
+    }
+
+    private void writeFrames(byte[] b, int off, int len) throws IOException {
       if (closed) {
         throw new IOException("stdin is closed");
       }
@@ -173,6 +210,14 @@ final class PodExecProcess extends Process {
 
     /** One frame, however long, sent in WebSocket messages of at most {@code MAX_FRAME} bytes. */
     synchronized void writeFrame(byte[] body) throws IOException {
+      try {
+        sendFrame(body);
+      } catch (RuntimeException e) {
+        throw new IOException("the exec's stdin is gone: " + e.getMessage(), e);
+      }
+    }
+
+    private void sendFrame(byte[] body) throws IOException {
       byte[] header = (body.length + "\n").getBytes(StandardCharsets.US_ASCII);
       byte[] all = new byte[header.length + body.length];
       System.arraycopy(header, 0, all, 0, header.length);
@@ -187,8 +232,13 @@ final class PodExecProcess extends Process {
     public synchronized void close() throws IOException {
       if (!closed) {
         closed = true;
-        exec.write("0\n".getBytes(StandardCharsets.US_ASCII));
-        exec.flush();
+        try {
+          exec.write("0\n".getBytes(StandardCharsets.US_ASCII));
+          exec.flush();
+        } catch (RuntimeException e) {
+          throw new IOException(
+              "the exec's stdin is gone (the command ended): " + e.getMessage(), e);
+        }
       }
     }
   }
