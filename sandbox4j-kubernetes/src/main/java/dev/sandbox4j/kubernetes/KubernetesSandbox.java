@@ -57,7 +57,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   }
 
   /** Which network a workspace's pod may reach, enforced by a NetworkPolicy. */
-  public enum EgressMode {
+  enum EgressMode {
     /** No NetworkPolicy: whatever the cluster allows (the default). */
     UNRESTRICTED,
     /** Nothing: a policy allowing no egress (also no DNS). */

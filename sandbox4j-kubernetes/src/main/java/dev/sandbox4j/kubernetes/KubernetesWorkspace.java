@@ -186,6 +186,12 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
                 + describe(target)
                 + " ended without its exit status (connection cut); the command was killed");
       }
+      // killed by a signal: by the pod's end (destroyed, evicted, suspended) or by the command's
+      // own
+      if (result.exitCode() > 128
+          && !sandboxes.resources().podExists(target.namespace(), target.name())) {
+        throw gone(target, null);
+      }
       if (process.failure() != null) {
         throw new WorkspaceException(
             "cannot run a command in sandbox " + describe(target) + ": " + process.failure());

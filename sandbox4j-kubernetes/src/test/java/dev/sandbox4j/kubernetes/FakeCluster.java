@@ -57,9 +57,10 @@ import java.util.regex.Pattern;
  *       kubelet, on starting a pod, creates a fresh host directory and writes it into the
  *       container's {@code workingDir} (as a mutating admission webhook could), since a host path
  *       is all its processes see; the status is sent once the process exits and its output pipes
- *       end or 200 ms pass (a real kubelet's behaviour with a background child holding the pipe is
- *       not verified here); pods are Ready at once; there is no garbage collection by owner
- *       reference (the controller fake does what the tests need).
+ *       end or 1 s passes (a real kubelet's behaviour with a background child holding the pipe is
+ *       not verified here); pods are Ready at once; stdin is buffered without bound (the mock's
+ *       WebSocket cannot be paused from a listener), so there is no back-pressure; there is no
+ *       garbage collection by owner reference (the controller fake does what the tests need).
  *   <li>Faults: {@link #cutExecsPrinting} makes the server close an exec's WebSocket without a
  *       status once its output shows a marker, leaving the process running.
  * </ul>
@@ -409,8 +410,8 @@ final class FakeCluster implements AutoCloseable {
               () -> {
                 try {
                   int code = process.waitFor();
-                  out.join(200);
-                  err.join(200);
+                  out.join(1000);
+                  err.join(1000);
                   if (cut) {
                     return;
                   }
