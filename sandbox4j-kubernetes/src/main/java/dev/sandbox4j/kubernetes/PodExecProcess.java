@@ -58,6 +58,18 @@ final class PodExecProcess extends Process {
           e);
     }
     this.stdin = framed;
+    // fabric8 fails its future, and only it, when a stdin message could not be sent: the command
+    // lost part of its stdin and would wait forever. A moment's grace lets a status that is already
+    // on its way (the command ended, then a late write failed) win.
+    watch
+        .exitCode()
+        .whenComplete(
+            (code, error) -> {
+              if (error != null) {
+                CompletableFuture.delayedExecutor(200, java.util.concurrent.TimeUnit.MILLISECONDS)
+                    .execute(() -> outcome.future.complete(new Outcome.Ended(-1, null)));
+              }
+            });
     outcome.future.whenComplete(
         (o, error) -> {
           if (error != null || o.status == null) {
