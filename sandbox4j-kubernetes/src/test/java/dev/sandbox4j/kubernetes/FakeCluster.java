@@ -1,0 +1,487 @@
+package dev.sandbox4j.kubernetes;
+
+import io.fabric8.kubernetes.api.model.Container;
+import io.fabric8.kubernetes.api.model.EnvVar;
+import io.fabric8.kubernetes.api.model.Pod;
+import io.fabric8.kubernetes.api.model.PodConditionBuilder;
+import io.fabric8.kubernetes.api.model.PodStatusBuilder;
+import io.fabric8.kubernetes.client.NamespacedKubernetesClient;
+import io.fabric8.kubernetes.client.dsl.base.CustomResourceDefinitionContext;
+import io.fabric8.kubernetes.client.server.mock.KubernetesCrudDispatcher;
+import io.fabric8.kubernetes.client.server.mock.KubernetesMockServer;
+import io.fabric8.kubernetes.client.utils.Serialization;
+import io.fabric8.mockwebserver.Context;
+import io.fabric8.mockwebserver.MockWebServer;
+import io.fabric8.mockwebserver.http.MockResponse;
+import io.fabric8.mockwebserver.http.RecordedRequest;
+import io.fabric8.mockwebserver.http.WebSocket;
+import io.fabric8.mockwebserver.http.WebSocketListener;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * A FAKE Kubernetes cluster for tests: fabric8's mock API server ({@code kubernetes-server-mock}
+ * 8.0.0) in CRUD mode for every object, plus a test-side "kubelet" and, optionally, a test-side
+ * agent-sandbox controller ({@link FakeAgentSandboxController}). No real cluster is reachable from
+ * this machine; this is built from the documented protocol, not from what the client does:
+ *
+ * <ul>
+ *   <li><b>Pod exec</b> ({@code GET /api/v1/namespaces/NS/pods/POD/exec?command=..&stdin=..}),
+ *       upgraded to a WebSocket with subprotocol {@code v4.channel.k8s.io} (the newest the mock's
+ *       server negotiates). Each binary frame starts with its channel byte: 0 stdin (client to
+ *       server), 1 stdout, 2 stderr, 3 the exit status, a {@code Status} JSON ({@code Success}, or
+ *       {@code Failure} with reason {@code NonZeroExitCode} and a cause of reason {@code ExitCode}
+ *       whose message is the code), after which the server closes. (Kubernetes' {@code
+ *       remotecommand} protocol; kubelet's {@code NonZeroExitCode} status.)
+ *   <li>The command really runs, as a process of this host (the fake cannot make containers): with
+ *       the pod container's env (and a default {@code PATH}) and nothing of the host's, in the
+ *       container's working directory. A pod's processes are killed when it is deleted. A closed
+ *       connection closes the process's stdin but does not kill it (as a kubelet does not).
+ *   <li>Differences from a real cluster: no isolation (the "pod" filesystem is the host's); the
+ *       kubelet, on starting a pod, creates a fresh host directory and writes it into the
+ *       container's {@code workingDir} (as a mutating admission webhook could), since a host path
+ *       is all its processes see; the status is sent once the process exits and its output pipes
+ *       end or 1 s passes (a real kubelet's behaviour with a background child holding the pipe is
+ *       not verified here); pods are Ready at once; stdin is buffered without bound (the mock's
+ *       WebSocket cannot be paused from a listener), so there is no back-pressure; there is no
+ *       garbage collection by owner reference (the controller fake does what the tests need).
+ *   <li>Faults: {@link #cutExecsPrinting} makes the server close an exec's WebSocket without a
+ *       status once its output shows a marker, leaving the process running.
+ * </ul>
+ */
+final class FakeCluster implements AutoCloseable {
+  /**
+   * The mock server logs every request at INFO: kept quiet (a strong reference keeps the level).
+   */
+  private static final java.util.logging.Logger MOCK_LOG = quiet("io.fabric8.mockwebserver");
+
+  private static java.util.logging.Logger quiet(String name) {
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(name);
+    log.setLevel(java.util.logging.Level.WARNING);
+    return log;
+  }
+
+  private static final Pattern EXEC =
+      Pattern.compile("/api/v1/namespaces/([^/]+)/pods/([^/?]+)/exec\\?(.*)");
+
+  final KubernetesMockServer server;
+  final NamespacedKubernetesClient client;
+  private final NamespacedKubernetesClient control;
+  private final Path nodeRoot;
+  private final boolean agentSandbox;
+  private final Set<String> cutMarkers = ConcurrentHashMap.newKeySet();
+  private final Map<String, List<Process>> processesByPod = new ConcurrentHashMap<>();
+  private final Map<String, List<String>> commandIdsByPod = new ConcurrentHashMap<>();
+  private final Set<String> started = ConcurrentHashMap.newKeySet();
+  private final Thread kubelet;
+  private final FakeAgentSandboxController controller;
+  private volatile boolean closed;
+  final List<String> execCommands = new CopyOnWriteArrayList<>();
+
+  FakeCluster(Path nodeRoot, boolean agentSandbox) {
+    this.nodeRoot = nodeRoot;
+    this.agentSandbox = agentSandbox;
+    Dispatcher dispatcher = new Dispatcher();
+    server =
+        new KubernetesMockServer(
+            new Context(Serialization.jsonMapper()),
+            new MockWebServer(),
+            new HashMap<>(),
+            dispatcher,
+            false);
+    if (agentSandbox) {
+      for (String[] crd :
+          new String[][] {
+            {"agents.x-k8s.io", "Sandbox", "sandboxes"},
+            {"extensions.agents.x-k8s.io", "SandboxClaim", "sandboxclaims"},
+            {"extensions.agents.x-k8s.io", "SandboxTemplate", "sandboxtemplates"},
+            {"extensions.agents.x-k8s.io", "SandboxWarmPool", "sandboxwarmpools"}
+          }) {
+        dispatcher.expectCustomResource(
+            new CustomResourceDefinitionContext.Builder()
+                .withGroup(crd[0])
+                .withVersion("v1beta1")
+                .withKind(crd[1])
+                .withPlural(crd[2])
+                .withScope("Namespaced")
+                .build());
+      }
+    }
+    server.init();
+    client = server.createClient();
+    control = server.createClient();
+    kubelet = Thread.ofPlatform().daemon().name("fake-kubelet").start(this::runKubelet);
+    controller = agentSandbox ? new FakeAgentSandboxController(control) : null;
+  }
+
+  /** Execs whose stdout includes {@code marker} are cut there, with no status, left running. */
+  void cutExecsPrinting(String marker) {
+    cutMarkers.add(marker);
+  }
+
+  NamespacedKubernetesClient control() {
+    return control;
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    if (controller != null) {
+      controller.close();
+    }
+    kubelet.interrupt();
+    for (String pod : new ArrayList<>(processesByPod.keySet())) {
+      killPod(pod);
+    }
+    client.close();
+    control.close();
+    server.destroy();
+  }
+
+  /** Starts new pods (Ready, a fresh directory), kills the processes of deleted ones. */
+  private void runKubelet() {
+    while (!closed) {
+      try {
+        Set<String> live = new java.util.HashSet<>();
+        for (Pod pod : control.pods().inAnyNamespace().list().getItems()) {
+          String key = pod.getMetadata().getNamespace() + "/" + pod.getMetadata().getName();
+          live.add(key);
+          if (started.add(key + "@" + pod.getMetadata().getUid())) {
+            start(pod);
+          }
+        }
+        for (String key : new ArrayList<>(processesByPod.keySet())) {
+          if (!live.contains(key)) {
+            killPod(key);
+          }
+        }
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        return;
+      } catch (RuntimeException e) {
+        if (closed) {
+          return;
+        }
+        // a pod changed under us: look again
+      }
+    }
+  }
+
+  private void start(Pod pod) {
+    String ns = pod.getMetadata().getNamespace();
+    String name = pod.getMetadata().getName();
+    Path dir;
+    try {
+      dir = Files.createDirectories(nodeRoot.resolve(ns).resolve(name + "-" + System.nanoTime()));
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+    control
+        .pods()
+        .inNamespace(ns)
+        .withName(name)
+        .edit(
+            p -> {
+              for (Container c : p.getSpec().getContainers()) {
+                c.setWorkingDir(dir.toString());
+              }
+              return p;
+            });
+    control
+        .pods()
+        .inNamespace(ns)
+        .withName(name)
+        .editStatus(
+            p -> {
+              p.setStatus(
+                  new PodStatusBuilder()
+                      .withPhase("Running")
+                      .withPodIP("10.244.0." + (1 + Math.floorMod(name.hashCode(), 250)))
+                      .withConditions(
+                          new PodConditionBuilder().withType("Ready").withStatus("True").build())
+                      .build());
+              return p;
+            });
+  }
+
+  private void killPod(String key) {
+    List<Process> processes = processesByPod.remove(key);
+    List<String> ids = commandIdsByPod.remove(key);
+    if (ids != null) {
+      for (String id : ids) {
+        killMarked(id);
+      }
+    }
+    if (processes != null) {
+      for (Process p : processes) {
+        p.descendants().forEach(ProcessHandle::destroyForcibly);
+        p.destroyForcibly();
+      }
+    }
+  }
+
+  /** Kills this host's processes of command {@code id}, by the same script the client uses. */
+  private static void killMarked(String id) {
+    try {
+      Process killer =
+          new ProcessBuilder("/bin/sh", "-c", KubernetesWorkspace.KILL_TREE, "kill-tree", id)
+              .redirectErrorStream(true)
+              .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+              .start();
+      killer.waitFor(10, TimeUnit.SECONDS);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** CRUD for everything, plus exec and the discovery of agent-sandbox's API groups. */
+  private final class Dispatcher extends KubernetesCrudDispatcher {
+    @Override
+    public MockResponse dispatch(RecordedRequest request) {
+      String path = request.getPath();
+      Matcher exec = EXEC.matcher(path);
+      if (exec.matches()) {
+        // this runs on the server's event loop: read the store directly, never through a client
+        MockResponse found =
+            handleGet("/api/v1/namespaces/" + exec.group(1) + "/pods/" + exec.group(2));
+        Pod pod =
+            found.code() == 200
+                ? control
+                    .getKubernetesSerialization()
+                    .unmarshal(found.getBody().readUtf8(), Pod.class)
+                : null;
+        try {
+          return exec(pod, exec.group(1), exec.group(2), exec.group(3));
+        } catch (RuntimeException e) {
+          System.err.println("FAKE EXEC FAILED " + path);
+          e.printStackTrace();
+          throw e;
+        }
+      }
+      if (path.equals("/apis/agents.x-k8s.io") || path.equals("/apis/extensions.agents.x-k8s.io")) {
+        if (!agentSandbox) {
+          return notFound("the server could not find the requested resource");
+        }
+        String group = path.substring("/apis/".length());
+        return new MockResponse()
+            .setResponseCode(200)
+            .setBody(
+                """
+                {"kind":"APIGroup","apiVersion":"v1","name":"%s",\
+                "versions":[{"groupVersion":"%s/v1beta1","version":"v1beta1"}],\
+                "preferredVersion":{"groupVersion":"%s/v1beta1","version":"v1beta1"}}"""
+                    .formatted(group, group, group));
+      }
+      return super.dispatch(request);
+    }
+  }
+
+  private static MockResponse notFound(String message) {
+    return new MockResponse()
+        .setResponseCode(404)
+        .setBody(
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\""
+                + message
+                + "\",\"reason\":\"NotFound\",\"code\":404}");
+  }
+
+  private MockResponse exec(Pod pod, String ns, String podName, String query) {
+    if (pod == null) {
+      return notFound("pods \\\"" + podName + "\\\" not found");
+    }
+    List<String> command = new ArrayList<>();
+    Map<String, String> flags = new HashMap<>();
+    String container = null;
+    for (String pair : query.split("&")) {
+      int eq = pair.indexOf('=');
+      String key = URLDecoder.decode(pair.substring(0, eq), StandardCharsets.UTF_8);
+      String value = URLDecoder.decode(pair.substring(eq + 1), StandardCharsets.UTF_8);
+      switch (key) {
+        case "command" -> command.add(value);
+        case "container" -> container = value;
+        default -> flags.put(key, value);
+      }
+    }
+    Container c = pod.getSpec().getContainers().getFirst();
+    for (Container each : pod.getSpec().getContainers()) {
+      if (each.getName().equals(container)) {
+        c = each;
+      }
+    }
+    execCommands.add(String.join(" ", command));
+    return new MockResponse()
+        .withWebSocketUpgrade(
+            new ExecSession(ns + "/" + podName, c, command, "true".equals(flags.get("stdin"))));
+  }
+
+  /** One exec: a host process whose streams are framed onto the WebSocket's channels. */
+  private final class ExecSession extends WebSocketListener {
+    private final String podKey;
+    private final Container container;
+    private final List<String> command;
+    private final boolean stdin;
+    private volatile Process process;
+    private volatile boolean cut;
+
+    /** stdin frames, written by a thread of their own: never block the server's event loop. */
+    private final java.util.concurrent.LinkedBlockingQueue<byte[]> input =
+        new java.util.concurrent.LinkedBlockingQueue<>();
+
+    ExecSession(String podKey, Container container, List<String> command, boolean stdin) {
+      this.podKey = podKey;
+      this.container = container;
+      this.command = command;
+      this.stdin = stdin;
+    }
+
+    @Override
+    public void onOpen(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      ProcessBuilder pb = new ProcessBuilder(command);
+      pb.environment().clear();
+      pb.environment().put("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+      pb.environment().put("HOSTNAME", podKey.substring(podKey.indexOf('/') + 1));
+      if (container.getEnv() != null) {
+        for (EnvVar e : container.getEnv()) {
+          pb.environment().put(e.getName(), e.getValue() == null ? "" : e.getValue());
+        }
+      }
+      pb.directory(new File(container.getWorkingDir()));
+      if (!stdin) {
+        pb.redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
+      }
+      try {
+        process = pb.start();
+      } catch (IOException e) {
+        // what a kubelet says when the runtime cannot start the command
+        sendStatus(
+            ws,
+            "{\"metadata\":{},\"status\":\"Failure\",\"message\":\"exec failed: "
+                + e.getMessage().replace("\"", "'")
+                + "\",\"reason\":\"InternalError\"}");
+        return;
+      }
+      processesByPod.computeIfAbsent(podKey, k -> new CopyOnWriteArrayList<>()).add(process);
+      if (command.size() > 4 && command.get(3).equals("sandbox4j-exec")) {
+        commandIdsByPod
+            .computeIfAbsent(podKey, k -> new CopyOnWriteArrayList<>())
+            .add(command.get(4));
+      }
+      Process started = process;
+      Thread.ofVirtual()
+          .start(
+              () -> {
+                OutputStream in = started.getOutputStream();
+                try {
+                  while (true) {
+                    byte[] chunk = input.take();
+                    if (chunk.length == 0) {
+                      in.close();
+                      return;
+                    }
+                    in.write(chunk);
+                    in.flush();
+                  }
+                } catch (IOException | InterruptedException e) {
+                  // the command closed its stdin, or ended
+                }
+              });
+      Thread out = pump(ws, process.getInputStream(), (byte) 1, true);
+      Thread err = pump(ws, process.getErrorStream(), (byte) 2, false);
+      Thread.ofVirtual()
+          .start(
+              () -> {
+                try {
+                  int code = process.waitFor();
+                  out.join(1000);
+                  err.join(1000);
+                  if (cut) {
+                    return;
+                  }
+                  sendStatus(
+                      ws,
+                      code == 0
+                          ? "{\"metadata\":{},\"status\":\"Success\"}"
+                          : ("{\"metadata\":{},\"status\":\"Failure\",\"message\":\"command"
+                                  + " terminated with non-zero exit code: exit status %d\","
+                                  + "\"reason\":\"NonZeroExitCode\",\"details\":{\"causes\":"
+                                  + "[{\"reason\":\"ExitCode\",\"message\":\"%d\"}]}}")
+                              .formatted(code, code));
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+              });
+    }
+
+    private Thread pump(WebSocket ws, InputStream from, byte channel, boolean mayCut) {
+      return Thread.ofVirtual()
+          .start(
+              () -> {
+                byte[] buf = new byte[32 * 1024];
+                try {
+                  int n;
+                  while ((n = from.read(buf)) > 0) {
+                    if (cut) {
+                      continue; // nobody listens: keep the process's pipe drained
+                    }
+                    byte[] frame = new byte[n + 1];
+                    frame[0] = channel;
+                    System.arraycopy(buf, 0, frame, 1, n);
+                    ws.send(frame);
+                    String text = new String(buf, 0, n, StandardCharsets.ISO_8859_1);
+                    if (mayCut && cutMarkers.stream().anyMatch(text::contains)) {
+                      cut = true;
+                      ws.close(1000, "fake: connection cut");
+                    }
+                  }
+                } catch (IOException e) {
+                  // the process is gone
+                }
+              });
+    }
+
+    private void sendStatus(WebSocket ws, String json) {
+      byte[] body = json.getBytes(StandardCharsets.UTF_8);
+      byte[] frame = new byte[body.length + 1];
+      frame[0] = 3;
+      System.arraycopy(body, 0, frame, 1, body.length);
+      ws.send(frame);
+      ws.close(1000, "");
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, byte[] bytes) {
+      if (bytes.length < 2 || bytes[0] != 0) {
+        return; // resize (4) and anything else: no TTY here
+      }
+      input.add(java.util.Arrays.copyOfRange(bytes, 1, bytes.length));
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, String text) {
+      onMessage(ws, text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    @Override
+    public void onClosed(WebSocket ws, int code, String reason) {
+      input.add(new byte[0]); // the connection's end is stdin's end
+    }
+  }
+}
