@@ -110,6 +110,10 @@ final class BoxdCalls implements AutoCloseable {
       Function<BoxdApiGrpc.BoxdApiBlockingStub, T> call) {
     boolean renewed = false;
     for (int attempt = 0; ; attempt++) {
+      if (Thread.currentThread().isInterrupted()) {
+        // gRPC notices an interrupt only while it waits: a call answered at once ignored it
+        throw new CancellationException("interrupted before boxd " + method);
+      }
       Authorized<BoxdApiGrpc.BoxdApiBlockingStub> a = authorized(BoxdApiGrpc::newBlockingStub);
       try {
         return call.apply(
