@@ -50,17 +50,25 @@ public final class NodeMcpClient {
       }
     }
     if (!cached) {
-      Process npm =
-          new ProcessBuilder("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-              .directory(NODE_DIR.toFile())
-              .redirectErrorStream(true)
-              .redirectOutput(NODE_DIR.resolve("npm-install.log").toFile())
-              .start();
-      assertThat(npm.waitFor(5, TimeUnit.MINUTES)).as("npm ci finished").isTrue();
-      assertThat(npm.exitValue())
-          .as("npm ci: %s", Files.readString(NODE_DIR.resolve("npm-install.log")))
-          .isZero();
+      npmCi(NODE_DIR);
     }
+  }
+
+  /**
+   * Runs {@code npm ci} in {@code dir}, where its {@code package.json} and lock file are: installs
+   * exactly what the lock file pins; fails with npm's log.
+   */
+  public static void npmCi(Path dir) throws Exception {
+    Process npm =
+        new ProcessBuilder("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+            .directory(dir.toFile())
+            .redirectErrorStream(true)
+            .redirectOutput(dir.resolve("npm-install.log").toFile())
+            .start();
+    assertThat(npm.waitFor(5, TimeUnit.MINUTES)).as("npm ci finished").isTrue();
+    assertThat(npm.exitValue())
+        .as("npm ci: %s", Files.readString(dir.resolve("npm-install.log")))
+        .isZero();
   }
 
   /**

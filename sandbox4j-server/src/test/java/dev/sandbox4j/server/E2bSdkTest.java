@@ -231,16 +231,7 @@ class E2bSdkTest {
       }
     }
     if (!cached) {
-      Process npm =
-          new ProcessBuilder("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-              .directory(NODE_DIR.toFile())
-              .redirectErrorStream(true)
-              .redirectOutput(NODE_DIR.resolve("npm-install.log").toFile())
-              .start();
-      assertThat(npm.waitFor(5, TimeUnit.MINUTES)).as("npm ci finished").isTrue();
-      assertThat(npm.exitValue())
-          .as("npm ci: %s", Files.readString(NODE_DIR.resolve("npm-install.log")))
-          .isZero();
+      NodeMcpClient.npmCi(NODE_DIR);
     }
   }
 
