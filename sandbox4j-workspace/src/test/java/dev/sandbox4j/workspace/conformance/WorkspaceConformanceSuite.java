@@ -58,6 +58,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * The workspace contract (see {@code dev.sandbox4j.workspace} package-info and {@code DESIGN.md}),
@@ -68,6 +70,11 @@ import org.junit.jupiter.api.Test;
  * {@link #isolatesFromHost()} is true; it is false for the host-directory backend alone. The
  * workspace needs POSIX {@code sh}, coreutils, {@code setsid} and {@code mkfifo}. Liveness checks
  * use generous bounds (never speed goals) so that a hang fails instead of stalling the build.
+ *
+ * <p>Each test has its own workspaces. The few rules that mostly wait (for a timeout, a deadline or
+ * a drain grace) are {@link ExecutionMode#CONCURRENT}: where the build runs tests in parallel they
+ * wait beside the others instead of adding their waits to the suite's time, which is paid once per
+ * backend. A provider must serve concurrent callers anyway (the server does).
  */
 public abstract class WorkspaceConformanceSuite {
 
@@ -384,9 +391,10 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     @DisplayName("a timeout's clock starts after the workspace is acquired")
     void timeoutStartsAfterAcquisition() {
-      Duration timeout = Duration.ofSeconds(5);
+      Duration timeout = Duration.ofSeconds(2); // `true` takes milliseconds once acquired
       Duration creation = timeout.plusSeconds(1); // a clock started before it would run out
       // not created yet: creation happens inside run, and takes longer than the timeout
       Workspace ws = track(workspaceOf(newBackendSlowToCreate(creation)));
@@ -621,6 +629,7 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     @DisplayName(
         "a timeout keeps partial output and kills the whole tree, setsid and daemons included")
     void timeoutKillsTree() {
@@ -678,6 +687,7 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     @DisplayName("a background child that keeps the output pipe open does not block the return")
     void backgroundChildDoesNotBlock() throws Exception {
       Workspace ws = newWorkspace();
@@ -709,6 +719,7 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     @DisplayName("background commands: output in pieces, status, TERM then KILL of the whole tree")
     void backgroundCommands() throws Exception {
       Workspace ws = newWorkspace();
@@ -868,6 +879,7 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @Execution(ExecutionMode.CONCURRENT)
     @DisplayName(
         "background stdin: a write waiting for a command that does not read ends with its deadline")
     void backgroundStdinWaitEndsWithTheDeadline() throws Exception {
