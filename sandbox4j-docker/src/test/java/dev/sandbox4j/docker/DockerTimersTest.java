@@ -17,11 +17,15 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * Docker sandboxes' timers, enforced by the daemon's supervisor process against a real daemon: a
  * lifetime ends a sandbox and says why, idle ones are paused or ended, a running command keeps one
- * awake, a fork inherits them, and a sandbox without a network gets them too.
+ * awake, a fork inherits them, and a sandbox without a network gets them too. Each test has
+ * sandboxes of its own; those that wait seconds for a timer run concurrently with the rest of the
+ * class (never with other classes, which may restart the supervisor).
  */
 class DockerTimersTest {
   private static final String TAG = "timers-" + UUID.randomUUID().toString().substring(0, 8);
@@ -73,6 +77,7 @@ class DockerTimersTest {
   }
 
   @Test
+  @Execution(ExecutionMode.CONCURRENT) // waits for timers: beside the others
   void aLifetimeEndsTheSandboxAndUsingItSaysWhy() throws Exception {
     DockerSandbox short10s = builder().sandboxTimeout(Duration.ofSeconds(10)).build();
     Workspace ws = create(short10s);
@@ -99,6 +104,7 @@ class DockerTimersTest {
   }
 
   @Test
+  @Execution(ExecutionMode.CONCURRENT) // waits for timers: beside the others
   void anIdleSandboxIsPausedARunningCommandKeepsItAwakeAndAnyUseWakesIt() throws Exception {
     DockerSandbox pausing = builder().autoSuspendTimeout(Duration.ofSeconds(2)).build();
     Workspace ws = create(pausing);
@@ -114,6 +120,7 @@ class DockerTimersTest {
   }
 
   @Test
+  @Execution(ExecutionMode.CONCURRENT) // waits for timers: beside the others
   void cpuBoundWorkLeftInTheBackgroundKeepsASandboxAwake() throws Exception {
     DockerSandbox pausing = builder().autoSuspendTimeout(Duration.ofSeconds(2)).build();
     Workspace ws = create(pausing);

@@ -43,6 +43,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 
 /**
@@ -83,10 +84,18 @@ public final class ModalSandbox
   /** Modal's sandbox ids ({@code sb-...}); the check is loose: anything a path segment can hold. */
   private static final Pattern ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9_-]{0,127}");
 
-  /** How often, and how many times, to ask for a new sandbox's task, as Modal's clients do. */
+  /**
+   * How long one {@code SandboxGetTaskId} asks the server to hold the call until the task runs
+   * ({@code wait_until_ready}, as Modal's Python client sends after a restore): a new sandbox's
+   * first command then starts as soon as its task does, not up to a poll interval later.
+   */
+  private static final Duration TASK_WAIT = Duration.ofSeconds(50);
+
+  /** The pause before asking again when a server answered at once without a task (libmodal's). */
   private static final Duration TASK_POLL = Duration.ofMillis(500);
 
-  private static final int TASK_POLLS = 600;
+  /** How long a new sandbox may take to start its task, as Modal's clients allow (5 minutes). */
+  private static final Duration TASK_START_LIMIT = Duration.ofMinutes(5);
 
   private final Builder options;
 
@@ -569,17 +578,29 @@ public final class ModalSandbox
     return fresh;
   }
 
-  /** The task that runs the sandbox, once it has started ({@code SandboxGetTaskId}, polled). */
+  /**
+   * The task that runs the sandbox, once it has started ({@code SandboxGetTaskId}, held by the
+   * server until the task runs, and asked again until {@link #TASK_START_LIMIT}).
+   */
   String taskId(String id) {
-    for (int poll = 0; poll < TASK_POLLS; poll++) {
+    long end = System.nanoTime() + TASK_START_LIMIT.toNanos();
+    SandboxGetTaskIdRequest request =
+        SandboxGetTaskIdRequest.newBuilder()
+            .setSandboxId(id)
+            .setWaitUntilReady(true)
+            .setTimeout(TASK_WAIT.toSeconds())
+            .build();
+    while (System.nanoTime() - end < 0) {
       SandboxGetTaskIdResponse response;
+      long asked = System.nanoTime();
       try {
         response =
             control()
                 .call(
                     s ->
-                        s.sandboxGetTaskId(
-                            SandboxGetTaskIdRequest.newBuilder().setSandboxId(id).build()));
+                        s.withDeadlineAfter(
+                                TASK_WAIT.plusSeconds(10).toMillis(), TimeUnit.MILLISECONDS)
+                            .sandboxGetTaskId(request));
       } catch (StatusRuntimeException e) {
         throw ModalErrors.translateForSandbox("waiting for Modal sandbox " + id, id, e);
       }
@@ -589,10 +610,12 @@ public final class ModalSandbox
       if (response.hasTaskId() && !response.getTaskId().isEmpty()) {
         return response.getTaskId();
       }
-      Retries.sleep(TASK_POLL);
+      if (System.nanoTime() - asked < TASK_POLL.toNanos()) {
+        Retries.sleep(TASK_POLL); // answered at once without waiting: do not spin
+      }
     }
     throw new WorkspaceException(
-        "Modal sandbox " + id + " did not start within " + TASK_POLL.multipliedBy(TASK_POLLS));
+        "Modal sandbox " + id + " did not start within " + TASK_START_LIMIT);
   }
 
   /** The exit code Modal's clients give an ended sandbox: 124 timed out, 137 terminated. */

@@ -553,6 +553,11 @@ final class FakeModal implements AutoCloseable {
             FakeSandbox sandbox = sandbox(r.getSandboxId());
             SandboxGetTaskIdResponse.Builder response = SandboxGetTaskIdResponse.newBuilder();
             synchronized (sandbox) {
+              if (r.getWaitUntilReady()) {
+                // modal-protocol.md 2.3: with wait_until_ready the server holds the call until the
+                // task runs (or the sandbox ended), at most `timeout` seconds
+                sandbox.awaitTask(Duration.ofMillis((long) (r.getTimeout() * 1000)));
+              }
               if (sandbox.result != null) {
                 response.setTaskResult(sandbox.result);
               } else if (sandbox.taskId != null) {
@@ -996,6 +1001,18 @@ final class FakeModal implements AutoCloseable {
         engine().destroy(ws.ref().orElseThrow());
       }
       return null;
+    }
+
+    /** Waits until the task runs or the sandbox ended, at most {@code max}. */
+    synchronized void awaitTask(Duration max) {
+      long end = System.nanoTime() + max.toNanos();
+      try {
+        while (taskId == null && result == null && System.nanoTime() < end) {
+          wait(Math.max(1, (end - System.nanoTime()) / 1_000_000));
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
     }
 
     synchronized GenericResult awaitEnd(Duration max) {
