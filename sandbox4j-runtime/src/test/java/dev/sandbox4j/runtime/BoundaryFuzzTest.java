@@ -29,7 +29,7 @@ class BoundaryFuzzTest {
     SandboxFilesFuzzTest.destroy();
   }
 
-  @FuzzTest(maxDuration = "25s")
+  @FuzzTest(maxDuration = "15s")
   void everyBoundary(FuzzedDataProvider data) throws Exception {
     switch (data.consumeInt(0, 7)) {
       case 0 -> workspaceRef(Fuzzing.text(data));
