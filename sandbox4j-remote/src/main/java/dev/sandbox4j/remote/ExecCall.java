@@ -223,34 +223,29 @@ final class ExecCall {
     }
   }
 
-  /** How long the stream may be silent before a ping checks that the connection still lives. */
-  private static final long PING_AFTER_NANOS = Duration.ofSeconds(5).toNanos();
-
-  /** How long a ping may go unanswered before the connection counts as lost. */
-  private static final long PONG_WAIT_NANOS = Duration.ofSeconds(10).toNanos();
-
   /**
    * The outcome, waited for at most {@code nanos} ({@code Long.MAX_VALUE}: no bound). A command may
    * be silent for as long as it likes, but the connection must not be: a server that went away
    * without its close reaching us (seen when a server stopped mid-command: the client waited for a
    * close that never came) would leave the caller waiting forever. So while the stream is silent
-   * the connection is pinged, and a ping unanswered for {@value #PONG_WAIT_NANOS} ns ends the wait
-   * with the connection lost, as if it had broken.
+   * the connection is pinged (after the client's {@link ServerClient#pingInterval}), and a ping
+   * unanswered for twice that ends the wait with the connection lost, as if it had broken.
    */
   private Object outcomeWithin(long nanos)
       throws InterruptedException, ExecutionException, TimeoutException {
     long start = System.nanoTime();
+    long pingAfterNanos = backend.server().pingInterval().toNanos();
+    long pongWaitNanos = 2 * pingAfterNanos;
     while (true) {
       long left = nanos == Long.MAX_VALUE ? Long.MAX_VALUE : nanos - (System.nanoTime() - start);
       if (left <= 0) {
         throw new TimeoutException();
       }
       try {
-        return outcome.get(Math.min(left, PING_AFTER_NANOS), TimeUnit.NANOSECONDS);
+        return outcome.get(Math.min(left, pingAfterNanos), TimeUnit.NANOSECONDS);
       } catch (TimeoutException silent) {
         ExecConnection c = connection;
-        IOException lost =
-            c == null ? null : c.checkAlive(PING_AFTER_NANOS, PONG_WAIT_NANOS, sending);
+        IOException lost = c == null ? null : c.checkAlive(pingAfterNanos, pongWaitNanos, sending);
         if (lost != null) {
           return lost;
         }

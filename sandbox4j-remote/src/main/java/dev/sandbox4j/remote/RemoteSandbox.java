@@ -112,7 +112,8 @@ public final class RemoteSandbox
             key,
             b.openTelemetry == null
                 ? SandboxTelemetry.global()
-                : SandboxTelemetry.of(b.openTelemetry));
+                : SandboxTelemetry.of(b.openTelemetry),
+            b.pingInterval);
     this.env = Map.copyOf(b.env);
     this.beforeCreate = b.beforeCreate;
     this.options =
@@ -589,6 +590,7 @@ public final class RemoteSandbox
     private Instant deleteAfter;
     private Runnable beforeCreate = () -> {};
     private io.opentelemetry.api.OpenTelemetry openTelemetry; // null: the global one
+    private Duration pingInterval = ServerClient.DEFAULT_PING_INTERVAL;
 
     Builder(Map<String, String> environment) {
       this.environment = Map.copyOf(environment);
@@ -602,6 +604,26 @@ public final class RemoteSandbox
      */
     public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
       this.openTelemetry = Objects.requireNonNull(openTelemetry, "openTelemetry");
+      return this;
+    }
+
+    /**
+     * How long a running command's connection may be silent before a WebSocket ping checks that the
+     * server still answers (default 5 s). A ping unanswered for twice as long ends the command with
+     * the connection lost, so a server that vanished without closing never leaves a caller waiting;
+     * a command may itself stay silent for as long as it likes. Shorter finds a lost server sooner,
+     * behind proxies that cut idle connections too.
+     *
+     * @throws IllegalArgumentException if {@code interval} is below 100 ms or above 10 minutes
+     */
+    public Builder pingInterval(Duration interval) {
+      Objects.requireNonNull(interval, "pingInterval");
+      if (interval.compareTo(Duration.ofMillis(100)) < 0
+          || interval.compareTo(Duration.ofMinutes(10)) > 0) {
+        throw new IllegalArgumentException(
+            "pingInterval must be between 100ms and 10 minutes: " + interval);
+      }
+      this.pingInterval = interval;
       return this;
     }
 

@@ -46,13 +46,18 @@ final class ServerClient {
   private HttpClient http;
   private final ExecConnection.Pool execConnections = new ExecConnection.Pool();
   private final SandboxTelemetry telemetry;
+  private final Duration pingInterval;
+
+  /** How long an exec stream may be silent before a ping checks its connection, by default. */
+  static final Duration DEFAULT_PING_INTERVAL = Duration.ofSeconds(5);
 
   ServerClient(URI base, String key) {
-    this(base, key, SandboxTelemetry.global());
+    this(base, key, SandboxTelemetry.global(), DEFAULT_PING_INTERVAL);
   }
 
-  ServerClient(URI base, String key, SandboxTelemetry telemetry) {
+  ServerClient(URI base, String key, SandboxTelemetry telemetry, Duration pingInterval) {
     this.telemetry = telemetry;
+    this.pingInterval = pingInterval;
     String text = base.toString();
     this.base = URI.create(text.endsWith("/") ? text.substring(0, text.length() - 1) : text);
     this.key = key;
@@ -60,6 +65,14 @@ final class ServerClient {
 
   URI base() {
     return base;
+  }
+
+  /**
+   * How long an exec stream may be silent before a ping checks that its connection still lives; a
+   * ping unanswered for twice as long counts the connection as lost.
+   */
+  Duration pingInterval() {
+    return pingInterval;
   }
 
   synchronized HttpClient http() {

@@ -10,6 +10,7 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import java.io.IOException;
 import java.net.ServerSocket;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -127,5 +128,19 @@ class RemoteSandboxConfigTest {
         .hasMessageContaining("malformed remote sandbox id");
     assertThatThrownBy(() -> remote.destroy(new WorkspaceRef("local", "abc")))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void aPingIntervalOutsideItsBoundsIsRefusedByName() {
+    RemoteSandbox.Builder builder = RemoteSandbox.builder(Map.of());
+    assertThatThrownBy(() -> builder.pingInterval(Duration.ofMillis(50)))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("pingInterval must be between 100ms and 10 minutes: PT0.05S");
+    assertThatThrownBy(() -> builder.pingInterval(Duration.ofHours(1)))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("pingInterval");
+    assertThatThrownBy(() -> builder.pingInterval(null))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessageContaining("pingInterval");
   }
 }

@@ -255,19 +255,19 @@ class RemoteSandboxTest {
   }
 
   /**
-   * A command silent for longer than the client's ping interval plus its pong wait (5 s + 10 s)
-   * still completes on a live server: the server answers the pings, so a quiet command is never
+   * A command silent for longer than the client's ping interval plus its pong wait (here 500 ms + 1
+   * s) still completes on a live server: the server answers the pings, so a quiet command is never
    * mistaken for a lost connection.
    */
   @Test
   void aSilentCommandOutlivesThePingsOfItsConnection() {
     LoopbackServer own = new LoopbackServer();
     try {
-      RemoteSandbox remote = own.client().build();
+      RemoteSandbox remote = own.client().pingInterval(Duration.ofMillis(500)).build();
       Workspace ws = Workspace.of(remote.newBackend());
       WorkspaceRef ref = ws.open();
       try {
-        assertThat(ws.run(Command.shell("sleep 17; echo done")).stdoutText()).isEqualTo("done\n");
+        assertThat(ws.run(Command.shell("sleep 3.5; echo done")).stdoutText()).isEqualTo("done\n");
       } finally {
         remote.destroy(ref);
       }
