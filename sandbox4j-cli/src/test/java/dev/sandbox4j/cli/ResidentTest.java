@@ -109,6 +109,8 @@ class ResidentTest {
     return List.of(
         Path.of(System.getProperty("java.home"), "bin", "java").toString(),
         "--enable-native-access=ALL-UNNAMED",
+        "-XX:+UseSerialGC", // as the launcher; and C1 only: a CLI run is too short for C2
+        "-XX:TieredStopAtLevel=1",
         "-cp",
         System.getProperty("java.class.path"));
   }
