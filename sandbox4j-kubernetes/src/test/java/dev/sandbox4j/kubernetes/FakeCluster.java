@@ -56,11 +56,20 @@ import java.util.regex.Pattern;
  *   <li>Differences from a real cluster: no isolation (the "pod" filesystem is the host's); the
  *       kubelet, on starting a pod, creates a fresh host directory and writes it into the
  *       container's {@code workingDir} (as a mutating admission webhook could), since a host path
- *       is all its processes see; the status is sent once the process exits and its output pipes
- *       end or 1 s passes (a real kubelet's behaviour with a background child holding the pipe is
- *       not verified here); pods are Ready at once; stdin is buffered without bound (the mock's
- *       WebSocket cannot be paused from a listener), so there is no back-pressure; there is no
- *       garbage collection by owner reference (the controller fake does what the tests need).
+ *       is all its processes see; pods are Ready at once; there is no garbage collection by owner
+ *       reference (the controller fake does what the tests need). A pod's processes carry {@link
+ *       #POD_MARKER} in their environment, the fake's stand-in for the pod's cgroup: deleting the
+ *       pod kills them all in one pass.
+ *   <li>The status is sent once the process has exited <em>and</em> both of its output pipes have
+ *       ended, however long a background child holds them: that is what a kubelet does ({@code
+ *       kubectl exec pod -- sh -c 'sleep 100 &'} returns when {@code sleep} ends: kubernetes/
+ *       kubernetes#44371, cri-o/cri-o#7640, kata-containers#4747; Docker's exec likewise,
+ *       moby/moby#33039). When the process exits its stdin is closed, as the runtime's is.
+ *   <li>stdin is bounded: the kubelet writes it into the process's pipe and stops reading the
+ *       stream while the pipe is full, which TCP carries back to the client. The fake keeps at most
+ *       {@link #STDIN_WINDOW} bytes that the process has not read, then pauses reading the
+ *       WebSocket (the mock's Vert.x socket, reached by reflection: the mock's own {@code
+ *       WebSocket} has no pause) until the process reads.
  *   <li>Faults: {@link #cutExecsPrinting} makes the server close an exec's WebSocket without a
  *       status once its output shows a marker, leaving the process running.
  * </ul>
@@ -77,6 +86,16 @@ final class FakeCluster implements AutoCloseable {
     return log;
   }
 
+  /** The environment variable that marks every process of a pod (its value: the pod's uid). */
+  static final String POD_MARKER = "FAKE_KUBELET_POD=";
+
+  private static final String KILL_POD =
+      dev.sandbox4j.workspace.spi.MarkedTrees.killScript(
+          dev.sandbox4j.workspace.spi.MarkedTrees.MarkerIn.ENVIRON, POD_MARKER);
+
+  /** Unread stdin bytes the fake holds for a process before it stops reading the stream. */
+  static final int STDIN_WINDOW = 256 * 1024;
+
   private static final Pattern EXEC =
       Pattern.compile("/api/v1/namespaces/([^/]+)/pods/([^/?]+)/exec\\?(.*)");
 
@@ -87,7 +106,7 @@ final class FakeCluster implements AutoCloseable {
   private final boolean agentSandbox;
   private final Set<String> cutMarkers = ConcurrentHashMap.newKeySet();
   private final Map<String, List<Process>> processesByPod = new ConcurrentHashMap<>();
-  private final Map<String, List<String>> commandIdsByPod = new ConcurrentHashMap<>();
+  private final Map<String, String> uidByPod = new ConcurrentHashMap<>();
   private final Set<String> started = ConcurrentHashMap.newKeySet();
   private final Thread kubelet;
   private final FakeAgentSandboxController controller;
@@ -147,7 +166,12 @@ final class FakeCluster implements AutoCloseable {
     }
     kubelet.interrupt();
     for (String pod : new ArrayList<>(processesByPod.keySet())) {
-      killPod(pod);
+      try {
+        killPod(pod).join();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
     }
     client.close();
     control.close();
@@ -163,6 +187,10 @@ final class FakeCluster implements AutoCloseable {
           String key = pod.getMetadata().getNamespace() + "/" + pod.getMetadata().getName();
           live.add(key);
           if (started.add(key + "@" + pod.getMetadata().getUid())) {
+            if (uidByPod.containsKey(key)) {
+              killPod(key); // replaced by a pod of the same name between two looks
+            }
+            uidByPod.put(key, pod.getMetadata().getUid());
             start(pod);
           }
         }
@@ -220,27 +248,35 @@ final class FakeCluster implements AutoCloseable {
             });
   }
 
-  private void killPod(String key) {
+  /**
+   * Kills every process of the pod, daemons that left the exec's tree included, on a thread of its
+   * own: one pass over this host's processes costs about half a second, and the kubelet loop must
+   * go on starting other pods meanwhile.
+   */
+  private Thread killPod(String key) {
     List<Process> processes = processesByPod.remove(key);
-    List<String> ids = commandIdsByPod.remove(key);
-    if (ids != null) {
-      for (String id : ids) {
-        killMarked(id);
-      }
-    }
-    if (processes != null) {
-      for (Process p : processes) {
-        p.descendants().forEach(ProcessHandle::destroyForcibly);
-        p.destroyForcibly();
-      }
-    }
+    String uid = uidByPod.remove(key);
+    return Thread.ofVirtual()
+        .name("fake-kubelet-kill-" + key)
+        .start(
+            () -> {
+              if (uid != null) {
+                killMarked(uid);
+              }
+              if (processes != null) {
+                for (Process p : processes) {
+                  p.descendants().forEach(ProcessHandle::destroyForcibly);
+                  p.destroyForcibly();
+                }
+              }
+            });
   }
 
-  /** Kills this host's processes of command {@code id}, by the same script the client uses. */
-  private static void killMarked(String id) {
+  /** Kills this host's processes of the pod whose uid is {@code uid}. */
+  private static void killMarked(String uid) {
     try {
       Process killer =
-          new ProcessBuilder("/bin/sh", "-c", KubernetesWorkspace.KILL_TREE, "kill-tree", id)
+          new ProcessBuilder("/bin/sh", "-c", KILL_POD, "kill-pod", uid)
               .redirectErrorStream(true)
               .redirectOutput(ProcessBuilder.Redirect.DISCARD)
               .start();
@@ -303,6 +339,18 @@ final class FakeCluster implements AutoCloseable {
                 + "\",\"reason\":\"NotFound\",\"code\":404}");
   }
 
+  /** The Vert.x socket under the mock's WebSocket, whose reading can be paused. */
+  private static io.vertx.core.http.ServerWebSocket vertxSocket(WebSocket ws) {
+    try {
+      java.lang.reflect.Field f = ws.getClass().getDeclaredField("webSocket");
+      f.setAccessible(true);
+      return (io.vertx.core.http.ServerWebSocket) f.get(ws);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(
+          "the mock server's WebSocket is not the Vert.x one this fake was written for", e);
+    }
+  }
+
   private MockResponse exec(Pod pod, String ns, String podName, String query) {
     if (pod == null) {
       return notFound("pods \\\"" + podName + "\\\" not found");
@@ -329,12 +377,18 @@ final class FakeCluster implements AutoCloseable {
     execCommands.add(String.join(" ", command));
     return new MockResponse()
         .withWebSocketUpgrade(
-            new ExecSession(ns + "/" + podName, c, command, "true".equals(flags.get("stdin"))));
+            new ExecSession(
+                ns + "/" + podName,
+                pod.getMetadata().getUid(),
+                c,
+                command,
+                "true".equals(flags.get("stdin"))));
   }
 
   /** One exec: a host process whose streams are framed onto the WebSocket's channels. */
   private final class ExecSession extends WebSocketListener {
     private final String podKey;
+    private final String podUid;
     private final Container container;
     private final List<String> command;
     private final boolean stdin;
@@ -345,19 +399,52 @@ final class FakeCluster implements AutoCloseable {
     private final java.util.concurrent.LinkedBlockingQueue<byte[]> input =
         new java.util.concurrent.LinkedBlockingQueue<>();
 
-    ExecSession(String podKey, Container container, List<String> command, boolean stdin) {
+    /** Bytes received and not yet written to the process: bounded by pausing the socket. */
+    private final java.util.concurrent.atomic.AtomicLong unread =
+        new java.util.concurrent.atomic.AtomicLong();
+
+    private io.vertx.core.http.ServerWebSocket socket;
+    private io.vertx.core.Context loop;
+    private volatile boolean paused; // changed on the socket's event loop only
+    private volatile boolean discarding; // the process reads no more: frames are dropped
+
+    ExecSession(
+        String podKey, String podUid, Container container, List<String> command, boolean stdin) {
       this.podKey = podKey;
+      this.podUid = podUid;
       this.container = container;
       this.command = command;
       this.stdin = stdin;
     }
 
+    /**
+     * Pauses or resumes reading the socket so that at most {@link #STDIN_WINDOW} unread bytes wait;
+     * decided on the socket's event loop from the count at that moment, so the last decision
+     * follows the last change.
+     */
+    private void adjust() {
+      loop.runOnContext(
+          v -> {
+            boolean full = unread.get() > STDIN_WINDOW && !discarding;
+            if (full && !paused) {
+              socket.pause();
+              paused = true;
+            } else if (!full && paused) {
+              socket.resume();
+              paused = false;
+            }
+          });
+    }
+
     @Override
     public void onOpen(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      socket = vertxSocket(ws);
+      loop = io.vertx.core.Vertx.currentContext();
       ProcessBuilder pb = new ProcessBuilder(command);
       pb.environment().clear();
       pb.environment().put("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
       pb.environment().put("HOSTNAME", podKey.substring(podKey.indexOf('/') + 1));
+      pb.environment().put(POD_MARKER.substring(0, POD_MARKER.length() - 1), podUid);
       if (container.getEnv() != null) {
         for (EnvVar e : container.getEnv()) {
           pb.environment().put(e.getName(), e.getValue() == null ? "" : e.getValue());
@@ -379,11 +466,6 @@ final class FakeCluster implements AutoCloseable {
         return;
       }
       processesByPod.computeIfAbsent(podKey, k -> new CopyOnWriteArrayList<>()).add(process);
-      if (command.size() > 4 && command.get(3).equals("sandbox4j-exec")) {
-        commandIdsByPod
-            .computeIfAbsent(podKey, k -> new CopyOnWriteArrayList<>())
-            .add(command.get(4));
-      }
       Process started = process;
       Thread.ofVirtual()
           .start(
@@ -398,9 +480,17 @@ final class FakeCluster implements AutoCloseable {
                     }
                     in.write(chunk);
                     in.flush();
+                    unread.addAndGet(-chunk.length);
+                    if (paused) {
+                      adjust();
+                    }
                   }
                 } catch (IOException | InterruptedException e) {
                   // the command closed its stdin, or ended
+                } finally {
+                  discarding = true;
+                  input.clear();
+                  adjust();
                 }
               });
       Thread out = pump(ws, process.getInputStream(), (byte) 1, true);
@@ -410,8 +500,13 @@ final class FakeCluster implements AutoCloseable {
               () -> {
                 try {
                   int code = process.waitFor();
-                  out.join(1000);
-                  err.join(1000);
+                  try {
+                    started.getOutputStream().close(); // the runtime closes an exited exec's stdin
+                  } catch (IOException e) {
+                    // already closed
+                  }
+                  out.join();
+                  err.join();
                   if (cut) {
                     return;
                   }
@@ -471,7 +566,14 @@ final class FakeCluster implements AutoCloseable {
       if (bytes.length < 2 || bytes[0] != 0) {
         return; // resize (4) and anything else: no TTY here
       }
+      if (discarding) {
+        return;
+      }
+      unread.addAndGet(bytes.length - 1);
       input.add(java.util.Arrays.copyOfRange(bytes, 1, bytes.length));
+      if (unread.get() > STDIN_WINDOW) {
+        adjust();
+      }
     }
 
     @Override
