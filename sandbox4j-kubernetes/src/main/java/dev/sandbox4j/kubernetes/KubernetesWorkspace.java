@@ -135,7 +135,7 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
   @Override
   public synchronized Optional<WorkspaceRef> ref() {
     return Optional.ofNullable(name)
-        .map(n -> new WorkspaceRef(KubernetesSandbox.NAME, namespace + "/" + n));
+        .map(n -> new WorkspaceRef(KubernetesSandbox.NAME, sandboxes.idOf(namespace, n)));
   }
 
   @Override

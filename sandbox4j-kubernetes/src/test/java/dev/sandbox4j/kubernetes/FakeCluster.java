@@ -74,7 +74,7 @@ import java.util.regex.Pattern;
  *       status once its output shows a marker, leaving the process running.
  * </ul>
  */
-final class FakeCluster implements AutoCloseable {
+public final class FakeCluster implements AutoCloseable {
   /**
    * The mock server logs every request at INFO: kept quiet (a strong reference keeps the level).
    */
@@ -113,7 +113,13 @@ final class FakeCluster implements AutoCloseable {
   private volatile boolean closed;
   final List<String> execCommands = new CopyOnWriteArrayList<>();
 
-  FakeCluster(Path nodeRoot, boolean agentSandbox) {
+  /**
+   * Starts the mock API server, the kubelet and, with {@code agentSandbox}, the controller.
+   *
+   * @param nodeRoot where the kubelet makes each pod's directory
+   * @param agentSandbox whether the cluster serves the agent-sandbox CRDs
+   */
+  public FakeCluster(Path nodeRoot, boolean agentSandbox) {
     this.nodeRoot = nodeRoot;
     this.agentSandbox = agentSandbox;
     Dispatcher dispatcher = new Dispatcher();
@@ -149,6 +155,48 @@ final class FakeCluster implements AutoCloseable {
     controller = agentSandbox ? new FakeAgentSandboxController(control) : null;
   }
 
+  /**
+   * Writes a kubeconfig for this cluster (its URL, a context whose namespace is {@code namespace})
+   * into {@code dir}, as a user's {@code KUBECONFIG} would point at a real one; returns its path.
+   */
+  public Path writeKubeconfig(Path dir, String namespace) throws IOException {
+    String url = client.getConfiguration().getMasterUrl();
+    String yaml =
+        """
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - name: fake
+          cluster:
+            server: %s
+        users:
+        - name: fake
+          user:
+            token: fake-token
+        contexts:
+        - name: fake
+          context:
+            cluster: fake
+            user: fake
+            namespace: %s
+        current-context: fake
+        """
+            .formatted(url, namespace);
+    return Files.writeString(dir.resolve("kubeconfig"), yaml);
+  }
+
+  /** The pods of {@code namespace}, by name: what a test sees on the cluster. */
+  public List<String> podNames(String namespace) {
+    return control.pods().inNamespace(namespace).list().getItems().stream()
+        .map(p -> p.getMetadata().getName())
+        .toList();
+  }
+
+  @Override
+  public String toString() {
+    return "FakeCluster[" + client.getConfiguration().getMasterUrl() + "]";
+  }
+
   /** Execs whose stdout includes {@code marker} are cut there, with no status, left running. */
   void cutExecsPrinting(String marker) {
     cutMarkers.add(marker);
@@ -158,6 +206,7 @@ final class FakeCluster implements AutoCloseable {
     return control;
   }
 
+  /** Stops the kubelet and the controller, kills every pod's processes, stops the server. */
   @Override
   public void close() {
     closed = true;

@@ -274,7 +274,10 @@ class KubernetesAgentSandboxTest {
     assertThatThrownBy(() -> KubernetesSandbox.builder().label("sandbox4j.dev/x", "y"))
         .hasMessageContaining("reserved");
     KubernetesSandbox provider = builder("x").build();
-    assertThatThrownBy(() -> provider.backend(new WorkspaceRef("k8s", "no-slash")))
-        .hasMessageContaining("NAMESPACE/NAME");
+    assertThatThrownBy(() -> provider.backend(new WorkspaceRef("k8s", "ns/Not_A_Name")))
+        .hasMessageContaining("NAMESPACE/NAME or NAME");
+    assertThat(provider.backend(new WorkspaceRef("k8s", "a-name")))
+        .as("a name alone is in the provider's namespace")
+        .isPresent();
   }
 }
