@@ -214,9 +214,13 @@ public final class FakeCluster implements AutoCloseable {
       controller.close();
     }
     kubelet.interrupt();
+    List<Thread> kills = new ArrayList<>();
     for (String pod : new ArrayList<>(processesByPod.keySet())) {
+      kills.add(killPod(pod));
+    }
+    for (Thread kill : kills) {
       try {
-        killPod(pod).join();
+        kill.join();
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         break;
