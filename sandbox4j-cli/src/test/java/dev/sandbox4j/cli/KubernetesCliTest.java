@@ -5,8 +5,19 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sandbox4j.cli.CloudCli.Run;
 import dev.sandbox4j.kubernetes.FakeCluster;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse.BodyHandlers;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -64,6 +75,79 @@ class KubernetesCliTest {
       assertThat(rm.exitCode()).as(rm.err()).isZero();
     }
     assertThat(cluster.podNames("from-kubeconfig")).doesNotContain(pod);
+  }
+
+  @Test
+  void forwardServesAPodPortUntilInterrupted() throws Exception {
+    Run create = run(env, "--quiet", "create", "--provider", "k8s");
+    assertThat(create.exitCode()).as(create.err()).isZero();
+    String ref = create.out().strip();
+    int podPort;
+    try (java.net.ServerSocket probe = new java.net.ServerSocket(0)) {
+      podPort = probe.getLocalPort(); // the fake's pods share this host's network
+    }
+    var workspace =
+        dev.sandbox4j.workspace.Workspace.of(
+            Providers.kubernetesBuilder(env)
+                .build()
+                .backend(dev.sandbox4j.workspace.WorkspaceRef.parse(ref))
+                .orElseThrow());
+    workspace.writeText("index.txt", "served");
+    var server =
+        workspace.start(
+            dev.sandbox4j.workspace.Command.argv(
+                List.of(
+                    "python3",
+                    "-m",
+                    "http.server",
+                    Integer.toString(podPort),
+                    "--bind",
+                    "127.0.0.1")),
+            dev.sandbox4j.workspace.RunOptions.defaults());
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    Thread forwarding =
+        Thread.ofVirtual()
+            .start(
+                () ->
+                    Cli.run(
+                        new CliContext(
+                            home,
+                            new ByteArrayInputStream(new byte[0]),
+                            new PrintStream(out, true, StandardCharsets.UTF_8),
+                            new PrintStream(err, true, StandardCharsets.UTF_8),
+                            env),
+                        "forward",
+                        ref,
+                        Integer.toString(podPort)));
+    try (HttpClient http = HttpClient.newHttpClient()) {
+      long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      String body = null;
+      while (body == null) { // waits for the CLI to print its port and the server to listen
+        String printed = out.toString(StandardCharsets.UTF_8).strip();
+        try {
+          if (printed.startsWith("127.0.0.1:")) {
+            URI url = URI.create("http://" + printed + "/index.txt");
+            body = http.send(HttpRequest.newBuilder(url).build(), BodyHandlers.ofString()).body();
+          }
+        } catch (IOException notYet) {
+          // the server in the pod is not listening yet
+        }
+        if (body == null) {
+          assertThat(System.nanoTime()).as(err.toString()).isLessThan(deadline);
+          Thread.sleep(100);
+        }
+      }
+      assertThat(body).isEqualTo("served");
+      assertThat(forwarding.isAlive()).as("forward stays in the foreground").isTrue();
+      assertThat(err.toString(StandardCharsets.UTF_8)).contains("until interrupted");
+    } finally {
+      forwarding.interrupt();
+      forwarding.join(10_000);
+      server.kill();
+      run(env, "rm", ref);
+    }
+    assertThat(forwarding.isAlive()).as("an interrupt ends it").isFalse();
   }
 
   @Test

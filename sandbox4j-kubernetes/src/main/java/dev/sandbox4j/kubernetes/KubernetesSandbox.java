@@ -7,6 +7,7 @@ import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
 import dev.sandbox4j.workspace.machine.SandboxInfo;
 import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientBuilder;
@@ -40,7 +41,7 @@ import java.util.regex.Pattern;
  * A workspace's ref id is {@code NAMESPACE/NAME}. Thread-safe.
  */
 public final class KubernetesSandbox
-    implements WorkspaceProvider, SupportsSuspend, SupportsListing, AutoCloseable {
+    implements WorkspaceProvider, SupportsSuspend, SupportsListing, SupportsPorts, AutoCloseable {
 
   /** The provider name in a {@link WorkspaceRef}. */
   public static final String NAME = "k8s";
@@ -196,9 +197,72 @@ public final class KubernetesSandbox
     return resources().describe(ref, nsName[0], nsName[1]);
   }
 
-  /** Closes the Kubernetes client this provider made (not one given to the builder). */
+  /** Port forwards by {@code NAMESPACE/NAME:PORT}: one local listener per machine port. */
+  private final Map<String, io.fabric8.kubernetes.client.LocalPortForward> forwards =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  /**
+   * Forwards a port on 127.0.0.1 of this host to {@code port} of the workspace's pod through the
+   * API server's port-forward ({@code pods/portforward}, the same as {@code kubectl port-forward}):
+   * each connection is a WebSocket to the API server, so it needs no Service, node port or network
+   * path to the pod, only the API server and RBAC {@code create} on {@code pods/portforward}.
+   * Asking again returns the same host port while the pod lives. No token: any local process that
+   * can connect reaches the port.
+   */
+  @Override
+  public int forwardTcp(WorkspaceRef ref, int port) {
+    requireOurs(ref);
+    if (port < 1 || port > 65535) {
+      throw new IllegalArgumentException("port must be from 1 to 65535, not " + port);
+    }
+    String[] nsName = parse(ref.id());
+    if (!resources().podExists(nsName[0], nsName[1])) {
+      throw new WorkspaceUnavailableException(
+          "sandbox " + ref + " is gone (no pod of that name), or suspended");
+    }
+    String key = nsName[0] + "/" + nsName[1] + ":" + port;
+    io.fabric8.kubernetes.client.LocalPortForward forward =
+        forwards.computeIfAbsent(
+            key,
+            k ->
+                client()
+                    .pods()
+                    .inNamespace(nsName[0])
+                    .withName(nsName[1])
+                    .portForward(port, java.net.InetAddress.getLoopbackAddress(), 0));
+    return forward.getLocalPort();
+  }
+
+  /**
+   * {@code http://127.0.0.1:LOCAL/}, a {@link #forwardTcp} of the port: raw TCP, so every upgrade
+   * passes; reachable from this host only.
+   */
+  @Override
+  public java.net.URI url(WorkspaceRef ref, int port) {
+    return java.net.URI.create("http://127.0.0.1:" + forwardTcp(ref, port) + "/");
+  }
+
+  /** Never a token: the forward listens on this host's loopback only. */
+  @Override
+  public Optional<String> portToken(WorkspaceRef ref) {
+    requireOurs(ref);
+    return Optional.empty();
+  }
+
+  /**
+   * Stops this provider's port forwards and closes the Kubernetes client it made (not one given to
+   * the builder).
+   */
   @Override
   public void close() {
+    for (io.fabric8.kubernetes.client.LocalPortForward forward : forwards.values()) {
+      try {
+        forward.close();
+      } catch (java.io.IOException e) {
+        // its listener is gone already
+      }
+    }
+    forwards.clear();
     KubernetesClient c;
     synchronized (this) {
       c = lazyClient;

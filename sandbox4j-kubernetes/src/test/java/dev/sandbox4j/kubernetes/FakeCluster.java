@@ -96,6 +96,10 @@ public final class FakeCluster implements AutoCloseable {
   /** Unread stdin bytes the fake holds for a process before it stops reading the stream. */
   static final int STDIN_WINDOW = 256 * 1024;
 
+  private static final Pattern PORT_FORWARD =
+      Pattern.compile(
+          "/api/v1/namespaces/([^/]+)/pods/([^/?]+)/portforward\\?(?:.*&)?ports=(\\d+).*");
+
   private static final Pattern EXEC =
       Pattern.compile("/api/v1/namespaces/([^/]+)/pods/([^/?]+)/exec\\?(.*)");
 
@@ -365,6 +369,16 @@ public final class FakeCluster implements AutoCloseable {
           throw e;
         }
       }
+      Matcher forward = PORT_FORWARD.matcher(path);
+      if (forward.matches()) {
+        MockResponse found =
+            handleGet("/api/v1/namespaces/" + forward.group(1) + "/pods/" + forward.group(2));
+        if (found.code() != 200) {
+          return notFound("pods \\\"" + forward.group(2) + "\\\" not found");
+        }
+        return new MockResponse()
+            .withWebSocketUpgrade(new PortForwardSession(Integer.parseInt(forward.group(3))));
+      }
       if (path.equals("/apis/agents.x-k8s.io") || path.equals("/apis/extensions.agents.x-k8s.io")) {
         if (!agentSandbox) {
           return notFound("the server could not find the requested resource");
@@ -436,6 +450,86 @@ public final class FakeCluster implements AutoCloseable {
                 c,
                 command,
                 "true".equals(flags.get("stdin"))));
+  }
+
+  /**
+   * One port-forward connection ({@code GET .../pods/POD/portforward?ports=P} upgraded to a
+   * WebSocket): as the kubelet's streaming server does, the first frame on each of the port's two
+   * channels (0 data, 1 error) is the port number, two bytes little-endian; then data frames on
+   * channel 0 both ways, and a connection the pod refuses is a message on channel 1. The fake's
+   * pods share this host's network, so the pod's port is this host's loopback port.
+   */
+  private static final class PortForwardSession extends WebSocketListener {
+    private final int port;
+    private volatile java.net.Socket socket;
+
+    PortForwardSession(int port) {
+      this.port = port;
+    }
+
+    private byte[] frame(int channel, byte[] body, int length) {
+      byte[] frame = new byte[length + 1];
+      frame[0] = (byte) channel;
+      System.arraycopy(body, 0, frame, 1, length);
+      return frame;
+    }
+
+    @Override
+    public void onOpen(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      byte[] portBytes = {(byte) (port & 0xff), (byte) (port >> 8)};
+      ws.send(frame(0, portBytes, 2));
+      ws.send(frame(1, portBytes, 2));
+      try {
+        socket = new java.net.Socket(java.net.InetAddress.getLoopbackAddress(), port);
+      } catch (IOException e) {
+        byte[] error =
+            ("error forwarding port " + port + ": " + e.getMessage())
+                .getBytes(StandardCharsets.UTF_8);
+        ws.send(frame(1, error, error.length));
+        ws.close(1000, "");
+        return;
+      }
+      java.net.Socket connected = socket;
+      Thread.ofVirtual()
+          .start(
+              () -> {
+                byte[] buf = new byte[16 * 1024];
+                try (InputStream in = connected.getInputStream()) {
+                  int n;
+                  while ((n = in.read(buf)) > 0) {
+                    ws.send(frame(0, buf, n));
+                  }
+                } catch (IOException e) {
+                  // the connection ended
+                }
+                ws.close(1000, "");
+              });
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, byte[] bytes) {
+      java.net.Socket s = socket;
+      if (s == null || bytes.length < 2 || bytes[0] != 0) {
+        return;
+      }
+      try {
+        s.getOutputStream().write(bytes, 1, bytes.length - 1);
+      } catch (IOException e) {
+        ws.close(1000, "");
+      }
+    }
+
+    @Override
+    public void onClosed(WebSocket ws, int code, String reason) {
+      java.net.Socket s = socket;
+      if (s != null) {
+        try {
+          s.close();
+        } catch (IOException e) {
+          // closed already
+        }
+      }
+    }
   }
 
   /** One exec: a host process whose streams are framed onto the WebSocket's channels. */

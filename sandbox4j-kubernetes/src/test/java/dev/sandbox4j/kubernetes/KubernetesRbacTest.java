@@ -31,10 +31,10 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The manifests in {@code deploy/kubernetes} against what the provider really calls: every request
  * the provider sends to the fake cluster while it goes through both modes (plain pods with a volume
- * and an egress policy; Sandboxes, suspend and resume, a warm-pool claim), lists and reaps (a kill
- * is one more exec), is mapped to its RBAC resource and verb the way the API server maps it, and
- * the Role must allow each, with no rule left unused. The Deployment must run {@code serve
- * --provider k8s} in the Role's namespace under the bound ServiceAccount.
+ * and an egress policy; Sandboxes, suspend and resume, a warm-pool claim), lists, forwards a port
+ * and reaps (a kill is one more exec), is mapped to its RBAC resource and verb the way the API
+ * server maps it, and the Role must allow each, with no rule left unused. The Deployment must run
+ * {@code serve --provider k8s} in the Role's namespace under the bound ServiceAccount.
  */
 class KubernetesRbacTest {
   private static final Path DEPLOY = Path.of("..", "deploy", "kubernetes");
@@ -118,6 +118,14 @@ class KubernetesRbacTest {
     pod.writeText("f", "x");
     assertThat(pod.readText("f")).isEqualTo("x");
     assertThat(pods.list()).hasSize(1);
+    // a port URL: each connection to the local listener is one port-forward WebSocket
+    int local = pods.forwardTcp(pod.ref().orElseThrow(), 9);
+    try (java.net.Socket connection = new java.net.Socket("127.0.0.1", local)) {
+      connection.setSoTimeout(10_000);
+      assertThat(connection.getInputStream().read())
+          .as("nothing listens on 9 in the pod")
+          .isEqualTo(-1);
+    }
     assertThat(pods.gc("rbac-pods")).hasSize(1);
 
     KubernetesSandbox sandboxes =
@@ -168,9 +176,10 @@ class KubernetesRbacTest {
     String query = m.group(5) == null ? "" : m.group(5);
     List<String> verbs =
         switch (request.getMethod()) {
-          // a WebSocket exec is a GET: "create" since Kubernetes 1.30 (KEP-4006), "get" before
+          // a WebSocket exec or port-forward is a GET: "create" since Kubernetes 1.30
+          // (KEP-4006), "get" before
           case "GET" ->
-              resource.equals("pods/exec")
+              resource.equals("pods/exec") || resource.equals("pods/portforward")
                   ? List.of("create", "get")
                   : List.of(named ? "get" : query.contains("watch=true") ? "watch" : "list");
           case "POST" -> List.of("create");
