@@ -36,6 +36,29 @@ final class PortCommands {
         description = "The port inside the sandbox, 1 to 65535.")
     int port;
 
+    /**
+     * A k8s sandbox's port is forwarded by this process (through the API server's port-forward),
+     * not by the home's supervisor: the forward lives as long as the command, which therefore stays
+     * in the foreground, like {@code kubectl port-forward}, until it is interrupted. Returns the
+     * exit code, or -1 where the supervisor serves the port and the command returns.
+     */
+    int holdIfForwardedHere(WorkspaceRef r) {
+      if (!r.provider().equals(dev.sandbox4j.kubernetes.KubernetesSandbox.NAME)) {
+        return -1;
+      }
+      root.context().out().flush();
+      root.context()
+          .err()
+          .println("forwarding through the Kubernetes API server until interrupted (Ctrl-C)");
+      root.context().err().flush();
+      try {
+        Thread.sleep(Long.MAX_VALUE);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return ExitCodes.OK;
+    }
+
     WorkspaceRef parsed() {
       if (port < 1 || port > 65535) {
         throw new picocli.CommandLine.ParameterException(
@@ -103,7 +126,8 @@ final class PortCommands {
       if (token && secret.isPresent()) {
         root.context().out().println(secret.get());
       }
-      return ExitCodes.OK;
+      int held = holdIfForwardedHere(r);
+      return held >= 0 ? held : ExitCodes.OK;
     }
   }
 
@@ -114,7 +138,9 @@ final class PortCommands {
         "Forwards a port on 127.0.0.1 of this host to PORT of a sandbox (raw TCP) and prints"
             + " 127.0.0.1:HOSTPORT.",
         "The home's supervisor listens on it until the sandbox is destroyed; asking again prints"
-            + " the same port. Any local process can connect to it (there is no token)."
+            + " the same port. Any local process can connect to it (there is no token).",
+        "A k8s sandbox's port goes through the Kubernetes API server's port-forward, served by"
+            + " this command: it stays in the foreground until interrupted."
       })
   static final class Forward extends OnePort {
     @Option(
@@ -137,7 +163,8 @@ final class PortCommands {
       } else {
         root.context().out().println("127.0.0.1:" + hostPort);
       }
-      return ExitCodes.OK;
+      int held = holdIfForwardedHere(r);
+      return held >= 0 ? held : ExitCodes.OK;
     }
   }
 }

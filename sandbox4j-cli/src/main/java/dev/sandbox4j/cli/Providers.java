@@ -2,6 +2,7 @@ package dev.sandbox4j.cli;
 
 import dev.sandbox4j.boxd.BoxdSandbox;
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.kubernetes.KubernetesSandbox;
 import dev.sandbox4j.modal.ModalSandbox;
 import dev.sandbox4j.remote.RemoteSandbox;
 import dev.sandbox4j.runtime.EgressPolicy;
@@ -232,6 +233,7 @@ final class Providers {
           new Entry(DockerSandbox.NAME, true, false, Providers::docker),
           new Entry(ModalSandbox.NAME, true, false, Providers::modal),
           new Entry(BoxdSandbox.NAME, true, false, Providers::boxd),
+          new Entry(KubernetesSandbox.NAME, true, false, Providers::kubernetes),
           new Entry(
               HostWorkspaceProvider.NAME,
               false,
@@ -424,6 +426,139 @@ final class Providers {
     } catch (IllegalStateException e) {
       throw new IllegalArgumentException(e.getMessage(), e); // no credentials: a usage error
     }
+  }
+
+  /**
+   * The options a Kubernetes workspace cannot take, as the command line names them: a pod has no
+   * snapshot, disk or inode quota, port token, named network or timers of ours but a lifetime.
+   */
+  private static final List<String> NOT_FOR_K8S =
+      List.of(
+          "--snapshot",
+          "--disk",
+          "--disk-inodes",
+          "--port-token",
+          "--network",
+          "--auto-suspend",
+          "--idle-timeout",
+          "--delete-after");
+
+  /** Where the CLI finds the namespace of {@code --provider k8s} when kubeconfig's is not it. */
+  static final String K8S_NAMESPACE_VARIABLE = "SANDBOX4J_K8S_NAMESPACE";
+
+  /**
+   * A Kubernetes workspace of {@code settings}, on the cluster of the CLI's kubeconfig ({@code
+   * $KUBECONFIG}, else {@code ~/.kube/config}, else the pod's in-cluster account, as {@code
+   * kubectl} finds it), in {@code $SANDBOX4J_K8S_NAMESPACE} or kubeconfig's namespace: {@code
+   * --image}, {@code --cpus}, {@code --memory} (whole MiB), {@code --label}, {@code --user} (a
+   * numeric uid), {@code --egress} (none, all as the public internet, or CIDRs: domains need an
+   * egress proxy, which the backend does not run), {@code --isolation gvisor} (the RuntimeClass
+   * {@code gvisor}), {@code --lifetime} (agent-sandbox's shutdown time).
+   */
+  private static KubernetesSandbox kubernetes(Providers providers, Settings settings) {
+    refuse(settings, NOT_FOR_K8S, "k8s sandboxes");
+    KubernetesSandbox.Builder b = kubernetesBuilder(providers.environment).env(settings.env());
+    String namespace = providers.environment.get(K8S_NAMESPACE_VARIABLE);
+    if (namespace != null && !namespace.isBlank()) {
+      b.namespace(namespace);
+    }
+    if (settings.workingDirectory() != null) {
+      b.workingDirectory(settings.workingDirectory());
+    }
+    if (settings.image() != null) {
+      b.image(settings.image());
+    }
+    if (settings.cpus() != null) {
+      b.cpus(settings.cpus());
+    }
+    if (settings.memoryBytes() != null) {
+      try {
+        b.memoryMiB(wholeMiB(settings.memoryBytes()));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--memory for a k8s sandbox " + e.getMessage(), e);
+      }
+    }
+    if (settings.user() != null) {
+      try {
+        b.runAsUser(Long.parseLong(settings.user()));
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(
+            "--user for a k8s sandbox is a numeric uid (a pod's runAsUser), not '"
+                + settings.user()
+                + "'",
+            e);
+      }
+    }
+    if (settings.isolation() == Isolation.GVISOR) {
+      b.runtimeClassName("gvisor");
+    }
+    if (settings.egress() != null) {
+      kubernetesEgress(b, settings.egress(), "--egress");
+    }
+    settings.labels().forEach(b::label);
+    Timers.apply(settings.timers(), d -> {}, b::shutdownAfter, d -> {}, t -> {});
+    return b.build();
+  }
+
+  /** Gives {@code policy} to {@code b} as a NetworkPolicy can hold it, or refuses it by name. */
+  static void kubernetesEgress(KubernetesSandbox.Builder b, EgressPolicy policy, String option) {
+    if (!policy.narrowings().isEmpty()
+        || !policy.headerRules().isEmpty()
+        || policy.interceptTls()) {
+      throw new IllegalArgumentException(
+          option
+              + ": a k8s sandbox's egress is a NetworkPolicy (none, the public internet, or CIDRs);"
+              + " it cannot narrow, add headers or intercept TLS");
+    }
+    switch (policy.mode()) {
+      case NONE -> b.egressNone();
+      case ALL -> b.egressPublic();
+      case ALLOWLIST -> {
+        if (!policy.domains().isEmpty()) {
+          throw new IllegalArgumentException(
+              option
+                  + ": a k8s sandbox's egress is a NetworkPolicy, which allows CIDRs, not domains ("
+                  + String.join(", ", policy.domains())
+                  + "): domains need an egress proxy, which the k8s backend does not run");
+        }
+        b.egressAllowCidrs(policy.cidrs());
+      }
+    }
+  }
+
+  /**
+   * A Kubernetes builder on the cluster of {@code environment}'s {@code KUBECONFIG} (see {@link
+   * #kubernetesClient}), else the provider's default as kubectl finds it ({@code ~/.kube/config},
+   * else the in-cluster service account), made on first use.
+   */
+  static KubernetesSandbox.Builder kubernetesBuilder(Map<String, String> environment) {
+    KubernetesSandbox.Builder b = KubernetesSandbox.builder();
+    String kubeconfig = environment.get("KUBECONFIG");
+    if (kubeconfig != null && !kubeconfig.isBlank()) {
+      b.client(kubernetesClient(environment));
+    }
+    return b;
+  }
+
+  /**
+   * A client of the cluster of {@code environment}'s {@code KUBECONFIG} (its first file, where
+   * kubectl would merge them all), else of kubectl's defaults. Does no I/O but reading the file.
+   */
+  static io.fabric8.kubernetes.client.KubernetesClient kubernetesClient(
+      Map<String, String> environment) {
+    String kubeconfig = environment.get("KUBECONFIG");
+    if (kubeconfig == null || kubeconfig.isBlank()) {
+      return new io.fabric8.kubernetes.client.KubernetesClientBuilder().build();
+    }
+    String first = kubeconfig.split(java.io.File.pathSeparator)[0];
+    io.fabric8.kubernetes.client.Config config;
+    try {
+      config = io.fabric8.kubernetes.client.Config.fromKubeconfig(new java.io.File(first));
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException(
+          "KUBECONFIG: cannot read " + first + ": " + e.getMessage(), e);
+    }
+    return new io.fabric8.kubernetes.client.KubernetesClientBuilder().withConfig(config).build();
   }
 
   /** Refuses the options of {@code settings} that {@code notFor} lists, naming them. */
@@ -725,6 +860,11 @@ final class Providers {
     }
     if (name.equals(BoxdSandbox.NAME)) {
       return isSet(BoxdSandbox.KEY_VARIABLE) || isSet(BoxdSandbox.TOKEN_VARIABLE);
+    }
+    if (name.equals(KubernetesSandbox.NAME)) {
+      return isSet("KUBECONFIG")
+          || isSet("KUBERNETES_SERVICE_HOST")
+          || Files.isRegularFile(Path.of(System.getProperty("user.home"), ".kube", "config"));
     }
     return !name.equals(LocalSandbox.NAME) || Files.isDirectory(home.resolve("sandboxes"));
   }

@@ -169,12 +169,13 @@ final class SandboxCommand implements Runnable {
       java.util.Set.of(
           dev.sandbox4j.docker.DockerSandbox.NAME,
           dev.sandbox4j.modal.ModalSandbox.NAME,
-          dev.sandbox4j.boxd.BoxdSandbox.NAME);
+          dev.sandbox4j.boxd.BoxdSandbox.NAME,
+          dev.sandbox4j.kubernetes.KubernetesSandbox.NAME);
 
   /**
-   * Where the machine commands act on {@code ref}: a docker, modal or boxd sandbox's own provider
-   * (what it cannot do, it says by name), else {@link #machines()} (the local engine, or the
-   * server).
+   * Where the machine commands act on {@code ref}: a docker, modal, boxd or k8s sandbox's own
+   * provider (what it cannot do, it says by name), else {@link #machines()} (the local engine, or
+   * the server).
    */
   Machines machinesOf(WorkspaceRef ref) {
     return OWN_MACHINES.contains(ref.provider())

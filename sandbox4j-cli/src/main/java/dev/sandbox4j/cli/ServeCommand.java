@@ -2,6 +2,7 @@ package dev.sandbox4j.cli;
 
 import dev.sandbox4j.boxd.BoxdSandbox;
 import dev.sandbox4j.docker.DockerSandbox;
+import dev.sandbox4j.kubernetes.KubernetesSandbox;
 import dev.sandbox4j.modal.ModalSandbox;
 import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.LocalSandbox;
@@ -42,7 +43,11 @@ import picocli.CommandLine.ParentCommand;
       "--provider boxd serves machines of one boxd account (BOXD_API_KEY or BOXD_TOKEN, and"
           + " BOXD_BASE_URL): memory, pids, disk and inode quotas, labels, idle timeouts,"
           + " delete-after, hibernate, fork, egress rules and gVisor answer 501 there;"
-          + " --provider modal serves one Modal account's sandboxes likewise."
+          + " --provider modal serves one Modal account's sandboxes likewise.",
+      "--provider k8s serves workspaces on the Kubernetes cluster of KUBECONFIG (else"
+          + " ~/.kube/config, else the pod's service account), in --namespace: agent-sandbox"
+          + " Sandboxes where the cluster has them, else pods; pids, disk and inode quotas,"
+          + " snapshots, idle and auto-suspend timers and delete-after answer 501 there."
     })
 final class ServeCommand implements Callable<Integer> {
   /** {@code --max-image-size}'s default: a large image (CUDA, a desktop) fits, a bomb does not. */
@@ -57,9 +62,18 @@ final class ServeCommand implements Callable<Integer> {
           "Whose sandboxes to serve: local (this machine's engine), docker (a Docker daemon's"
               + " containers), boxd (machines of the boxd account of BOXD_API_KEY or"
               + " BOXD_TOKEN) or modal (sandboxes of the Modal account of MODAL_TOKEN_ID or"
-              + " ~/.modal.toml). Default: ${DEFAULT-VALUE}.",
+              + " ~/.modal.toml) or k8s (workspaces on the Kubernetes cluster of KUBECONFIG)."
+              + " Default: ${DEFAULT-VALUE}.",
       defaultValue = "local")
   String provider;
+
+  @Option(
+      names = "--namespace",
+      paramLabel = "NAME",
+      description =
+          "With --provider k8s: the namespace of every sandbox. Default: the kubeconfig's"
+              + " (in a pod, the pod's own).")
+  String namespace;
 
   @Option(
       names = "--bind",
@@ -335,6 +349,10 @@ final class ServeCommand implements Callable<Integer> {
     if (warmPool < 0 || warmPool > 64) {
       throw new IllegalArgumentException("--warm-pool must be between 0 and 64, not " + warmPool);
     }
+    if (namespace != null && !provider.equals(KubernetesSandbox.NAME)) {
+      throw new IllegalArgumentException(
+          "--namespace is for --provider k8s only, not --provider " + provider);
+    }
     switch (provider) {
       case LocalSandbox.NAME -> {
         for (Isolation wanted : java.util.Arrays.asList(forceIsolation, defaultIsolation)) {
@@ -384,9 +402,13 @@ final class ServeCommand implements Callable<Integer> {
         refuseLocalOnlyOptions();
         return new ModalServerEngine(root.context().env());
       }
+      case KubernetesSandbox.NAME -> {
+        refuseLocalOnlyOptions();
+        return new KubernetesServerEngine(root.context().env(), namespace);
+      }
       default ->
           throw new IllegalArgumentException(
-              "--provider: a server serves local, docker, boxd or modal sandboxes, not '"
+              "--provider: a server serves local, docker, boxd, modal or k8s sandboxes, not '"
                   + provider
                   + "'");
     }

@@ -276,7 +276,7 @@ class CliTest {
         .singleElement()
         .asString()
         .startsWith("sandbox4j: unknown workspace provider 'nosuch'")
-        .contains("known: local, docker, modal, boxd, host");
+        .contains("known: local, docker, modal, boxd, k8s, host");
 
     Run byOption = run("create", "--provider", "nope");
     assertThat(byOption.exitCode()).isEqualTo(ExitCodes.USAGE);

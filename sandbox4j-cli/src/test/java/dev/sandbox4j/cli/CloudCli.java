@@ -38,7 +38,13 @@ final class CloudCli {
     private final Thread serving;
     private final String uri;
 
-    Served(Path home, Map<String, String> env, String provider, Path data) throws Exception {
+    Served(Path home, Map<String, String> env, String provider, Path data, String... more)
+        throws Exception {
+      java.util.List<String> args =
+          new java.util.ArrayList<>(
+              java.util.List.of(
+                  "serve", "--provider", provider, "--port", "0", "--data", data.toString()));
+      args.addAll(java.util.List.of(more));
       ByteArrayOutputStream err = new ByteArrayOutputStream();
       PrintStream errStream = new PrintStream(err, true, StandardCharsets.UTF_8);
       serving =
@@ -52,13 +58,7 @@ final class CloudCli {
                               new PrintStream(new ByteArrayOutputStream()),
                               errStream,
                               env),
-                          "serve",
-                          "--provider",
-                          provider,
-                          "--port",
-                          "0",
-                          "--data",
-                          data.toString()));
+                          args.toArray(String[]::new)));
       Matcher found = Pattern.compile("serving on (http://\\S+)").matcher("");
       for (int i = 0; i < 600 && !found.reset(err.toString(StandardCharsets.UTF_8)).find(); i++) {
         Thread.sleep(50);

@@ -184,7 +184,7 @@ class ServeCliTest {
     Run unknown = run("serve", "--provider", "host", "--port", "0");
     assertThat(unknown.exitCode()).isEqualTo(ExitCodes.USAGE);
     assertThat(unknown.err())
-        .contains("a server serves local, docker, boxd or modal sandboxes, not 'host'");
+        .contains("a server serves local, docker, boxd, modal or k8s sandboxes, not 'host'");
 
     Path data = home.resolve("local-data");
     SandboxServer.builder()

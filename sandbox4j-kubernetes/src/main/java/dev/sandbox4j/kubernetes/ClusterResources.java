@@ -561,6 +561,50 @@ final class ClusterResources {
   }
 
   /** Names of the workspaces in {@code ns} labelled as Sandbox4j's, of {@code owner}. */
+  /**
+   * What the cluster says of workspace {@code name}: {@code running} once its pod is ready, {@code
+   * suspended} for a Sandbox whose {@code operatingMode} is {@code Suspended}, else {@code
+   * starting}; the image, creation time and user labels of its pod (or Sandbox). Empty if neither
+   * exists.
+   */
+  Optional<dev.sandbox4j.workspace.machine.SandboxInfo> describe(
+      dev.sandbox4j.workspace.WorkspaceRef ref, String ns, String name) {
+    Pod pod = client.pods().inNamespace(ns).withName(name).get();
+    GenericKubernetesResource sandbox =
+        mode.get() == KubernetesSandbox.Mode.SANDBOX ? getSandbox(ns, name) : null;
+    HasMetadata found = pod != null ? pod : sandbox;
+    if (found == null) {
+      return Optional.empty();
+    }
+    String state;
+    if (sandbox != null
+        && "Suspended".equals(path(sandbox.getAdditionalProperties(), "spec", "operatingMode"))) {
+      state = "suspended";
+    } else {
+      state = pod != null && isReady(pod) ? "running" : "starting";
+    }
+    Map<String, String> userLabels = new LinkedHashMap<>();
+    if (found.getMetadata().getLabels() != null) {
+      found.getMetadata().getLabels().entrySet().stream()
+          .filter(e -> !e.getKey().startsWith(LABEL_PREFIX) && !e.getKey().equals(MANAGED_BY))
+          .forEach(e -> userLabels.put(e.getKey(), e.getValue()));
+    }
+    dev.sandbox4j.workspace.machine.SandboxInfo.Builder info =
+        dev.sandbox4j.workspace.machine.SandboxInfo.builder(ref, state).labels(userLabels);
+    if (pod != null && pod.getSpec() != null && !pod.getSpec().getContainers().isEmpty()) {
+      info.image(pod.getSpec().getContainers().getFirst().getImage());
+    }
+    String created = found.getMetadata().getCreationTimestamp();
+    if (created != null) {
+      try {
+        info.created(java.time.Instant.parse(created));
+      } catch (java.time.format.DateTimeParseException e) {
+        // the API server writes RFC 3339; anything else is left unsaid
+      }
+    }
+    return Optional.of(info.build());
+  }
+
   List<String> listOwned(String ns, String owner) {
     Map<String, String> selector = Map.of(MANAGED_BY, "sandbox4j", OWNER_LABEL, owner);
     Set<String> names = new LinkedHashSet<>();

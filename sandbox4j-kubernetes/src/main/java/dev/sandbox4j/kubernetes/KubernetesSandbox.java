@@ -5,6 +5,9 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceProvider;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import dev.sandbox4j.workspace.machine.SandboxInfo;
+import dev.sandbox4j.workspace.machine.SupportsListing;
+import dev.sandbox4j.workspace.machine.SupportsPorts;
 import dev.sandbox4j.workspace.machine.SupportsSuspend;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.fabric8.kubernetes.client.KubernetesClientBuilder;
@@ -37,7 +40,8 @@ import java.util.regex.Pattern;
  * <p>Building the provider does no I/O; the first operation of a workspace creates or attaches it.
  * A workspace's ref id is {@code NAMESPACE/NAME}. Thread-safe.
  */
-public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspend, AutoCloseable {
+public final class KubernetesSandbox
+    implements WorkspaceProvider, SupportsSuspend, SupportsListing, SupportsPorts, AutoCloseable {
 
   /** The provider name in a {@link WorkspaceRef}. */
   public static final String NAME = "k8s";
@@ -108,7 +112,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     if (!NAME.equals(ref.provider())) {
       return Optional.empty();
     }
-    String[] nsName = parseId(ref.id());
+    String[] nsName = parse(ref.id());
     return Optional.of(new KubernetesWorkspace(this, nsName[0], nsName[1]));
   }
 
@@ -119,7 +123,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   @Override
   public void destroy(WorkspaceRef ref) {
     requireOurs(ref);
-    String[] nsName = parseId(ref.id());
+    String[] nsName = parse(ref.id());
     try {
       resources().delete(nsName[0], nsName[1]);
     } catch (KubernetesClientException e) {
@@ -136,7 +140,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   @Override
   public void suspend(WorkspaceRef ref) {
     requireOurs(ref);
-    String[] nsName = parseId(ref.id());
+    String[] nsName = parse(ref.id());
     resources().setOperatingMode(nsName[0], nsName[1], "Suspended");
   }
 
@@ -147,7 +151,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   @Override
   public void resume(WorkspaceRef ref) {
     requireOurs(ref);
-    String[] nsName = parseId(ref.id());
+    String[] nsName = parse(ref.id());
     resources().setOperatingMode(nsName[0], nsName[1], "Running");
     resources().awaitSandboxReady(nsName[0], nsName[1]);
   }
@@ -163,16 +167,102 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     requireLabelValue("owner", owner);
     List<WorkspaceRef> removed = new ArrayList<>();
     for (String name : resources().listOwned(options.namespace(client()), owner)) {
-      WorkspaceRef ref = new WorkspaceRef(NAME, options.namespace(client()) + "/" + name);
+      WorkspaceRef ref = new WorkspaceRef(NAME, idOf(options.namespace(client()), name));
       destroy(ref);
       removed.add(ref);
     }
     return removed;
   }
 
-  /** Closes the Kubernetes client this provider made (not one given to the builder). */
+  /**
+   * Every workspace of this provider's namespace and {@link Builder#owner owner}, found by label,
+   * sorted by id: {@code running}, {@code starting}, or {@code suspended} (sandbox mode).
+   */
+  @Override
+  public List<SandboxInfo> list() {
+    String ns = options.namespace(client());
+    List<SandboxInfo> all = new ArrayList<>();
+    for (String name : resources().listOwned(ns, options.owner)) {
+      resources().describe(new WorkspaceRef(NAME, idOf(ns, name)), ns, name).ifPresent(all::add);
+    }
+    all.sort(java.util.Comparator.comparing(i -> i.ref().id()));
+    return all;
+  }
+
+  /** What {@link #list()} says of {@code ref}'s workspace, if its Pod or Sandbox exists. */
+  @Override
+  public Optional<SandboxInfo> info(WorkspaceRef ref) {
+    requireOurs(ref);
+    String[] nsName = parse(ref.id());
+    return resources().describe(ref, nsName[0], nsName[1]);
+  }
+
+  /** Port forwards by {@code NAMESPACE/NAME:PORT}: one local listener per machine port. */
+  private final Map<String, io.fabric8.kubernetes.client.LocalPortForward> forwards =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  /**
+   * Forwards a port on 127.0.0.1 of this host to {@code port} of the workspace's pod through the
+   * API server's port-forward ({@code pods/portforward}, the same as {@code kubectl port-forward}):
+   * each connection is a WebSocket to the API server, so it needs no Service, node port or network
+   * path to the pod, only the API server and RBAC {@code create} on {@code pods/portforward}.
+   * Asking again returns the same host port while the pod lives. No token: any local process that
+   * can connect reaches the port.
+   */
+  @Override
+  public int forwardTcp(WorkspaceRef ref, int port) {
+    requireOurs(ref);
+    if (port < 1 || port > 65535) {
+      throw new IllegalArgumentException("port must be from 1 to 65535, not " + port);
+    }
+    String[] nsName = parse(ref.id());
+    if (!resources().podExists(nsName[0], nsName[1])) {
+      throw new WorkspaceUnavailableException(
+          "sandbox " + ref + " is gone (no pod of that name), or suspended");
+    }
+    String key = nsName[0] + "/" + nsName[1] + ":" + port;
+    io.fabric8.kubernetes.client.LocalPortForward forward =
+        forwards.computeIfAbsent(
+            key,
+            k ->
+                client()
+                    .pods()
+                    .inNamespace(nsName[0])
+                    .withName(nsName[1])
+                    .portForward(port, java.net.InetAddress.getLoopbackAddress(), 0));
+    return forward.getLocalPort();
+  }
+
+  /**
+   * {@code http://127.0.0.1:LOCAL/}, a {@link #forwardTcp} of the port: raw TCP, so every upgrade
+   * passes; reachable from this host only.
+   */
+  @Override
+  public java.net.URI url(WorkspaceRef ref, int port) {
+    return java.net.URI.create("http://127.0.0.1:" + forwardTcp(ref, port) + "/");
+  }
+
+  /** Never a token: the forward listens on this host's loopback only. */
+  @Override
+  public Optional<String> portToken(WorkspaceRef ref) {
+    requireOurs(ref);
+    return Optional.empty();
+  }
+
+  /**
+   * Stops this provider's port forwards and closes the Kubernetes client it made (not one given to
+   * the builder).
+   */
   @Override
   public void close() {
+    for (io.fabric8.kubernetes.client.LocalPortForward forward : forwards.values()) {
+      try {
+        forward.close();
+      } catch (java.io.IOException e) {
+        // its listener is gone already
+      }
+    }
+    forwards.clear();
     KubernetesClient c;
     synchronized (this) {
       c = lazyClient;
@@ -227,14 +317,28 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     }
   }
 
-  /** {@code NAMESPACE/NAME}, both DNS labels; anything else names no workspace of ours. */
-  static String[] parseId(String id) {
+  /**
+   * The ref id of workspace {@code name} of namespace {@code ns}: see {@link
+   * Builder#namespaceInRefs}.
+   */
+  String idOf(String ns, String name) {
+    return options.namespaceInRefs ? ns + "/" + name : name;
+  }
+
+  /**
+   * {@code NAMESPACE/NAME}, or {@code NAME} in this provider's namespace, DNS labels; anything else
+   * names no workspace of ours.
+   */
+  String[] parse(String id) {
     int slash = id.indexOf('/');
+    if (slash < 0 && DNS_LABEL.matcher(id).matches()) {
+      return new String[] {options.namespace(client()), id};
+    }
     if (slash < 0
         || !DNS_LABEL.matcher(id.substring(0, slash)).matches()
         || !DNS_LABEL.matcher(id.substring(slash + 1)).matches()) {
       throw new IllegalArgumentException(
-          "a k8s workspace id is NAMESPACE/NAME (lower-case DNS labels), not '" + id + "'");
+          "a k8s workspace id is NAMESPACE/NAME or NAME (lower-case DNS labels), not '" + id + "'");
     }
     return new String[] {id.substring(0, slash), id.substring(slash + 1)};
   }
@@ -249,6 +353,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
   /** The options, immutable once built. */
   static final class Options {
     final String namespaceOption;
+    final boolean namespaceInRefs;
     final String image;
     final double cpus;
     final int memoryMiB;
@@ -268,6 +373,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
 
     Options(Builder b) {
       namespaceOption = b.namespace;
+      namespaceInRefs = b.namespaceInRefs;
       image = b.image;
       cpus = b.cpus;
       memoryMiB = b.memoryMiB;
@@ -315,6 +421,7 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     private Mode mode = Mode.AUTO;
     private String warmPool;
     private String owner = "sandbox4j";
+    private boolean namespaceInRefs = true;
     private Duration readyTimeout = Duration.ofMinutes(5);
     private Duration shutdownAfter;
     private String volumeSize;
@@ -333,6 +440,17 @@ public final class KubernetesSandbox implements WorkspaceProvider, SupportsSuspe
     }
 
     /** The namespace of new workspaces (default: the configuration's, else {@code default}). */
+    /**
+     * Whether ref ids name the namespace ({@code NAMESPACE/NAME}, the default) or only the
+     * workspace ({@code NAME}, in this provider's namespace). The server, which serves one
+     * namespace, uses names alone: its sandbox ids go into URL paths and host names, where a {@code
+     * /} cannot. Either form is accepted wherever a ref is.
+     */
+    public Builder namespaceInRefs(boolean inRefs) {
+      this.namespaceInRefs = inRefs;
+      return this;
+    }
+
     public Builder namespace(String namespace) {
       if (namespace == null || !DNS_LABEL.matcher(namespace).matches()) {
         throw new IllegalArgumentException(

@@ -47,11 +47,25 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
    * many bytes; {@code head -c} reads exactly those) holding a {@link #prelude}: it exports the
    * command's env (the exec API has none), enters the working directory and sets the positional
    * parameters to the argv. The wrapper exports the marker, which every process of the command
-   * inherits. Without stdin the command gets {@code /dev/null}; with it, further frames carry it,
+   * inherits.
+   *
+   * <p>stdin: without it, the command gets {@code /dev/null}; with it, further frames carry it,
    * {@code 0\n} its end, decoded into a FIFO that is the command's stdin, so that the command sees
    * EOF where the caller's stdin ended (a v4 exec cannot close stdin alone). An asynchronous list's
    * stdin is /dev/null in a non-interactive shell, so the decoder gets the exec's stdin through fd
-   * 3. Needs POSIX sh, {@code mktemp}, {@code mkfifo} and {@code head}.
+   * 3; its stderr is /dev/null so that it never holds the exec's output open.
+   *
+   * <p>stdout and stderr: a kubelet ends an exec only once every process holding its output has
+   * closed it (kubernetes/kubernetes#44371), so a command that leaves a background child would hold
+   * the run until the child ends. The command writes into two FIFOs instead, which two {@code cat}s
+   * relay to the exec's output. Once the command exits the wrapper waits for the relays to end
+   * (every writer gone); a timer stops that wait after the drain grace ({@link
+   * ProcessCommands#DRAIN_GRACE}, as the other backends keep output that late): it first gives each
+   * FIFO to a detached drainer that reads it to its end and drops it, so that a child still writing
+   * never gets SIGPIPE, then kills the relays. A drainer opens its FIFO read-write and then
+   * read-only before closing the first descriptor: it never blocks on the open, and it still sees
+   * EOF once the last writer is gone. Needs POSIX sh, {@code mktemp}, {@code mkfifo}, {@code cat},
+   * {@code sleep} and {@code head}.
    */
   static final String WRAPPER =
       """
@@ -59,16 +73,28 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
       d=$(mktemp -d) || exit 1
       IFS= read -r n && head -c "$n" >"$d/args" || { rm -rf "$d"; exit 1; }
       . "$d/args"
-      if [ "$s4j_stdin" = 0 ]; then rm -rf "$d"; exec "$@" </dev/null; fi
-      mkfifo "$d/in" || exit 1
-      exec 3<&0
-      (while IFS= read -r n && [ "$n" -gt 0 ] 2>/dev/null; do head -c "$n" || exit; done) \
-        <&3 >"$d/in" 3<&- &
-      f=$!
-      "$@" <"$d/in" 3<&-
-      c=$?
-      kill $f 2>/dev/null; rm -rf "$d"; exit $c
-      """;
+      mkfifo "$d/o" "$d/e" || { rm -rf "$d"; exit 1; }
+      cat "$d/o" & o=$!
+      cat "$d/e" >&2 & e=$!
+      if [ "$s4j_stdin" = 0 ]; then
+        "$@" </dev/null >"$d/o" 2>"$d/e"; c=$?
+      else
+        mkfifo "$d/in" || exit 1
+        exec 3<&0
+        (while IFS= read -r n && [ "$n" -gt 0 ] 2>/dev/null; do head -c "$n" || exit; done) \
+          <&3 >"$d/in" 2>/dev/null 3<&- &
+        f=$!
+        "$@" <"$d/in" >"$d/o" 2>"$d/e" 3<&-; c=$?
+        kill $f 2>/dev/null
+      fi
+      { sleep %d
+        for p in o e; do (exec 3<>"$d/$p" 4<"$d/$p" 3>&-; exec cat <&4) & done
+        kill $o $e; } </dev/null >/dev/null 2>&1 &
+      t=$!
+      wait $o $e
+      kill $t 2>/dev/null; rm -rf "$d"; exit $c
+      """
+          .formatted(ProcessCommands.DRAIN_GRACE.toSeconds());
 
   /** The shell text that sets up one command: env, working directory, argv, whether stdin comes. */
   static String prelude(String dir, Map<String, String> env, List<String> argv, boolean stdin) {
@@ -109,7 +135,7 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
   @Override
   public synchronized Optional<WorkspaceRef> ref() {
     return Optional.ofNullable(name)
-        .map(n -> new WorkspaceRef(KubernetesSandbox.NAME, namespace + "/" + n));
+        .map(n -> new WorkspaceRef(KubernetesSandbox.NAME, sandboxes.idOf(namespace, n)));
   }
 
   @Override

@@ -44,7 +44,7 @@ final class PodExecProcess extends Process {
    */
   PodExecProcess(ExecWatch watch, byte[] prelude, boolean stdinFollows, Outcome outcome) {
     this.watch = watch;
-    FramedStdin framed = new FramedStdin(watch.getInput());
+    FramedStdin framed = new FramedStdin(watch.getInput(), exit::isDone, queuedBytesOf(watch));
     try {
       framed.writeFrame(prelude);
       if (!stdinFollows) {
@@ -82,6 +82,7 @@ final class PodExecProcess extends Process {
             exitCode = o.code;
           }
           exit.complete(this);
+          framed.wakeWriter();
         });
   }
 
@@ -111,6 +112,40 @@ final class PodExecProcess extends Process {
       future.complete(new Ended(-1, null));
     }
   }
+
+  private static final System.Logger LOG = System.getLogger(PodExecProcess.class.getName());
+
+  /**
+   * How many bytes the exec's WebSocket has queued and not yet handed to TCP. fabric8's exec lets
+   * 16 MiB pile up there before a write waits, more than the stdin contract lets pile up on the way
+   * to a command that does not read; its {@code WebSocket.queueSize()} is public, but the exec
+   * keeps its socket in a private field of {@code ExecWebSocketListener} (fabric8 8.0.0, pinned),
+   * read here. If that ever fails the bound falls back to fabric8's 16 MiB, said once in the log.
+   */
+  private static java.util.function.LongSupplier queuedBytesOf(ExecWatch watch) {
+    try {
+      java.lang.reflect.Field field = watch.getClass().getDeclaredField("webSocketRef");
+      field.setAccessible(true);
+      java.util.concurrent.atomic.AtomicReference<?> ref =
+          (java.util.concurrent.atomic.AtomicReference<?>) field.get(watch);
+      return () ->
+          ref.get() instanceof io.fabric8.kubernetes.client.http.WebSocket socket
+              ? socket.queueSize()
+              : 0;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      if (QUEUE_WARNED.compareAndSet(false, true)) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "cannot read the exec WebSocket's queue ({0}): stdin writes wait only once fabric8"
+                + " queues 16 MiB",
+            e.toString());
+      }
+      return () -> 0;
+    }
+  }
+
+  private static final java.util.concurrent.atomic.AtomicBoolean QUEUE_WARNED =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   /** Whether the connection ended without an exit status. */
   boolean cut() {
@@ -180,14 +215,61 @@ final class PodExecProcess extends Process {
     watch.close();
   }
 
-  /** Each write is one frame {@code LENGTH\n BYTES}; close sends {@code 0\n}, the end. */
+  /**
+   * Each write is one frame {@code LENGTH\n BYTES}; close sends {@code 0\n}, the end. A write waits
+   * while the WebSocket's send queue is full (fabric8 waits there while 16 MiB are queued, which
+   * happens when the command does not read and the kubelet stops reading the stream): once the exec
+   * has ended the waiting writer is woken by an interrupt (fabric8's wait ends on one, not on the
+   * exec's end) and fails.
+   */
   private static final class FramedStdin extends OutputStream {
     private static final int MAX_FRAME = 16 * 1024;
+
+    /**
+     * At most this many stdin bytes wait in the WebSocket's queue: the rest waits in the caller.
+     */
+    private static final long MAX_QUEUED = 256 * 1024;
+
     private final OutputStream exec;
+    private final java.util.function.BooleanSupplier ended;
+    private final java.util.function.LongSupplier queued;
+    private final Object wakeLock = new Object();
+    private Thread writer; // under wakeLock: the thread inside write, which a wake-up may interrupt
     boolean closed;
 
-    FramedStdin(OutputStream exec) {
+    FramedStdin(
+        OutputStream exec,
+        java.util.function.BooleanSupplier ended,
+        java.util.function.LongSupplier queued) {
       this.exec = exec;
+      this.ended = ended;
+      this.queued = queued;
+    }
+
+    /** Waits while the socket's queue is full, as a pipe write waits for its reader. */
+    private void awaitRoom() throws IOException {
+      while (queued.getAsLong() > MAX_QUEUED) {
+        if (ended.getAsBoolean()) {
+          throw new IOException("the command has ended: its stdin is gone");
+        }
+        try {
+          Thread.sleep(5);
+        } catch (InterruptedException e) {
+          if (ended.getAsBoolean()) {
+            throw new IOException("the command has ended: its stdin is gone");
+          }
+          Thread.currentThread().interrupt();
+          throw new java.io.InterruptedIOException("interrupted waiting to write stdin");
+        }
+      }
+    }
+
+    void wakeWriter() {
+      synchronized (wakeLock) {
+        if (writer != null) {
+          writer.interrupt();
+        }
+      }
     }
 
     @Override
@@ -197,10 +279,20 @@ final class PodExecProcess extends Process {
 
     @Override
     public synchronized void write(byte[] b, int off, int len) throws IOException {
+      synchronized (wakeLock) {
+        writer = Thread.currentThread();
+      }
       try {
         writeFrames(b, off, len);
       } catch (RuntimeException e) {
         throw new IOException("the exec's stdin is gone (the command ended): " + e.getMessage(), e);
+      } finally {
+        synchronized (wakeLock) {
+          writer = null;
+          if (ended.getAsBoolean()) {
+            Thread.interrupted(); // a wake-up is for this write only
+          }
+        }
       }
     }
 
@@ -210,6 +302,10 @@ final class PodExecProcess extends Process {
       }
       // small frames: a WebSocket server limits the size of a frame (64 KiB by default in Vert.x)
       for (int at = off; at < off + len; at += MAX_FRAME) {
+        awaitRoom();
+        if (ended.getAsBoolean()) {
+          throw new IOException("the command has ended: its stdin is gone");
+        }
         int n = Math.min(MAX_FRAME, off + len - at);
         byte[] frame = new byte[n + 8];
         byte[] header = (n + "\n").getBytes(StandardCharsets.US_ASCII);

@@ -56,16 +56,25 @@ import java.util.regex.Pattern;
  *   <li>Differences from a real cluster: no isolation (the "pod" filesystem is the host's); the
  *       kubelet, on starting a pod, creates a fresh host directory and writes it into the
  *       container's {@code workingDir} (as a mutating admission webhook could), since a host path
- *       is all its processes see; the status is sent once the process exits and its output pipes
- *       end or 1 s passes (a real kubelet's behaviour with a background child holding the pipe is
- *       not verified here); pods are Ready at once; stdin is buffered without bound (the mock's
- *       WebSocket cannot be paused from a listener), so there is no back-pressure; there is no
- *       garbage collection by owner reference (the controller fake does what the tests need).
+ *       is all its processes see; pods are Ready at once; there is no garbage collection by owner
+ *       reference (the controller fake does what the tests need). A pod's processes carry {@link
+ *       #POD_MARKER} in their environment, the fake's stand-in for the pod's cgroup: deleting the
+ *       pod kills them all in one pass.
+ *   <li>The status is sent once the process has exited <em>and</em> both of its output pipes have
+ *       ended, however long a background child holds them: that is what a kubelet does ({@code
+ *       kubectl exec pod -- sh -c 'sleep 100 &'} returns when {@code sleep} ends: kubernetes/
+ *       kubernetes#44371, cri-o/cri-o#7640, kata-containers#4747; Docker's exec likewise,
+ *       moby/moby#33039). When the process exits its stdin is closed, as the runtime's is.
+ *   <li>stdin is bounded: the kubelet writes it into the process's pipe and stops reading the
+ *       stream while the pipe is full, which TCP carries back to the client. The fake keeps at most
+ *       {@link #STDIN_WINDOW} bytes that the process has not read, then pauses reading the
+ *       WebSocket (the mock's Vert.x socket, reached by reflection: the mock's own {@code
+ *       WebSocket} has no pause) until the process reads.
  *   <li>Faults: {@link #cutExecsPrinting} makes the server close an exec's WebSocket without a
  *       status once its output shows a marker, leaving the process running.
  * </ul>
  */
-final class FakeCluster implements AutoCloseable {
+public final class FakeCluster implements AutoCloseable {
   /**
    * The mock server logs every request at INFO: kept quiet (a strong reference keeps the level).
    */
@@ -77,6 +86,20 @@ final class FakeCluster implements AutoCloseable {
     return log;
   }
 
+  /** The environment variable that marks every process of a pod (its value: the pod's uid). */
+  static final String POD_MARKER = "FAKE_KUBELET_POD=";
+
+  private static final String KILL_POD =
+      dev.sandbox4j.workspace.spi.MarkedTrees.killScript(
+          dev.sandbox4j.workspace.spi.MarkedTrees.MarkerIn.ENVIRON, POD_MARKER);
+
+  /** Unread stdin bytes the fake holds for a process before it stops reading the stream. */
+  static final int STDIN_WINDOW = 256 * 1024;
+
+  private static final Pattern PORT_FORWARD =
+      Pattern.compile(
+          "/api/v1/namespaces/([^/]+)/pods/([^/?]+)/portforward\\?(?:.*&)?ports=(\\d+).*");
+
   private static final Pattern EXEC =
       Pattern.compile("/api/v1/namespaces/([^/]+)/pods/([^/?]+)/exec\\?(.*)");
 
@@ -87,14 +110,20 @@ final class FakeCluster implements AutoCloseable {
   private final boolean agentSandbox;
   private final Set<String> cutMarkers = ConcurrentHashMap.newKeySet();
   private final Map<String, List<Process>> processesByPod = new ConcurrentHashMap<>();
-  private final Map<String, List<String>> commandIdsByPod = new ConcurrentHashMap<>();
+  private final Map<String, String> uidByPod = new ConcurrentHashMap<>();
   private final Set<String> started = ConcurrentHashMap.newKeySet();
   private final Thread kubelet;
   private final FakeAgentSandboxController controller;
   private volatile boolean closed;
   final List<String> execCommands = new CopyOnWriteArrayList<>();
 
-  FakeCluster(Path nodeRoot, boolean agentSandbox) {
+  /**
+   * Starts the mock API server, the kubelet and, with {@code agentSandbox}, the controller.
+   *
+   * @param nodeRoot where the kubelet makes each pod's directory
+   * @param agentSandbox whether the cluster serves the agent-sandbox CRDs
+   */
+  public FakeCluster(Path nodeRoot, boolean agentSandbox) {
     this.nodeRoot = nodeRoot;
     this.agentSandbox = agentSandbox;
     Dispatcher dispatcher = new Dispatcher();
@@ -130,6 +159,48 @@ final class FakeCluster implements AutoCloseable {
     controller = agentSandbox ? new FakeAgentSandboxController(control) : null;
   }
 
+  /**
+   * Writes a kubeconfig for this cluster (its URL, a context whose namespace is {@code namespace})
+   * into {@code dir}, as a user's {@code KUBECONFIG} would point at a real one; returns its path.
+   */
+  public Path writeKubeconfig(Path dir, String namespace) throws IOException {
+    String url = client.getConfiguration().getMasterUrl();
+    String yaml =
+        """
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - name: fake
+          cluster:
+            server: %s
+        users:
+        - name: fake
+          user:
+            token: fake-token
+        contexts:
+        - name: fake
+          context:
+            cluster: fake
+            user: fake
+            namespace: %s
+        current-context: fake
+        """
+            .formatted(url, namespace);
+    return Files.writeString(dir.resolve("kubeconfig"), yaml);
+  }
+
+  /** The pods of {@code namespace}, by name: what a test sees on the cluster. */
+  public List<String> podNames(String namespace) {
+    return control.pods().inNamespace(namespace).list().getItems().stream()
+        .map(p -> p.getMetadata().getName())
+        .toList();
+  }
+
+  @Override
+  public String toString() {
+    return "FakeCluster[" + client.getConfiguration().getMasterUrl() + "]";
+  }
+
   /** Execs whose stdout includes {@code marker} are cut there, with no status, left running. */
   void cutExecsPrinting(String marker) {
     cutMarkers.add(marker);
@@ -139,6 +210,7 @@ final class FakeCluster implements AutoCloseable {
     return control;
   }
 
+  /** Stops the kubelet and the controller, kills every pod's processes, stops the server. */
   @Override
   public void close() {
     closed = true;
@@ -146,8 +218,17 @@ final class FakeCluster implements AutoCloseable {
       controller.close();
     }
     kubelet.interrupt();
+    List<Thread> kills = new ArrayList<>();
     for (String pod : new ArrayList<>(processesByPod.keySet())) {
-      killPod(pod);
+      kills.add(killPod(pod));
+    }
+    for (Thread kill : kills) {
+      try {
+        kill.join();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
     }
     client.close();
     control.close();
@@ -163,6 +244,10 @@ final class FakeCluster implements AutoCloseable {
           String key = pod.getMetadata().getNamespace() + "/" + pod.getMetadata().getName();
           live.add(key);
           if (started.add(key + "@" + pod.getMetadata().getUid())) {
+            if (uidByPod.containsKey(key)) {
+              killPod(key); // replaced by a pod of the same name between two looks
+            }
+            uidByPod.put(key, pod.getMetadata().getUid());
             start(pod);
           }
         }
@@ -220,27 +305,35 @@ final class FakeCluster implements AutoCloseable {
             });
   }
 
-  private void killPod(String key) {
+  /**
+   * Kills every process of the pod, daemons that left the exec's tree included, on a thread of its
+   * own: one pass over this host's processes costs about half a second, and the kubelet loop must
+   * go on starting other pods meanwhile.
+   */
+  private Thread killPod(String key) {
     List<Process> processes = processesByPod.remove(key);
-    List<String> ids = commandIdsByPod.remove(key);
-    if (ids != null) {
-      for (String id : ids) {
-        killMarked(id);
-      }
-    }
-    if (processes != null) {
-      for (Process p : processes) {
-        p.descendants().forEach(ProcessHandle::destroyForcibly);
-        p.destroyForcibly();
-      }
-    }
+    String uid = uidByPod.remove(key);
+    return Thread.ofVirtual()
+        .name("fake-kubelet-kill-" + key)
+        .start(
+            () -> {
+              if (uid != null) {
+                killMarked(uid);
+              }
+              if (processes != null) {
+                for (Process p : processes) {
+                  p.descendants().forEach(ProcessHandle::destroyForcibly);
+                  p.destroyForcibly();
+                }
+              }
+            });
   }
 
-  /** Kills this host's processes of command {@code id}, by the same script the client uses. */
-  private static void killMarked(String id) {
+  /** Kills this host's processes of the pod whose uid is {@code uid}. */
+  private static void killMarked(String uid) {
     try {
       Process killer =
-          new ProcessBuilder("/bin/sh", "-c", KubernetesWorkspace.KILL_TREE, "kill-tree", id)
+          new ProcessBuilder("/bin/sh", "-c", KILL_POD, "kill-pod", uid)
               .redirectErrorStream(true)
               .redirectOutput(ProcessBuilder.Redirect.DISCARD)
               .start();
@@ -276,6 +369,16 @@ final class FakeCluster implements AutoCloseable {
           throw e;
         }
       }
+      Matcher forward = PORT_FORWARD.matcher(path);
+      if (forward.matches()) {
+        MockResponse found =
+            handleGet("/api/v1/namespaces/" + forward.group(1) + "/pods/" + forward.group(2));
+        if (found.code() != 200) {
+          return notFound("pods \\\"" + forward.group(2) + "\\\" not found");
+        }
+        return new MockResponse()
+            .withWebSocketUpgrade(new PortForwardSession(Integer.parseInt(forward.group(3))));
+      }
       if (path.equals("/apis/agents.x-k8s.io") || path.equals("/apis/extensions.agents.x-k8s.io")) {
         if (!agentSandbox) {
           return notFound("the server could not find the requested resource");
@@ -301,6 +404,18 @@ final class FakeCluster implements AutoCloseable {
             "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\""
                 + message
                 + "\",\"reason\":\"NotFound\",\"code\":404}");
+  }
+
+  /** The Vert.x socket under the mock's WebSocket, whose reading can be paused. */
+  private static io.vertx.core.http.ServerWebSocket vertxSocket(WebSocket ws) {
+    try {
+      java.lang.reflect.Field f = ws.getClass().getDeclaredField("webSocket");
+      f.setAccessible(true);
+      return (io.vertx.core.http.ServerWebSocket) f.get(ws);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(
+          "the mock server's WebSocket is not the Vert.x one this fake was written for", e);
+    }
   }
 
   private MockResponse exec(Pod pod, String ns, String podName, String query) {
@@ -329,12 +444,98 @@ final class FakeCluster implements AutoCloseable {
     execCommands.add(String.join(" ", command));
     return new MockResponse()
         .withWebSocketUpgrade(
-            new ExecSession(ns + "/" + podName, c, command, "true".equals(flags.get("stdin"))));
+            new ExecSession(
+                ns + "/" + podName,
+                pod.getMetadata().getUid(),
+                c,
+                command,
+                "true".equals(flags.get("stdin"))));
+  }
+
+  /**
+   * One port-forward connection ({@code GET .../pods/POD/portforward?ports=P} upgraded to a
+   * WebSocket): as the kubelet's streaming server does, the first frame on each of the port's two
+   * channels (0 data, 1 error) is the port number, two bytes little-endian; then data frames on
+   * channel 0 both ways, and a connection the pod refuses is a message on channel 1. The fake's
+   * pods share this host's network, so the pod's port is this host's loopback port.
+   */
+  private static final class PortForwardSession extends WebSocketListener {
+    private final int port;
+    private volatile java.net.Socket socket;
+
+    PortForwardSession(int port) {
+      this.port = port;
+    }
+
+    private byte[] frame(int channel, byte[] body, int length) {
+      byte[] frame = new byte[length + 1];
+      frame[0] = (byte) channel;
+      System.arraycopy(body, 0, frame, 1, length);
+      return frame;
+    }
+
+    @Override
+    public void onOpen(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      byte[] portBytes = {(byte) (port & 0xff), (byte) (port >> 8)};
+      ws.send(frame(0, portBytes, 2));
+      ws.send(frame(1, portBytes, 2));
+      try {
+        socket = new java.net.Socket(java.net.InetAddress.getLoopbackAddress(), port);
+      } catch (IOException e) {
+        byte[] error =
+            ("error forwarding port " + port + ": " + e.getMessage())
+                .getBytes(StandardCharsets.UTF_8);
+        ws.send(frame(1, error, error.length));
+        ws.close(1000, "");
+        return;
+      }
+      java.net.Socket connected = socket;
+      Thread.ofVirtual()
+          .start(
+              () -> {
+                byte[] buf = new byte[16 * 1024];
+                try (InputStream in = connected.getInputStream()) {
+                  int n;
+                  while ((n = in.read(buf)) > 0) {
+                    ws.send(frame(0, buf, n));
+                  }
+                } catch (IOException e) {
+                  // the connection ended
+                }
+                ws.close(1000, "");
+              });
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, byte[] bytes) {
+      java.net.Socket s = socket;
+      if (s == null || bytes.length < 2 || bytes[0] != 0) {
+        return;
+      }
+      try {
+        s.getOutputStream().write(bytes, 1, bytes.length - 1);
+      } catch (IOException e) {
+        ws.close(1000, "");
+      }
+    }
+
+    @Override
+    public void onClosed(WebSocket ws, int code, String reason) {
+      java.net.Socket s = socket;
+      if (s != null) {
+        try {
+          s.close();
+        } catch (IOException e) {
+          // closed already
+        }
+      }
+    }
   }
 
   /** One exec: a host process whose streams are framed onto the WebSocket's channels. */
   private final class ExecSession extends WebSocketListener {
     private final String podKey;
+    private final String podUid;
     private final Container container;
     private final List<String> command;
     private final boolean stdin;
@@ -345,19 +546,52 @@ final class FakeCluster implements AutoCloseable {
     private final java.util.concurrent.LinkedBlockingQueue<byte[]> input =
         new java.util.concurrent.LinkedBlockingQueue<>();
 
-    ExecSession(String podKey, Container container, List<String> command, boolean stdin) {
+    /** Bytes received and not yet written to the process: bounded by pausing the socket. */
+    private final java.util.concurrent.atomic.AtomicLong unread =
+        new java.util.concurrent.atomic.AtomicLong();
+
+    private io.vertx.core.http.ServerWebSocket socket;
+    private io.vertx.core.Context loop;
+    private volatile boolean paused; // changed on the socket's event loop only
+    private volatile boolean discarding; // the process reads no more: frames are dropped
+
+    ExecSession(
+        String podKey, String podUid, Container container, List<String> command, boolean stdin) {
       this.podKey = podKey;
+      this.podUid = podUid;
       this.container = container;
       this.command = command;
       this.stdin = stdin;
     }
 
+    /**
+     * Pauses or resumes reading the socket so that at most {@link #STDIN_WINDOW} unread bytes wait;
+     * decided on the socket's event loop from the count at that moment, so the last decision
+     * follows the last change.
+     */
+    private void adjust() {
+      loop.runOnContext(
+          v -> {
+            boolean full = unread.get() > STDIN_WINDOW && !discarding;
+            if (full && !paused) {
+              socket.pause();
+              paused = true;
+            } else if (!full && paused) {
+              socket.resume();
+              paused = false;
+            }
+          });
+    }
+
     @Override
     public void onOpen(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      socket = vertxSocket(ws);
+      loop = io.vertx.core.Vertx.currentContext();
       ProcessBuilder pb = new ProcessBuilder(command);
       pb.environment().clear();
       pb.environment().put("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
       pb.environment().put("HOSTNAME", podKey.substring(podKey.indexOf('/') + 1));
+      pb.environment().put(POD_MARKER.substring(0, POD_MARKER.length() - 1), podUid);
       if (container.getEnv() != null) {
         for (EnvVar e : container.getEnv()) {
           pb.environment().put(e.getName(), e.getValue() == null ? "" : e.getValue());
@@ -379,11 +613,6 @@ final class FakeCluster implements AutoCloseable {
         return;
       }
       processesByPod.computeIfAbsent(podKey, k -> new CopyOnWriteArrayList<>()).add(process);
-      if (command.size() > 4 && command.get(3).equals("sandbox4j-exec")) {
-        commandIdsByPod
-            .computeIfAbsent(podKey, k -> new CopyOnWriteArrayList<>())
-            .add(command.get(4));
-      }
       Process started = process;
       Thread.ofVirtual()
           .start(
@@ -398,9 +627,17 @@ final class FakeCluster implements AutoCloseable {
                     }
                     in.write(chunk);
                     in.flush();
+                    unread.addAndGet(-chunk.length);
+                    if (paused) {
+                      adjust();
+                    }
                   }
                 } catch (IOException | InterruptedException e) {
                   // the command closed its stdin, or ended
+                } finally {
+                  discarding = true;
+                  input.clear();
+                  adjust();
                 }
               });
       Thread out = pump(ws, process.getInputStream(), (byte) 1, true);
@@ -410,8 +647,13 @@ final class FakeCluster implements AutoCloseable {
               () -> {
                 try {
                   int code = process.waitFor();
-                  out.join(1000);
-                  err.join(1000);
+                  try {
+                    started.getOutputStream().close(); // the runtime closes an exited exec's stdin
+                  } catch (IOException e) {
+                    // already closed
+                  }
+                  out.join();
+                  err.join();
                   if (cut) {
                     return;
                   }
@@ -471,7 +713,14 @@ final class FakeCluster implements AutoCloseable {
       if (bytes.length < 2 || bytes[0] != 0) {
         return; // resize (4) and anything else: no TTY here
       }
+      if (discarding) {
+        return;
+      }
+      unread.addAndGet(bytes.length - 1);
       input.add(java.util.Arrays.copyOfRange(bytes, 1, bytes.length));
+      if (unread.get() > STDIN_WINDOW) {
+        adjust();
+      }
     }
 
     @Override

@@ -156,46 +156,7 @@ class KubernetesAgentSandboxTest {
   @Test
   void aClaimAdoptsAWarmPoolSandbox() throws Exception {
     String ns = "warm";
-    Map<String, Object> podTemplate =
-        Map.of(
-            "metadata", Map.of("labels", Map.of("app", "agent")),
-            "spec",
-                Map.of(
-                    "containers",
-                    List.of(
-                        Map.of(
-                            "name", "sandbox",
-                            "image", "registry.example/agent:1",
-                            "workingDir", "/workspace"))));
-    cluster
-        .control()
-        .genericKubernetesResources(FakeAgentSandboxController.TEMPLATES)
-        .inNamespace(ns)
-        .resource(
-            new GenericKubernetesResourceBuilder()
-                .withApiVersion("extensions.agents.x-k8s.io/v1beta1")
-                .withKind("SandboxTemplate")
-                .withNewMetadata()
-                .withName("agent")
-                .endMetadata()
-                .addToAdditionalProperties("spec", Map.of("podTemplate", podTemplate))
-                .build())
-        .create();
-    cluster
-        .control()
-        .genericKubernetesResources(FakeAgentSandboxController.POOLS)
-        .inNamespace(ns)
-        .resource(
-            new GenericKubernetesResourceBuilder()
-                .withApiVersion("extensions.agents.x-k8s.io/v1beta1")
-                .withKind("SandboxWarmPool")
-                .withNewMetadata()
-                .withName("pool")
-                .endMetadata()
-                .addToAdditionalProperties(
-                    "spec", Map.of("replicas", 1, "sandboxTemplateRef", Map.of("name", "agent")))
-                .build())
-        .create();
+    makeWarmPool(cluster, ns, "pool");
 
     KubernetesSandbox provider = builder(ns).warmPool("pool").owner("claims").build();
     Workspace ws = Workspace.of(provider.newBackend());
@@ -274,7 +235,52 @@ class KubernetesAgentSandboxTest {
     assertThatThrownBy(() -> KubernetesSandbox.builder().label("sandbox4j.dev/x", "y"))
         .hasMessageContaining("reserved");
     KubernetesSandbox provider = builder("x").build();
-    assertThatThrownBy(() -> provider.backend(new WorkspaceRef("k8s", "no-slash")))
-        .hasMessageContaining("NAMESPACE/NAME");
+    assertThatThrownBy(() -> provider.backend(new WorkspaceRef("k8s", "ns/Not_A_Name")))
+        .hasMessageContaining("NAMESPACE/NAME or NAME");
+    assertThat(provider.backend(new WorkspaceRef("k8s", "a-name")))
+        .as("a name alone is in the provider's namespace")
+        .isPresent();
+  }
+
+  /** A SandboxTemplate {@code agent} and a warm pool {@code pool} of one of its Sandboxes. */
+  static void makeWarmPool(FakeCluster fake, String ns, String pool) {
+    Map<String, Object> podTemplate =
+        Map.of(
+            "metadata", Map.of("labels", Map.of("app", "agent")),
+            "spec",
+                Map.of(
+                    "containers",
+                    List.of(
+                        Map.of(
+                            "name", "sandbox",
+                            "image", "registry.example/agent:1",
+                            "workingDir", "/workspace"))));
+    fake.control()
+        .genericKubernetesResources(FakeAgentSandboxController.TEMPLATES)
+        .inNamespace(ns)
+        .resource(
+            new GenericKubernetesResourceBuilder()
+                .withApiVersion("extensions.agents.x-k8s.io/v1beta1")
+                .withKind("SandboxTemplate")
+                .withNewMetadata()
+                .withName("agent")
+                .endMetadata()
+                .addToAdditionalProperties("spec", Map.of("podTemplate", podTemplate))
+                .build())
+        .create();
+    fake.control()
+        .genericKubernetesResources(FakeAgentSandboxController.POOLS)
+        .inNamespace(ns)
+        .resource(
+            new GenericKubernetesResourceBuilder()
+                .withApiVersion("extensions.agents.x-k8s.io/v1beta1")
+                .withKind("SandboxWarmPool")
+                .withNewMetadata()
+                .withName(pool)
+                .endMetadata()
+                .addToAdditionalProperties(
+                    "spec", Map.of("replicas", 1, "sandboxTemplateRef", Map.of("name", "agent")))
+                .build())
+        .create();
   }
 }

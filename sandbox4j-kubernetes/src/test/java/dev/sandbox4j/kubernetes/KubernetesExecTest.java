@@ -143,4 +143,67 @@ class KubernetesExecTest {
                 ws.run(Command.argv(java.util.List.of("true"))).stdout(), StandardCharsets.UTF_8))
         .isEmpty();
   }
+
+  /**
+   * Port URLs through the API server's port-forward: a server the workspace starts is reached at
+   * the URL, the same host port comes back for the same pod port, and bad ports and gone pods are
+   * refused. In the fake, pods share this host's network, so the pod port is picked free here.
+   */
+  @Test
+  void portsAreForwardedThroughTheApiServer() throws Exception {
+    KubernetesSandbox provider =
+        KubernetesSandbox.builder()
+            .client(cluster.client)
+            .namespace("ports")
+            .mode(KubernetesSandbox.Mode.POD)
+            .build();
+    Workspace ws = Workspace.of(provider.newBackend());
+    ws.writeText("hello.txt", "hi from the pod");
+    int podPort;
+    try (java.net.ServerSocket probe = new java.net.ServerSocket(0)) {
+      podPort = probe.getLocalPort();
+    }
+    var server =
+        ws.start(
+            Command.argv(
+                java.util.List.of(
+                    "python3",
+                    "-m",
+                    "http.server",
+                    Integer.toString(podPort),
+                    "--bind",
+                    "127.0.0.1")),
+            RunOptions.defaults());
+    var ref = ws.ref().orElseThrow();
+    try (var http = java.net.http.HttpClient.newHttpClient()) {
+      java.net.URI url = provider.url(ref, podPort).resolve("hello.txt");
+      assertThat(url.getHost()).isEqualTo("127.0.0.1");
+      assertThat(provider.forwardTcp(ref, podPort))
+          .as("the same pod port, the same host port")
+          .isEqualTo(url.getPort());
+      String body = null;
+      long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      while (body == null) { // the server starting in the pod: wait for it to listen
+        try {
+          body =
+              http.send(
+                      java.net.http.HttpRequest.newBuilder(url).build(),
+                      java.net.http.HttpResponse.BodyHandlers.ofString())
+                  .body();
+        } catch (java.io.IOException notYet) {
+          assertThat(System.nanoTime()).as("the pod's server never answered").isLessThan(deadline);
+          Thread.sleep(100);
+        }
+      }
+      assertThat(body).isEqualTo("hi from the pod");
+      assertThat(provider.portToken(ref)).isEmpty();
+    } finally {
+      server.kill();
+    }
+    assertThatThrownBy(() -> provider.url(ref, 0)).hasMessageContaining("1 to 65535");
+    provider.destroy(ref);
+    assertThatThrownBy(() -> provider.forwardTcp(ref, podPort + 1))
+        .isInstanceOf(dev.sandbox4j.workspace.WorkspaceUnavailableException.class);
+    provider.close();
+  }
 }

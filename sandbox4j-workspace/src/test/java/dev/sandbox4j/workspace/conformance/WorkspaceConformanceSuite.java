@@ -116,6 +116,17 @@ public abstract class WorkspaceConformanceSuite {
     return true;
   }
 
+  /**
+   * Whether every buffer between a stdin write and the command is bounded well under 32 MiB. A
+   * backend whose stdin crosses a byte stream with no acknowledgement from the far end (the
+   * Kubernetes pod exec WebSocket) cannot promise it: the TCP buffers on the way (32 MiB of receive
+   * buffer on this host's loopback alone) take a flood before any write waits, so {@code
+   * backgroundStdinWaitEndsWithTheDeadline} is skipped for it, and said in its docs.
+   */
+  protected boolean boundsStdinInFlight() {
+    return true;
+  }
+
   /** Takes a background command's stdout into {@code out} until it is {@code expected}. */
   private static void awaitStdout(BackgroundCommand command, StringBuilder out, String expected)
       throws InterruptedException {
@@ -883,6 +894,7 @@ public abstract class WorkspaceConformanceSuite {
     @DisplayName(
         "background stdin: a write waiting for a command that does not read ends with its deadline")
     void backgroundStdinWaitEndsWithTheDeadline() throws Exception {
+      assumeTrue(boundsStdinInFlight(), "this backend's stdin crosses unbounded stream buffers");
       Workspace ws = newWorkspace();
       BackgroundCommand deaf =
           ws.start(
