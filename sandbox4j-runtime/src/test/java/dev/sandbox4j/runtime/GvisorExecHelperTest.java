@@ -22,20 +22,34 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The exec helper of gVisor sandboxes ({@code sandbox4j-execd --framed}) attacked from inside:
- * the sandbox user cannot reach it, signal it, trace it or read its pipes, nor its commands'
- * keepers; and root inside (reached only through the engine: gVisor has no set-user-ID programs)
- * that kills it, stops it or writes forged frames on its pipe to the engine gets a helper given up,
- * the commands it ran killed, and a new helper for the next command, never a hang.
+ * The exec helper of gVisor sandboxes ({@code sandbox4j-execd --framed}) attacked from inside: the
+ * sandbox user cannot open its pipes to the engine, signal it or trace it, nor its commands'
+ * keepers, which hold nothing but {@code /dev/null}. (gVisor's {@code /proc} lets any user list
+ * another user's descriptors; reopening one is checked against the file itself, and the engine's
+ * pipes are root's, mode 0600.) Root inside (reached only through the engine: gVisor has no
+ * set-user-ID programs) that kills the helper, stops it or writes forged frames on its pipe to the
+ * engine gets it given up, the commands it ran killed, and a new helper for the next command, never
+ * a hang.
  */
 class GvisorExecHelperTest {
   private static final String LABEL = "sandbox4j.test";
   private static final String TAG = "gvexec-" + UUID.randomUUID().toString().substring(0, 8);
 
-  /** Prints the pid of each framed exec helper of the sandbox (cmdline is readable by anyone). */
+  /**
+   * Prints the pid of each framed exec helper of the sandbox (cmdline is readable by anyone): a
+   * process of that cmdline whose parent is not one too (the keepers, its forks, are).
+   */
   private static final String HELPERS =
-      "for d in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $d/cmdline 2>/dev/null)\" in"
-          + " *sandbox4j-execd\\ --framed*) echo ${d#/proc/};; esac; done";
+      """
+      is() { case "$(tr '\\0' ' ' < /proc/$1/cmdline 2>/dev/null)" in
+        *'sandbox4j-execd --framed'*) return 0;; esac; return 1; }
+      for d in /proc/[0-9]*; do
+        p=${d#/proc/}; is $p || continue
+        pp=$(while read -r k v; do [ "$k" = PPid: ] && echo $v; done < $d/status)
+        is "$pp" || echo $p
+      done
+      true
+      """;
 
   /** Prints the pid of each process whose argv is exactly {@code sleep $1}. */
   private static String sleeping(String seconds) {
@@ -89,7 +103,9 @@ class GvisorExecHelperTest {
   private static String theHelper() {
     String[] found = sh(HELPERS).split("\\s+");
     assertThat(found).as("one framed exec helper runs in the sandbox").hasSize(1);
-    assertThat(sh("while read -r k v; do [ \"$k\" = PPid: ] && echo $v; done < /proc/$PPID/status"))
+    assertThat(
+            sh(
+                "while read -r k v; do [ \"$k\" = PPid: ] && echo $v; done < /proc/$PPID/status; true"))
         .as("a command's keeper is a child of the helper: commands go through it")
         .isEqualTo(found[0]);
     return found[0];
@@ -101,26 +117,28 @@ class GvisorExecHelperTest {
     String helper = theHelper();
     String attacks =
         """
-        h=%s
+        h=@HELPER@
+        for n in 0 1; do
+          (exec 3>"/proc/$h/fd/$n") 2>/dev/null && echo "opened the helper's fd $n for writing"
+          (exec 3<"/proc/$h/fd/$n") 2>/dev/null && echo "opened the helper's fd $n for reading"
+        done
         for p in $h $PPID; do
-          for n in 0 1 2; do
-            (exec 3>"/proc/$p/fd/$n") 2>/dev/null && echo "opened fd $n of $p for writing"
-            (exec 3<"/proc/$p/fd/$n") 2>/dev/null && echo "opened fd $n of $p for reading"
-          done
-          ls "/proc/$p/fd" >/dev/null 2>&1 && echo "listed the descriptors of $p"
           kill -0 "$p" 2>/dev/null && echo "may signal $p"
           kill -9 "$p" 2>/dev/null && echo "killed $p"
-          cat "/proc/$p/environ" >/dev/null 2>&1 && echo "read the environment of $p"
           python3 -c 'import ctypes,sys
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.ptrace(16, int(sys.argv[1]), 0, 0) == 0: print("attached to", sys.argv[1])' "$p"
+        done
+        for f in /proc/$PPID/fd/*; do
+          [ -e "$f" ] || continue
+          l=$(readlink "$f"); [ "$l" = /dev/null ] || echo "the keeper holds $l"
         done
         python3 -c 'import os
         print("fds", *sorted(os.listdir("/proc/%d/fd" % os.getppid()), key=int))'
         while read -r k v; do case $k in Uid:|CapEff:|CapPrm:) echo $k $v;; esac; done \
           < /proc/$$/status
         """
-            .formatted(helper);
+            .replace("@HELPER@", helper);
     assertThat(sh(attacks).lines().toList())
         .as("what the sandbox user achieved against the helper and its keeper")
         .containsExactly(
@@ -184,14 +202,13 @@ class GvisorExecHelperTest {
     // the command stops its own helper: its output and exit never arrive, its timeout fires, the
     // helper does not answer the kill, and the engine kills the command from a runsc exec
     assertThatThrownBy(
-            () -> asRoot("kill -STOP " + helper + "; echo stopped; sleep 303", Duration.ofSeconds(2)))
+            () ->
+                asRoot("kill -STOP " + helper + "; echo stopped; sleep 303", Duration.ofSeconds(2)))
         .isInstanceOf(WorkspaceTimeoutException.class);
     assertThat(Duration.ofNanos(System.nanoTime() - start))
         .as("bounded by the timeout and the helper's kill wait, not by the command")
         .isLessThan(Duration.ofSeconds(60));
-    assertThat(sh(sleeping("303")))
-        .as("the timed-out command's processes are gone")
-        .isEmpty();
+    assertThat(sh(sleeping("303"))).as("the timed-out command's processes are gone").isEmpty();
     // the stopped one is still there, given up: root ends it, through the new one
     asRoot("kill -9 " + helper, Duration.ofSeconds(30));
     assertThat(theHelper()).as("a new helper serves").isNotEqualTo(helper);

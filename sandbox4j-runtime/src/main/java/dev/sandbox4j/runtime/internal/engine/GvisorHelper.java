@@ -565,7 +565,8 @@ final class GvisorHelper implements AutoCloseable {
           Thread.currentThread().interrupt();
         } catch (java.util.concurrent.ExecutionException
             | java.util.concurrent.TimeoutException e) {
-          lose("it did not kill a command within " + KILL_WAIT.toSeconds() + " s");
+          GvisorHelper.this.lose(
+              "it did not kill a command within " + KILL_WAIT.toSeconds() + " s");
         }
       }
       if (lostWhileRunning && keeper > 1) {
