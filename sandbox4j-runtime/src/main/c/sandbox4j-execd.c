@@ -413,7 +413,8 @@ int main(int argc, char **argv) {
  * child subreaper: every process the command starts stays its descendant while the command runs,
  * also one that called setsid and one whose parent exited (a daemon's double fork). The keeper
  * forks the command, which gives up everything of the helper (close_range) before it takes on the
- * user, and waits for it. A KILL stops the keeper's tree, kills all of it but the keeper, and the
+ * user, and waits for it. The command is looked up on its PATH and run as `sh -c 'exec "$@"'` would
+ * (fr_exec), without that shell. A KILL stops the keeper's tree, kills all of it but the keeper, and the
  * keeper last: gVisor (this release) kills the whole sandbox if a process dies whose subreaper is
  * exiting. When the engine's pipe ends (it gave the helper up, or its JVM is gone) the commands
  * still running are killed the same way: nothing would read their output.
@@ -601,6 +602,69 @@ static void kill_tree(pid_t root) {
   free(list);
 }
 
+/*
+ * Runs `argv` as `sh -c 'exec "$@"'` would, without the shell's own exec (under gVisor each exec
+ * costs about as much as the rest of a command): a name without a slash is looked up on the
+ * command's own PATH (a shell's default if it has none); a file the kernel cannot run (no #!) runs
+ * under /bin/sh; not found exits 127, found but not runnable 126, each with the shell's message.
+ */
+static void fr_exec(char **argv, char **envp) {
+  const char *name = argv[0];
+  int found_but_denied = 0;
+  if (strchr(name, '/')) {
+    execve(name, argv, envp);
+    if (errno == ENOEXEC)
+      goto script;
+    dprintf(2, "%s: %s\n", name, strerror(errno));
+    _exit(errno == ENOENT || errno == ENOTDIR ? 127 : 126);
+  }
+  const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (char **e = envp; *e; e++)
+    if (strncmp(*e, "PATH=", 5) == 0)
+      path = *e + 5;
+  static char file[8192];
+  for (const char *p = path;; p++) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len + 1 + strlen(name) + 1 <= sizeof file) {
+      if (len == 0)
+        snprintf(file, sizeof file, "%s", name);
+      else
+        snprintf(file, sizeof file, "%.*s/%s", (int)len, p, name);
+      execve(file, argv, envp);
+      if (errno == ENOEXEC) {
+        name = file;
+        goto script;
+      }
+      if (errno == EACCES)
+        found_but_denied = 1;
+    }
+    if (!end)
+      break;
+    p = end;
+  }
+  if (found_but_denied) {
+    dprintf(2, "%s: Permission denied\n", argv[0]);
+    _exit(126);
+  }
+  dprintf(2, "%s: not found\n", argv[0]);
+  _exit(127);
+script:;
+  size_t n = 0;
+  while (argv[n])
+    n++;
+  char **sh = calloc(n + 2, sizeof(char *));
+  if (!sh)
+    _exit(126);
+  sh[0] = "/bin/sh";
+  sh[1] = (char *)name;
+  for (size_t i = 1; i <= n; i++)
+    sh[i + 1] = argv[i];
+  execve("/bin/sh", sh, envp);
+  dprintf(2, "%s: %s\n", name, strerror(ENOEXEC));
+  _exit(126);
+}
+
 /* The keeper of one command: fds 3..6 are its stdin, stdout, stderr and the report pipe. */
 static void fr_keeper(uint32_t uid, uint32_t gid, const char *cwd, char **argv, char **envp) {
   null_stdio(); /* the helper's pipes to the engine are no business of the command's */
@@ -639,10 +703,7 @@ static void fr_keeper(uint32_t uid, uint32_t gid, const char *cwd, char **argv, 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(argv[0], argv, envp);
-    int e = errno;
-    dprintf(2, "sandbox4j: cannot run %s: %s\n", argv[0], strerror(e));
-    _exit(e == ENOENT ? 127 : 126);
+    fr_exec(argv, envp);
   }
   close(3);
   close(4);

@@ -8,7 +8,6 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
@@ -25,8 +24,11 @@ import java.util.concurrent.atomic.AtomicReference;
  *   <li>The helper forks a keeper (root, a child subreaper, a process group of its own) and reports
  *       its pid; the keeper forks the command, which closes every descriptor of the helper's, takes
  *       on the user ({@code setgroups(0)}, {@code setgid}, {@code setuid}: a non-root user keeps no
- *       capability, as with {@code runsc exec}) and the working directory, and runs under {@code sh
- *       -c 'exec "$@"'} as in {@link GvisorExec} (a missing program exits 127).
+ *       capability, as with {@code runsc exec}) and the working directory, and runs the program as
+ *       {@code sh -c 'exec "$@"'} would ({@link GvisorExec}'s way), without that shell: looked up
+ *       on the command's {@code PATH}, a file without {@code #!} under {@code /bin/sh}, 127 if it
+ *       is missing, 126 if it cannot run. Under gVisor an exec costs about as much as the rest of a
+ *       command, so the shell's would double it.
  *   <li>stdin, stdout and stderr travel as frames; the output limit, the no-output limit, the drain
  *       grace and partial output on a timeout are {@link ProcessCommands#await}'s, as for any
  *       process.
@@ -60,11 +62,6 @@ final class GvisorFastExec {
       throw engine.missingProgram(
           id, "/bin/sh", "commands under gVisor isolation need it; use Isolation.CONTAINER");
     }
-    List<String> inside = new ArrayList<>();
-    if (!argv.getFirst().equals("/bin/sh")) {
-      inside.addAll(Exec.EXEC_AS_SHELL);
-    }
-    inside.addAll(argv);
     AtomicReference<GvisorHelper.Command> started = new AtomicReference<>();
     NoOutputWatchdog watchdog =
         noOutput == null
@@ -84,7 +81,7 @@ final class GvisorFastExec {
         options = watchdog.watching(options);
       }
       RunOptions watched = options;
-      command = helper.submit(ids[0], ids[1], cwd, inside, env);
+      command = helper.submit(ids[0], ids[1], cwd, argv, env);
       GvisorHelper.Command c = command;
       awaitStart(helper, id, c, watched, clockStart);
       started.set(c);
