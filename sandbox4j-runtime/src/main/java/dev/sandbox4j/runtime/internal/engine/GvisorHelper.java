@@ -559,14 +559,25 @@ final class GvisorHelper implements AutoCloseable {
       int keeper = started.getNow(-1);
       if (lostWhy == null && !exit.isDone()) {
         send(R_KILL, command);
-        try {
-          killed.get(KILL_WAIT.toNanos(), TimeUnit.NANOSECONDS);
-        } catch (InterruptedException e) {
+        // not cut short by an interrupt (a cancellation kills through here): the caller is told
+        // the processes are dead only once they are
+        boolean interrupted = false;
+        long end = System.nanoTime() + KILL_WAIT.toNanos();
+        while (true) {
+          try {
+            killed.get(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
+            break;
+          } catch (InterruptedException e) {
+            interrupted = true;
+          } catch (java.util.concurrent.ExecutionException
+              | java.util.concurrent.TimeoutException e) {
+            GvisorHelper.this.lose(
+                "it did not kill a command within " + KILL_WAIT.toSeconds() + " s");
+            break;
+          }
+        }
+        if (interrupted) {
           Thread.currentThread().interrupt();
-        } catch (java.util.concurrent.ExecutionException
-            | java.util.concurrent.TimeoutException e) {
-          GvisorHelper.this.lose(
-              "it did not kill a command within " + KILL_WAIT.toSeconds() + " s");
         }
       }
       if (lostWhileRunning && keeper > 1) {
