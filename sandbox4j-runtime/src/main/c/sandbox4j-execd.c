@@ -22,6 +22,11 @@
  * (EOF: exit without running anything). The keeper then takes on the user and working directory,
  * forks the command and waits for it; the command is not a group leader (it may call setsid), and
  * a `kill 0` of it reaches neither the helper nor other commands.
+ *
+ * `sandbox4j-execd --framed` is the helper of a gVisor sandbox (see framed_main below): there no
+ * descriptor crosses runsc's boundary, so the commands' stdin and output travel as frames over the
+ * helper's own stdin and stdout, and a keeper that is a child subreaper stands in for the cgroup
+ * that the crun mode kills a command's processes by.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,7 +38,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -338,7 +348,11 @@ static void reap(void) {
   }
 }
 
-int main(void) {
+static int framed_main(void);
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--framed") == 0)
+    return framed_main();
   signal(SIGPIPE, SIG_IGN);
   if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
     return 1;
@@ -366,6 +380,663 @@ int main(void) {
     if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       if (serve_one() < 0)
         return 0;
+    }
+  }
+}
+
+/* ---- framed mode: the helper of a gVisor sandbox ----------------------------------------------
+ *
+ * The engine runs `sandbox4j-execd --framed` with one `runsc exec` per sandbox, as root, its stdin
+ * and stdout pipes of the engine's JVM (runsc hands the host's descriptors to the Sentry; only the
+ * engine holds their other ends, and only a process allowed to ptrace the helper, root in the
+ * sandbox, can reach them through /proc). Every message, each way, is a frame: three u32 (type,
+ * command id, payload length), then the payload.
+ *
+ * Requests (engine -> helper):
+ *   START      u32 uid, gid, argc, envc, then NUL-terminated cwd, argv..., env...
+ *   STDIN      bytes for the command's stdin (the engine keeps at most FR_STDIN_MAX unacknowledged)
+ *   STDIN_EOF  close the command's stdin once what came before is written
+ *   CREDIT     u32 stream (1 stdout, 2 stderr), u32 bytes: the engine has room for that much more
+ *   KILL       kill the command and every process it started; KILLED once none is left
+ *   CLOSE      the engine reads no more of it: later output is read and dropped, stdin is closed
+ * Replies (helper -> engine):
+ *   READY      u32 FR_MAGIC, u32 FR_VERSION; command id 0; once, first
+ *   STARTED    u32 the keeper's pid in the sandbox
+ *   FAILED     u32 errno, u32 stage: nothing of the command ran
+ *   OUTPUT     u32 stream, then at most FR_DATA bytes, never past the stream's credit
+ *   EOF        u32 stream: every process has closed its end
+ *   STDIN_ACK  u32 bytes of stdin written (or dropped: the command closed its stdin)
+ *   EXITED     u32 exit code (128 + signal), u32 1 if the keeper itself ended by a signal
+ *   KILLED     after KILL: the keeper has ended and every process it kept is dead
+ *
+ * Per command the helper forks a keeper, root, in a process group of its own, which makes itself a
+ * child subreaper: every process the command starts stays its descendant while the command runs,
+ * also one that called setsid and one whose parent exited (a daemon's double fork). The keeper
+ * forks the command, which gives up everything of the helper (close_range) before it takes on the
+ * user, and waits for it. The command is looked up on its PATH and run as `sh -c 'exec "$@"'` would
+ * (fr_exec), without that shell. A KILL stops the keeper's tree, kills all of it but the keeper, and the
+ * keeper last: gVisor (this release) kills the whole sandbox if a process dies whose subreaper is
+ * exiting. When the engine's pipe ends (it gave the helper up, or its JVM is gone) the commands
+ * still running are killed the same way: nothing would read their output.
+ */
+enum { R_START = 1, R_STDIN, R_STDIN_EOF, R_CREDIT, R_KILL, R_CLOSE };
+enum { A_READY = 16, A_STARTED, A_FAILED, A_OUTPUT, A_EOF, A_STDIN_ACK, A_EXITED, A_KILLED };
+
+#define FR_MAGIC 0x53425846u /* "SBXF" */
+#define FR_VERSION 1u
+#define FR_DATA 65536u
+#define FR_STDIN_MAX (1u << 20)
+#define FR_CREDIT_MAX (16u << 20)
+#define FR_MAX 512
+
+struct fcmd {
+  int used;
+  uint32_t id;
+  pid_t keeper; /* 0 once reaped */
+  int in, out[2], report;
+  uint32_t credit[2];
+  int detached, kill_pending, in_eof;
+  char *inbuf;
+  size_t inlen;
+};
+
+static struct fcmd fcmds[FR_MAX];
+
+static void fr_send(uint32_t type, uint32_t id, const void *a, uint32_t alen, const void *b,
+                    uint32_t blen) {
+  uint32_t h[3] = {type, id, alen + blen};
+  struct iovec v[3] = {{h, sizeof h}, {(void *)a, alen}, {(void *)b, blen}};
+  int i = 0;
+  while (i < 3) {
+    ssize_t n = writev(1, v + i, 3 - i);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      _exit(0); /* the engine is gone */
+    }
+    while (i < 3 && (size_t)n >= v[i].iov_len) {
+      n -= (ssize_t)v[i].iov_len;
+      i++;
+    }
+    if (i < 3) {
+      v[i].iov_base = (char *)v[i].iov_base + n;
+      v[i].iov_len -= (size_t)n;
+    }
+  }
+}
+
+static void fr_send2(uint32_t type, uint32_t id, uint32_t a, uint32_t b) {
+  uint32_t p[2] = {a, b};
+  fr_send(type, id, p, sizeof p, NULL, 0);
+}
+
+static void fr_send1(uint32_t type, uint32_t id, uint32_t a) {
+  fr_send(type, id, &a, sizeof a, NULL, 0);
+}
+
+/* Closes every descriptor from `low` on: close_range, or one by one as /proc/self/fd lists them. */
+static void close_from(int low) {
+  if (syscall(SYS_close_range, (unsigned)low, ~0u, 0) == 0)
+    return;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) {
+    for (int fd = low; fd < 65536; fd++)
+      close(fd);
+    return;
+  }
+  int mine = dirfd(d);
+  int fds[4096], n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 4096) {
+    int fd = atoi(e->d_name);
+    if (fd >= low && fd != mine)
+      fds[n++] = fd;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+}
+
+/* State letter and parent of `pid` from /proc, or 0 if it is gone. */
+static char proc_state(pid_t pid, pid_t *ppid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return 0;
+  char state = 0;
+  *ppid = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "State:", 6) == 0) {
+      char *p = line + 6;
+      while (*p == ' ' || *p == '\t')
+        p++;
+      state = *p;
+    } else if (strncmp(line, "PPid:", 5) == 0) {
+      *ppid = (pid_t)atoi(line + 5);
+      break;
+    }
+  }
+  fclose(f);
+  return state;
+}
+
+static int in_list(const pid_t *l, size_t n, pid_t p) {
+  for (size_t i = 0; i < n; i++)
+    if (l[i] == p)
+      return 1;
+  return 0;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) < 0 && errno == EINTR) {
+  }
+}
+
+/*
+ * Kills `root` (a keeper) and all its descendants: stops the tree until a listing of /proc finds
+ * no new member and every member is stopped (a stopped process forks no more), kills all but the
+ * root, waits until they are dead (zombies of the stopped root, or gone), then kills the root.
+ * Bounded: about 5 s at worst, whatever the tree does.
+ */
+static void kill_tree(pid_t root) {
+  size_t cap = 64, n = 1;
+  pid_t *list = malloc(cap * sizeof(pid_t));
+  if (!list) {
+    kill(root, SIGKILL);
+    return;
+  }
+  list[0] = root;
+  kill(root, SIGSTOP);
+  for (int round = 0; round < 2000; round++) {
+    int added = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      pid_t p = (pid_t)atoi(e->d_name);
+      pid_t pp;
+      if (p <= 1 || in_list(list, n, p) || !proc_state(p, &pp) || !in_list(list, n, pp))
+        continue;
+      if (n == cap) {
+        pid_t *bigger = realloc(list, cap * 2 * sizeof(pid_t));
+        if (!bigger)
+          break;
+        list = bigger;
+        cap *= 2;
+      }
+      list[n++] = p;
+      kill(p, SIGSTOP);
+      added = 1;
+    }
+    if (d)
+      closedir(d);
+    if (added)
+      continue;
+    int running = 0;
+    for (size_t i = 0; i < n; i++) {
+      pid_t pp;
+      char s = proc_state(list[i], &pp);
+      if (s && s != 'T' && s != 't' && s != 'Z' && s != 'X')
+        running = 1;
+    }
+    if (!running)
+      break;
+    sleep_ms(1);
+  }
+  for (size_t i = 1; i < n; i++)
+    kill(list[i], SIGKILL);
+  for (int tries = 0; tries < 5000; tries++) {
+    int alive = 0;
+    for (size_t i = 1; i < n; i++) {
+      pid_t pp;
+      char s = proc_state(list[i], &pp);
+      if (s && s != 'Z' && s != 'X')
+        alive = 1;
+    }
+    if (!alive)
+      break;
+    sleep_ms(1);
+  }
+  kill(root, SIGKILL);
+  free(list);
+}
+
+/*
+ * Runs `argv` as `sh -c 'exec "$@"'` would, without the shell's own exec (under gVisor that exec
+ * cost 7-21 ms per command here): a name without a slash is looked up on the
+ * command's own PATH (a shell's default if it has none); a file the kernel cannot run (no #!) runs
+ * under /bin/sh; not found exits 127, found but not runnable 126, each with the shell's message.
+ */
+static void fr_exec(char **argv, char **envp) {
+  const char *name = argv[0];
+  int found_but_denied = 0;
+  if (strchr(name, '/')) {
+    execve(name, argv, envp);
+    if (errno == ENOEXEC)
+      goto script;
+    dprintf(2, "%s: %s\n", name, strerror(errno));
+    _exit(errno == ENOENT || errno == ENOTDIR ? 127 : 126);
+  }
+  const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (char **e = envp; *e; e++)
+    if (strncmp(*e, "PATH=", 5) == 0)
+      path = *e + 5;
+  static char file[8192];
+  for (const char *p = path;; p++) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len + 1 + strlen(name) + 1 <= sizeof file) {
+      if (len == 0)
+        snprintf(file, sizeof file, "%s", name);
+      else
+        snprintf(file, sizeof file, "%.*s/%s", (int)len, p, name);
+      execve(file, argv, envp);
+      if (errno == ENOEXEC) {
+        name = file;
+        goto script;
+      }
+      if (errno == EACCES)
+        found_but_denied = 1;
+    }
+    if (!end)
+      break;
+    p = end;
+  }
+  if (found_but_denied) {
+    dprintf(2, "%s: Permission denied\n", argv[0]);
+    _exit(126);
+  }
+  dprintf(2, "%s: not found\n", argv[0]);
+  _exit(127);
+script:;
+  size_t n = 0;
+  while (argv[n])
+    n++;
+  char **sh = calloc(n + 2, sizeof(char *));
+  if (!sh)
+    _exit(126);
+  sh[0] = "/bin/sh";
+  sh[1] = (char *)name;
+  for (size_t i = 1; i <= n; i++)
+    sh[i + 1] = argv[i];
+  execve("/bin/sh", sh, envp);
+  dprintf(2, "%s: %s\n", name, strerror(ENOEXEC));
+  _exit(126);
+}
+
+/* The keeper of one command: fds 3..6 are its stdin, stdout, stderr and the report pipe. */
+static void fr_keeper(uint32_t uid, uint32_t gid, const char *cwd, char **argv, char **envp) {
+  null_stdio(); /* the helper's pipes to the engine are no business of the command's */
+  setpgid(0, 0);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL); /* it ends with its command, or by SIGKILL */
+  envp = with_home(envp, uid);
+  pid_t child = fork();
+  if (child < 0)
+    keeper_fail(6, ST_FORK_COMMAND);
+  if (child == 0) {
+    for (int i = 0; i < 3; i++) {
+      if (dup2(3 + i, i) < 0)
+        _exit(127);
+    }
+    /* nothing of the helper's is left open across the change of user: only the report pipe,
+       closed by the exec */
+    close(3);
+    close(4);
+    close(5);
+    fcntl(6, F_SETFD, FD_CLOEXEC);
+    close_from(7);
+    if (setgroups(0, NULL) < 0)
+      keeper_fail(6, ST_SETGROUPS);
+    if (setgid(gid) < 0)
+      keeper_fail(6, ST_SETGID);
+    if (setuid(uid) < 0)
+      keeper_fail(6, ST_SETUID);
+    if (chdir(cwd) < 0)
+      keeper_fail(6, ST_CHDIR);
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int s = 1; s < NSIG; s++)
+      sigaction(s, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    fr_exec(argv, envp);
+  }
+  close(3);
+  close(4);
+  close(5);
+  close(6);
+  int status;
+  while (1) {
+    pid_t w = waitpid(-1, &status, 0); /* its own command, and orphans it adopted */
+    if (w == child)
+      break;
+    if (w < 0 && errno != EINTR)
+      _exit(127);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+static struct fcmd *fr_find(uint32_t id) {
+  for (int i = 0; i < FR_MAX; i++)
+    if (fcmds[i].used && fcmds[i].id == id)
+      return &fcmds[i];
+  return NULL;
+}
+
+static void fr_close_in(struct fcmd *c) {
+  if (c->in >= 0)
+    close(c->in);
+  c->in = -1;
+  free(c->inbuf);
+  c->inbuf = NULL;
+  c->inlen = 0;
+}
+
+/* Frees a command's slot once its keeper is reaped and both streams have ended. */
+static void fr_maybe_free(struct fcmd *c) {
+  if (c->keeper != 0 || c->out[0] >= 0 || c->out[1] >= 0)
+    return;
+  fr_close_in(c);
+  if (c->report >= 0)
+    close(c->report);
+  memset(c, 0, sizeof *c);
+}
+
+/* Moves the keeper's four descriptors to 3..6 and closes the rest of the helper's. */
+static void fr_keeper_fds(int fds[4]) {
+  int high[4];
+  for (int i = 0; i < 4; i++) {
+    high[i] = fcntl(fds[i], F_DUPFD, 64);
+    if (high[i] < 0)
+      _exit(127);
+  }
+  for (int i = 0; i < 4; i++) {
+    if (dup2(high[i], 3 + i) < 0)
+      _exit(127);
+  }
+  close_from(7);
+}
+
+static void fr_start(uint32_t id, char *payload, uint32_t len) {
+  if (len < 16 || fr_find(id) || id == 0)
+    _exit(2); /* protocol violation: the engine never does this */
+  uint32_t f[4];
+  memcpy(f, payload, sizeof f);
+  uint32_t uid = f[0], gid = f[1], argc = f[2], envc = f[3];
+  if (argc < 1 || argc > MAX_STRINGS || envc > MAX_STRINGS)
+    _exit(2);
+  char **strings = calloc(1 + argc + 1 + envc + 1, sizeof(char *));
+  if (!strings)
+    _exit(1);
+  char *p = payload + 16, *end = payload + len;
+  for (uint32_t i = 0; i < 1 + argc + envc; i++) {
+    char *z = memchr(p, 0, (size_t)(end - p));
+    if (!z)
+      _exit(2);
+    strings[i < 1 + argc ? i : i + 1] = p;
+    p = z + 1;
+  }
+  struct fcmd *c = NULL;
+  for (int i = 0; i < FR_MAX && !c; i++)
+    if (!fcmds[i].used)
+      c = &fcmds[i];
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
+  if (!c) {
+    fr_send2(A_FAILED, id, EAGAIN, ST_FORK);
+  } else if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+             pipe2(report, O_CLOEXEC) < 0) {
+    fr_send2(A_FAILED, id, (uint32_t)errno, ST_FORK);
+  } else {
+    pid_t keeper = fork();
+    if (keeper == 0) {
+      signal(SIGCHLD, SIG_DFL);
+      int fds[4] = {in[0], out[1], err[1], report[1]};
+      fr_keeper_fds(fds);
+      fr_keeper(uid, gid, strings[0], strings + 1, strings + 1 + argc + 1);
+    }
+    if (keeper < 0) {
+      fr_send2(A_FAILED, id, (uint32_t)errno, ST_FORK);
+    } else {
+      fcntl(in[1], F_SETFL, O_NONBLOCK);
+      fcntl(out[0], F_SETFL, O_NONBLOCK);
+      fcntl(err[0], F_SETFL, O_NONBLOCK);
+      *c = (struct fcmd){.used = 1, .id = id, .keeper = keeper, .in = in[1],
+                         .out = {out[0], err[0]}, .report = report[0],
+                         .credit = {256u << 10, 256u << 10}};
+      in[1] = out[0] = err[0] = report[0] = -1;
+      fr_send1(A_STARTED, id, (uint32_t)keeper);
+    }
+  }
+  int all[8] = {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]};
+  for (int i = 0; i < 8; i++)
+    if (all[i] >= 0)
+      close(all[i]);
+  free(strings);
+}
+
+static void fr_reap(void) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (int i = 0; i < FR_MAX; i++) {
+      struct fcmd *c = &fcmds[i];
+      if (!c->used || c->keeper != pid)
+        continue;
+      uint32_t failure[2];
+      ssize_t n;
+      do {
+        n = read(c->report, failure, sizeof failure);
+      } while (n < 0 && errno == EINTR);
+      if (n == (ssize_t)sizeof failure)
+        fr_send2(A_FAILED, c->id, failure[1], failure[0]);
+      else
+        fr_send2(A_EXITED, c->id,
+                 WIFEXITED(status) ? (uint32_t)WEXITSTATUS(status)
+                                   : 128u + (uint32_t)WTERMSIG(status),
+                 WIFEXITED(status) ? 0 : 1);
+      c->keeper = 0;
+      if (c->kill_pending)
+        fr_send(A_KILLED, c->id, NULL, 0, NULL, 0);
+      fr_maybe_free(c);
+      break;
+    }
+  }
+}
+
+static void fr_kill(struct fcmd *c) {
+  if (c->keeper == 0) {
+    fr_send(A_KILLED, c->id, NULL, 0, NULL, 0);
+    return;
+  }
+  if (!c->kill_pending) {
+    c->kill_pending = 1;
+    kill_tree(c->keeper); /* KILLED follows the keeper's reaping */
+  }
+}
+
+/* One request from the engine; -1 when its pipe has ended. Anything malformed ends the helper. */
+static int fr_request(void) {
+  uint32_t h[3];
+  if (read_all(0, h, sizeof h) < 0)
+    return -1;
+  uint32_t type = h[0], id = h[1], len = h[2];
+  uint32_t max = type == R_START ? MAX_PAYLOAD : type == R_STDIN ? FR_DATA : 8;
+  if (len > max)
+    _exit(2);
+  char *payload = malloc(len + 1);
+  if (!payload)
+    _exit(1);
+  if (read_all(0, payload, len) < 0)
+    return -1;
+  payload[len] = 0;
+  struct fcmd *c = fr_find(id);
+  switch (type) {
+  case R_START:
+    fr_start(id, payload, len);
+    break;
+  case R_STDIN:
+    if (!c || c->in < 0) {
+      fr_send1(A_STDIN_ACK, id, len); /* it closed its stdin: dropped */
+    } else {
+      if (c->inlen + len > FR_STDIN_MAX)
+        _exit(2);
+      char *bigger = realloc(c->inbuf, c->inlen + len + 1);
+      if (!bigger)
+        _exit(1);
+      c->inbuf = bigger;
+      memcpy(c->inbuf + c->inlen, payload, len);
+      c->inlen += len;
+    }
+    break;
+  case R_STDIN_EOF:
+    if (c) {
+      c->in_eof = 1;
+      if (c->inlen == 0)
+        fr_close_in(c);
+    }
+    break;
+  case R_CREDIT: {
+    uint32_t v[2] = {0, 0};
+    if (len != 8)
+      _exit(2);
+    memcpy(v, payload, sizeof v);
+    if (v[0] < 1 || v[0] > 2)
+      _exit(2);
+    if (c) {
+      if (c->credit[v[0] - 1] + (uint64_t)v[1] > FR_CREDIT_MAX)
+        _exit(2);
+      c->credit[v[0] - 1] += v[1];
+    }
+    break;
+  }
+  case R_KILL:
+    if (c)
+      fr_kill(c);
+    else
+      fr_send(A_KILLED, id, NULL, 0, NULL, 0);
+    break;
+  case R_CLOSE:
+    if (c) {
+      c->detached = 1;
+      if (c->inlen)
+        fr_send1(A_STDIN_ACK, id, (uint32_t)c->inlen);
+      fr_close_in(c);
+      fr_maybe_free(c);
+    }
+    break;
+  default:
+    _exit(2);
+  }
+  free(payload);
+  return 0;
+}
+
+static void fr_write_stdin(struct fcmd *c) {
+  ssize_t n = write(c->in, c->inbuf, c->inlen);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  if (n < 0) { /* EPIPE: it closed its stdin; what is left is dropped */
+    fr_send1(A_STDIN_ACK, c->id, (uint32_t)c->inlen);
+    fr_close_in(c);
+    return;
+  }
+  memmove(c->inbuf, c->inbuf + n, c->inlen - (size_t)n);
+  c->inlen -= (size_t)n;
+  fr_send1(A_STDIN_ACK, c->id, (uint32_t)n);
+  if (c->inlen == 0 && c->in_eof)
+    fr_close_in(c);
+}
+
+static void fr_read_output(struct fcmd *c, int s) {
+  static char buf[FR_DATA];
+  size_t want = c->detached ? FR_DATA : (c->credit[s] < FR_DATA ? c->credit[s] : FR_DATA);
+  ssize_t n = read(c->out[s], buf, want);
+  if (n < 0)
+    return; /* EAGAIN, EINTR */
+  if (n == 0) {
+    close(c->out[s]);
+    c->out[s] = -1;
+    if (!c->detached)
+      fr_send1(A_EOF, c->id, (uint32_t)s + 1);
+    fr_maybe_free(c);
+    return;
+  }
+  if (!c->detached) {
+    uint32_t stream = (uint32_t)s + 1;
+    c->credit[s] -= (uint32_t)n;
+    fr_send(A_OUTPUT, c->id, &stream, sizeof stream, buf, (uint32_t)n);
+  }
+}
+
+static int framed_main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+    return 1;
+  struct sigaction sa = {.sa_handler = on_sigchld, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
+  sigaction(SIGCHLD, &sa, NULL);
+  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null >= 0 && null != 2) {
+    dup2(null, 2);
+    close(null);
+  }
+  fcntl(0, F_SETFD, FD_CLOEXEC);
+  fcntl(1, F_SETFD, FD_CLOEXEC);
+  fr_send2(A_READY, 0, FR_MAGIC, FR_VERSION);
+  static struct pollfd pfd[2 + 3 * FR_MAX];
+  static struct fcmd *owner[2 + 3 * FR_MAX];
+  static int kind[2 + 3 * FR_MAX];
+  while (1) {
+    int n = 0;
+    pfd[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = sigchld_pipe[0], .events = POLLIN};
+    for (int i = 0; i < FR_MAX; i++) {
+      struct fcmd *c = &fcmds[i];
+      if (!c->used)
+        continue;
+      if (c->in >= 0 && c->inlen > 0) {
+        owner[n] = c;
+        kind[n] = 0;
+        pfd[n++] = (struct pollfd){.fd = c->in, .events = POLLOUT};
+      }
+      for (int s = 0; s < 2; s++) {
+        if (c->out[s] >= 0 && (c->detached || c->credit[s] > 0)) {
+          owner[n] = c;
+          kind[n] = 1 + s;
+          pfd[n++] = (struct pollfd){.fd = c->out[s], .events = POLLIN};
+        }
+      }
+    }
+    if (poll(pfd, (nfds_t)n, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return 1;
+    }
+    if (pfd[1].revents) {
+      char drain[64];
+      while (read(sigchld_pipe[0], drain, sizeof drain) > 0) {
+      }
+      fr_reap();
+    }
+    for (int i = 2; i < n; i++) {
+      struct fcmd *c = owner[i];
+      if (!pfd[i].revents || !c->used)
+        continue;
+      if (kind[i] == 0 && c->in == pfd[i].fd)
+        fr_write_stdin(c);
+      else if (kind[i] > 0 && c->out[kind[i] - 1] == pfd[i].fd)
+        fr_read_output(c, kind[i] - 1);
+    }
+    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      if (fr_request() < 0) {
+        for (int i = 0; i < FR_MAX; i++)
+          if (fcmds[i].used && fcmds[i].keeper != 0)
+            kill_tree(fcmds[i].keeper);
+        return 0;
+      }
     }
   }
 }

@@ -322,6 +322,68 @@ public final class Engine {
     }
   }
 
+  /** The running helper of each gVisor sandbox that has one. Guarded per sandbox by helperLocks. */
+  private final Map<String, GvisorHelper> gvisorHelpers =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  /**
+   * The exec helper of running gVisor sandbox {@code id}, started if it has none or its helper is
+   * gone; null where its commands take the {@code runsc exec} path: fast exec off, the host has no
+   * helper, or the sandbox cannot run it (created before the host had the framed helper: said once
+   * per sandbox).
+   */
+  GvisorHelper gvisorHelper(String id) {
+    if (!fastExec() || !dev.sandbox4j.runtime.internal.oci.OciConfig.hasExecHelper()) {
+      return null;
+    }
+    if (withoutHelper.contains(id)) {
+      return null;
+    }
+    GvisorHelper running = gvisorHelpers.get(id);
+    if (running != null && running.serving()) {
+      return running;
+    }
+    synchronized (helperLocks.computeIfAbsent(id, k -> new Object())) {
+      running = gvisorHelpers.get(id);
+      if (running != null) {
+        if (running.serving()) {
+          return running;
+        }
+        gvisorHelpers.remove(id);
+        running.close();
+      }
+      try {
+        GvisorHelper started = GvisorHelper.start(this, id);
+        gvisorHelpers.put(id, started);
+        return started;
+      } catch (GvisorHelper.NotStarted e) {
+        withoutHelper.add(id);
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "gVisor sandbox local:"
+                + id
+                + " cannot run the exec helper ("
+                + e.getMessage()
+                + "; a sandbox created before `sandbox4j setup` installed it has none): its"
+                + " commands run through runsc exec, slower, same guarantees");
+        return null;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new java.util.concurrent.CancellationException(
+            "interrupted while starting the exec helper; no command ran");
+      } catch (IOException e) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "cannot start the exec helper of gVisor sandbox local:"
+                + id
+                + ": "
+                + e.getMessage()
+                + "; this command runs through runsc exec");
+        return null;
+      }
+    }
+  }
+
   /** The host pid of sandbox {@code id}'s exec helper, if it has one running. */
   Optional<Long> execHelperPid(String id) {
     ExecHelper h = helpers.get(id);
@@ -334,11 +396,12 @@ public final class Engine {
    * that cannot start is the first command's business, as without this call.
    */
   public void prepareExec(String id) {
-    if (isolationOf(id) != Isolation.CONTAINER) {
-      return; // gVisor's commands go through runsc exec: no helper to start
-    }
     try {
-      execHelper(id);
+      if (isolationOf(id) == Isolation.GVISOR) {
+        gvisorHelper(id);
+      } else {
+        execHelper(id);
+      }
     } catch (RuntimeException e) {
       LOG.log(
           System.Logger.Level.DEBUG,
@@ -359,6 +422,10 @@ public final class Engine {
       ExecHelper h = helpers.remove(id);
       if (h != null) {
         h.close();
+      }
+      GvisorHelper g = gvisorHelpers.remove(id);
+      if (g != null) {
+        g.close();
       }
       withoutHelper.remove(id);
     }

@@ -163,6 +163,22 @@ public final class Exec {
       long clockStart,
       Duration noOutput) {
     if (engine.isolationOf(id) == Isolation.GVISOR) {
+      int[] ids = numericUser(user);
+      GvisorHelper helper = ids == null ? null : engine.gvisorHelper(id);
+      if (helper != null) {
+        try {
+          return GvisorFastExec.run(
+              engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
+        } catch (FastExec.HelperGoneException gone) {
+          // found gone before the command was sent (killed by the previous command, say):
+          // nothing ran, so once more with a new one, or through runsc exec
+          helper = engine.gvisorHelper(id);
+          if (helper != null) {
+            return GvisorFastExec.run(
+                engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
+          }
+        }
+      }
       return GvisorExec.run(engine, id, user, cwd, env, argv, options, clockStart, noOutput);
     }
     engine.runtime().requireExecFilter(id);

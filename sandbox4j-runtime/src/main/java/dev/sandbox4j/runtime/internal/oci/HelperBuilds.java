@@ -22,8 +22,9 @@ import java.util.function.Consumer;
  * its source changes. Static: the exec helper runs in any image, whatever its libc.
  *
  * <ul>
- *   <li>{@link #EXEC_HELPER}, {@code sandbox4j-execd}: forks commands inside each crun sandbox (see
- *       the engine's {@code ExecHelper}).
+ *   <li>{@link #EXEC_HELPER}, {@code sandbox4j-execd}: forks commands inside each sandbox (see the
+ *       engine's {@code ExecHelper}, and {@code GvisorHelper} for gVisor sandboxes, where it runs
+ *       as {@code sandbox4j-execd --framed}).
  *   <li>{@link #REAPER}, {@code sandbox4j-reaper}: the parent of a gVisor sandbox's Sentry and
  *       gofer, reaping them the moment they die ({@link OciRuntime#run}).
  * </ul>
@@ -78,7 +79,7 @@ public final class HelperBuilds {
           "exec helper",
           OciConfig.HOST_EXEC_HELPER,
           "forks commands inside each sandbox",
-          "every command runs through a crun exec of its own (about 10 ms instead of 1-2)");
+          "every command runs through a crun exec (about 10 ms instead of 1-2) or runsc exec of its own");
 
   public static final Helper REAPER =
       new Helper(
