@@ -241,6 +241,16 @@ final class ExecHelper implements AutoCloseable {
 
   private static byte[] payload(
       int request, int uid, int gid, String cwd, List<String> argv, Map<String, String> env) {
+    return commandPayload(ByteOrder.nativeOrder(), cwd, argv, env, request, uid, gid);
+  }
+
+  /**
+   * A command as both helpers read it: {@code header} (32-bit ints in {@code order}), argv's and
+   * env's counts, then the working directory, each argument and each {@code NAME=value}, as
+   * NUL-terminated strings; at most {@link #MAX_PAYLOAD} bytes.
+   */
+  static byte[] commandPayload(
+      ByteOrder order, String cwd, List<String> argv, Map<String, String> env, int... header) {
     List<byte[]> strings = new ArrayList<>();
     strings.add(cString(cwd));
     for (String a : argv) {
@@ -249,7 +259,7 @@ final class ExecHelper implements AutoCloseable {
     for (Map.Entry<String, String> e : env.entrySet()) {
       strings.add(cString(e.getKey() + "=" + e.getValue()));
     }
-    long size = 20;
+    long size = 4L * (header.length + 2);
     for (byte[] s : strings) {
       size += s.length;
     }
@@ -260,8 +270,11 @@ final class ExecHelper implements AutoCloseable {
               + " bytes, more than "
               + MAX_PAYLOAD);
     }
-    ByteBuffer b = ByteBuffer.allocate((int) size).order(ByteOrder.nativeOrder());
-    b.putInt(request).putInt(uid).putInt(gid).putInt(argv.size()).putInt(env.size());
+    ByteBuffer b = ByteBuffer.allocate((int) size).order(order);
+    for (int h : header) {
+      b.putInt(h);
+    }
+    b.putInt(argv.size()).putInt(env.size());
     for (byte[] s : strings) {
       b.put(s);
     }

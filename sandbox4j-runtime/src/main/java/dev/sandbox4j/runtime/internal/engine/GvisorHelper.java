@@ -2,7 +2,6 @@ package dev.sandbox4j.runtime.internal.engine;
 
 import dev.sandbox4j.runtime.internal.oci.OciConfig;
 import dev.sandbox4j.runtime.internal.util.PrivateFiles;
-import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -13,7 +12,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayDeque;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -451,43 +449,7 @@ final class GvisorHelper implements AutoCloseable {
 
   private static byte[] payload(
       int uid, int gid, String cwd, List<String> argv, Map<String, String> env) {
-    List<byte[]> strings = new ArrayList<>();
-    strings.add(cString(cwd));
-    for (String a : argv) {
-      strings.add(cString(a));
-    }
-    for (Map.Entry<String, String> e : env.entrySet()) {
-      strings.add(cString(e.getKey() + "=" + e.getValue()));
-    }
-    long size = 16;
-    for (byte[] s : strings) {
-      size += s.length;
-    }
-    if (size > ExecHelper.MAX_PAYLOAD) {
-      throw new WorkspaceException(
-          "the command's arguments and environment take "
-              + size
-              + " bytes, more than "
-              + ExecHelper.MAX_PAYLOAD);
-    }
-    ByteBuffer b = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
-    b.putInt(uid).putInt(gid).putInt(argv.size()).putInt(env.size());
-    for (byte[] s : strings) {
-      b.put(s);
-    }
-    return b.array();
-  }
-
-  private static byte[] cString(String s) {
-    byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
-    for (byte x : bytes) {
-      if (x == 0) {
-        throw new WorkspaceException("a command's argument or environment contains a NUL byte");
-      }
-    }
-    byte[] z = new byte[bytes.length + 1];
-    System.arraycopy(bytes, 0, z, 0, bytes.length);
-    return z;
+    return ExecHelper.commandPayload(ByteOrder.LITTLE_ENDIAN, cwd, argv, env, uid, gid);
   }
 
   /** Registers command {@code command} as sent: for a protocol test. */
