@@ -339,6 +339,7 @@ final class GvisorHelper implements AutoCloseable {
         c.failure = new Failure(errno, STAGES.get(stage));
         c.started.complete(-1);
         c.end(-1);
+        c.killed.complete(null); // it never ran: nothing to kill
       }
       case A_EXITED -> {
         int code = p.getInt();
@@ -348,6 +349,10 @@ final class GvisorHelper implements AutoCloseable {
         }
         c.keeperKilled = killed == 1;
         c.end(code);
+        // the keeper is reaped: a kill asked for before has finished (the helper kills the keeper
+        // last), and one asked for after finds nothing left. Its KILLED may still follow, but for
+        // a command released meanwhile it would be dropped, and the kill would wait KILL_WAIT.
+        c.killed.complete(null);
       }
       case A_OUTPUT -> {
         int stream = p.getInt();

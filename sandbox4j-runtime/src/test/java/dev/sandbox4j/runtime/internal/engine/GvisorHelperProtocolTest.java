@@ -56,6 +56,25 @@ class GvisorHelperProtocolTest {
     assertThat(h.handle(GvisorHelper.A_OUTPUT, 3, output(2, 10))).isNull();
   }
 
+  /**
+   * The helper kills a keeper last, then reaps it: EXITED tells the engine the kill is done. A
+   * command released once its exit and its streams' ends arrived drops the KILLED that follows, so
+   * a kill waiting for KILLED alone waited {@link GvisorHelper#KILL_WAIT} and gave the helper up
+   * after every timeout (seen in CI: each gVisor timeout took 11 s).
+   */
+  @Test
+  void theKeepersExitEndsAKillThoughItsKilledIsDroppedForAReleasedCommand() {
+    GvisorHelper h = ready();
+    GvisorHelper.Command c = h.commandForTest(4);
+    assertThat(h.handle(GvisorHelper.A_STARTED, 4, ints(17))).isNull();
+    assertThat(c.killed).isNotDone();
+    assertThat(h.handle(GvisorHelper.A_EOF, 4, ints(1))).isNull();
+    assertThat(h.handle(GvisorHelper.A_EOF, 4, ints(2))).isNull();
+    assertThat(h.handle(GvisorHelper.A_EXITED, 4, ints(137, 1))).isNull();
+    assertThat(c.killed).as("the keeper's exit ends the kill").isDone();
+    assertThat(h.handle(GvisorHelper.A_KILLED, 4, new byte[0])).isNull(); // dropped or not: fine
+  }
+
   @Test
   void aFailedStartCarriesItsStage() {
     GvisorHelper h = ready();
