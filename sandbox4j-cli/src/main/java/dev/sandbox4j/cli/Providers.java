@@ -722,7 +722,7 @@ final class Providers {
   /**
    * {@code provider}, or the same built for the named networks {@code ref}'s sandbox is on: the CLI
    * is the machine's operator and may reach into any network, which a provider built without it
-   * refuses (see {@link LocalSandbox.Builder#network}). Reads the sandbox list; where that fails
+   * refuses (see {@link LocalSandbox.Builder#network}). Reads the sandbox's files; where that fails
    * (no root, say), the provider as it is, and its error comes with the first use.
    */
   WorkspaceProvider forRef(WorkspaceProvider provider, WorkspaceRef ref) {
@@ -750,12 +750,7 @@ final class Providers {
       return provider;
     }
     try {
-      List<String> networks =
-          provider.list().stream()
-              .filter(i -> i.ref().equals(ref))
-              .findFirst()
-              .map(SandboxInfo::networks)
-              .orElse(List.of());
+      List<String> networks = provider.info(ref).map(SandboxInfo::networks).orElse(List.of());
       Settings settings = built.getOrDefault(provider, Settings.DEFAULTS);
       return networks.isEmpty() ? provider : local(this, settings.withNetworks(networks));
     } catch (RuntimeException e) {
@@ -764,9 +759,52 @@ final class Providers {
   }
 
   private static LocalSandbox local(Providers providers, Settings settings) {
-    LocalSandbox built = buildLocal(providers, settings, b -> {});
+    LocalSandbox built =
+        shareDefaultLocal && settings.equals(Settings.DEFAULTS)
+            ? sharedLocal(providers)
+            : buildLocal(providers, settings, b -> {});
     providers.built.put(built, settings);
     return built;
+  }
+
+  /** Whether this process shares one default local engine per home ({@link #shareDefaultLocal}). */
+  private static volatile boolean shareDefaultLocal;
+
+  private static final Map<Path, LocalSandbox> SHARED_LOCAL =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  /** Where the shared engine's progress goes: the command that is using it on this thread. */
+  private static final InheritableThreadLocal<Consumer<String>> SHARED_PROGRESS =
+      new InheritableThreadLocal<>();
+
+  /**
+   * Makes every command of this process use one local engine with default settings per home, kept
+   * for the life of the process, instead of a new one per command: for the resident CLI process
+   * ({@link Resident}). A new engine per command would open the home again and start a new exec
+   * helper in the sandbox for each command (its {@code crun exec} is most of a command's time), and
+   * leave the last one running there until a garbage collection closed its socket. The engine is
+   * made for many users at once; its progress goes to the command that caused it.
+   */
+  static void shareDefaultLocal() {
+    shareDefaultLocal = true;
+  }
+
+  private static LocalSandbox sharedLocal(Providers providers) {
+    SHARED_PROGRESS.set(providers.progress);
+    return SHARED_LOCAL.computeIfAbsent(
+        providers.home,
+        home ->
+            buildLocal(
+                providers,
+                Settings.DEFAULTS,
+                b ->
+                    b.progress(
+                        line -> {
+                          Consumer<String> to = SHARED_PROGRESS.get();
+                          if (to != null) {
+                            to.accept(line);
+                          }
+                        })));
   }
 
   /** The local engine with default settings and what {@code customize} adds (registry auth). */

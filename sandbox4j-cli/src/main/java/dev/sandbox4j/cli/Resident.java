@@ -137,6 +137,7 @@ final class Resident implements AutoCloseable {
           return; // another one serves this socket
         }
         routeEngineLog();
+        Providers.shareDefaultLocal();
         try (Resident resident = bind(socket)) {
           say("serving on " + socket);
           Thread.ofPlatform().daemon().name("sandbox4j-warmup").start(Resident::warmUp);

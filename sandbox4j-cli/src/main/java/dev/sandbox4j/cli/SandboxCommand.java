@@ -41,34 +41,6 @@ import picocli.CommandLine.Spec;
       "",
       "Where an ID is expected, 'local:ID' (or 'remote:ID' with a server), 'host:ID' and a bare"
           + " ID of the default provider all work."
-    },
-    subcommands = {
-      SetupCommand.class,
-      DoctorCommand.class,
-      ImageCommand.class,
-      CreateCommand.class,
-      ExecCommand.class,
-      ShellCommand.class,
-      CopyCommand.class,
-      ListCommand.class,
-      RemoveCommand.class,
-      StateCommands.Suspend.class,
-      StateCommands.Resume.class,
-      StateCommands.Stop.class,
-      StateCommands.Start.class,
-      StateCommands.Hibernate.class,
-      ForkCommand.class,
-      EgressCommand.class,
-      SnapshotCommand.class,
-      GcCommand.class,
-      PortCommands.Url.class,
-      PortCommands.Forward.class,
-      RunCommand.class,
-      McpCommand.class,
-      ServeCommand.class,
-      KeysCommand.class,
-      DemoCommand.class,
-      CompletionCommand.class
     })
 final class SandboxCommand implements Runnable {
 
