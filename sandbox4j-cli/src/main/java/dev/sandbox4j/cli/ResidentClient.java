@@ -8,10 +8,10 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
@@ -250,18 +250,36 @@ final class ResidentClient {
   /**
    * The socket of this user's resident for this code, Java and environment; null if the private
    * directory cannot be had.
+   *
+   * <p>The native client ({@code src/main/c/sandbox4j-client.c}) computes the same name from the
+   * same facts, so its key is defined in bytes, not in Java's terms: FNV-1a (64 bits) over the
+   * UTF-8 of the class path, NUL, {@link #codeIdentity}, NUL, the real path of {@code java.home},
+   * NUL, then each {@link #stable} variable as {@code KEY=VALUE} and NUL, sorted by key.
    */
   static Path socket(Map<String, String> env) throws IOException {
     Path dir = directory(env);
     if (!privateDirectory(dir, true)) {
       return null;
     }
+    return dir.resolve(
+        socketName(
+            System.getProperty("java.class.path"),
+            codeIdentity(),
+            Path.of(System.getProperty("java.home")).toRealPath().toString(),
+            env));
+  }
+
+  /** The file name of the socket {@link #socket} describes. */
+  static String socketName(
+      String classPath, String codeIdentity, String javaHome, Map<String, String> env) {
     StringBuilder key = new StringBuilder();
-    key.append(System.getProperty("java.class.path")).append('\0');
-    key.append(codeIdentity()).append('\0');
-    key.append(System.getProperty("java.home")).append('\0');
+    key.append(classPath).append('\0');
+    key.append(codeIdentity).append('\0');
+    key.append(javaHome).append('\0');
     new TreeMap<>(stable(env)).forEach((k, v) -> key.append(k).append('=').append(v).append('\0'));
-    return dir.resolve("cli-" + Long.toHexString(fnv1a(key)) + ".sock");
+    return "cli-"
+        + Long.toHexString(fnv1a(key.toString().getBytes(StandardCharsets.UTF_8)))
+        + ".sock";
   }
 
   /** {@code env} without the shell's {@link #VOLATILE} variables. */
@@ -315,8 +333,10 @@ final class ResidentClient {
   }
 
   /**
-   * What the code on the class path is: each entry's path, size, modification time and file key. A
-   * rebuilt or replaced jar changes it.
+   * What the code on the class path is: for each entry its absolute path, size, modification time
+   * (milliseconds), device and inode, as {@code PATH|SIZE|MTIME|DEV|INO;} in decimal ({@code
+   * PATH|missing;} for one that does not exist). A rebuilt or replaced jar changes it. Plain
+   * numbers, so that the native client writes the same string from {@code stat(2)}.
    */
   static String codeIdentity() throws IOException {
     return codeIdentity(System.getProperty("java.class.path"));
@@ -332,12 +352,14 @@ final class ResidentClient {
       Path p = Path.of(entry).toAbsolutePath();
       id.append(p).append('|');
       try {
-        BasicFileAttributes a = Files.readAttributes(p, BasicFileAttributes.class);
-        id.append(a.size())
+        Map<String, Object> a = Files.readAttributes(p, "unix:size,lastModifiedTime,dev,ino");
+        id.append(a.get("size"))
             .append('|')
-            .append(a.lastModifiedTime().toMillis())
+            .append(((java.nio.file.attribute.FileTime) a.get("lastModifiedTime")).toMillis())
             .append('|')
-            .append(a.fileKey());
+            .append(Long.toUnsignedString((Long) a.get("dev")))
+            .append('|')
+            .append(Long.toUnsignedString((Long) a.get("ino")));
       } catch (java.nio.file.NoSuchFileException gone) {
         id.append("missing");
       }
@@ -346,10 +368,10 @@ final class ResidentClient {
     return id.toString();
   }
 
-  private static long fnv1a(CharSequence s) {
+  private static long fnv1a(byte[] bytes) {
     long h = 0xcbf29ce484222325L;
-    for (int i = 0; i < s.length(); i++) {
-      h ^= s.charAt(i);
+    for (byte b : bytes) {
+      h ^= b & 0xff;
       h *= 0x100000001b3L;
     }
     return h;

@@ -3,6 +3,7 @@ package dev.sandbox4j.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -22,6 +23,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -345,6 +347,295 @@ class ResidentTest {
       if (gone.isPresent()) {
         gone.get().onExit().get(60, TimeUnit.SECONDS);
       }
+    }
+  }
+
+  @Test
+  void aResidentKeepsOneExecHelperPerLocalSandbox() throws Exception {
+    Prerequisites.require(System.getProperty("os.name").equals("Linux"), "Linux");
+    Prerequisites.require("root".equals(System.getProperty("user.name")), "root");
+    Prerequisites.require(
+        Files.isExecutable(Path.of("/usr/bin/crun"))
+            || Files.isExecutable(Path.of("/usr/local/bin/crun")),
+        "crun (sandbox4j setup)");
+    // the engine's own home, where the default image already is
+    env.put(
+        "SANDBOX4J_HOME",
+        Optional.ofNullable(System.getenv("SANDBOX4J_HOME")).orElse("/var/lib/sandbox4j"));
+    startResident();
+    Run created = served("--quiet", "create");
+    assertThat(created.exitCode()).as(created.err()).isZero();
+    String ref = created.out().strip();
+    try {
+      for (int i = 0; i < 4; i++) {
+        Run ran = served("exec", ref, "--", "true");
+        assertThat(ran.exitCode()).as(ran.err()).isZero();
+      }
+      // helpers are the sandbox's processes whose parent is outside it (ppid 0 in its namespace);
+      // each command's keeper is a helper's child
+      Run ps = served("exec", ref, "--", "ps", "-e", "-o", "ppid=,comm=");
+      assertThat(ps.exitCode()).as(ps.err()).isZero();
+      List<String> helpers =
+          ps.out()
+              .lines()
+              .map(String::strip)
+              .filter(l -> l.startsWith("0 ") && l.endsWith("sandbox4j-execd"))
+              .toList();
+      assertThat(helpers).as("the sandbox's processes:%n%s", ps.out()).hasSize(1);
+    } finally {
+      Run rm = served("rm", ref);
+      assertThat(rm.exitCode()).as(rm.err()).isZero();
+    }
+  }
+
+  // ---- the native client -----------------------------------------------------------------------
+
+  /** A JVM option no JVM knows: a native client that runs the JVM with it fails at once. */
+  private static final String NO_JVM = "-XX:+SandboxFourJayNoSuchOption";
+
+  /** The native client, compiled from src/main/c for this test (as ./sandbox4j does). */
+  private Path nativeClient() throws Exception {
+    boolean ci = "true".equals(System.getenv("CI"));
+    boolean cc = Files.isExecutable(Path.of("/usr/bin/cc"));
+    if (ci) {
+      assertThat(cc).as("CI has a C compiler for the native client").isTrue();
+    }
+    assumeTrue(cc, "needs /usr/bin/cc to build the native client");
+    Path binary = temp.resolve("sandbox4j-client");
+    Process p =
+        new ProcessBuilder(
+                "/usr/bin/cc",
+                "-O2",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-o",
+                binary.toString(),
+                Path.of("src/main/c/sandbox4j-client.c").toAbsolutePath().toString())
+            .redirectErrorStream(true)
+            .start();
+    String said = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertThat(p.waitFor()).as(said).isZero();
+    return binary;
+  }
+
+  /** Runs {@code args} through the native client, which runs the JVM with {@code jvmOptions}. */
+  private Run viaNative(
+      Path client, String mode, byte[] stdin, List<String> jvmOptions, String... args)
+      throws Exception {
+    List<String> command = new ArrayList<>();
+    command.add(client.toString());
+    command.add(System.getProperty("java.home"));
+    command.add(System.getProperty("java.class.path"));
+    command.addAll(jvmOptions);
+    command.add("--");
+    command.addAll(List.of(args));
+    Map<String, String> e = new HashMap<>(env);
+    if (mode != null) {
+      e.put(ResidentClient.SWITCH, mode);
+    }
+    Path out = Files.createTempFile(temp, "out", "");
+    Path err = Files.createTempFile(temp, "err", "");
+    Path in = Files.write(Files.createTempFile(temp, "in", ""), stdin);
+    ProcessBuilder pb =
+        new ProcessBuilder(command)
+            .directory(work.toFile())
+            .redirectInput(in.toFile())
+            .redirectOutput(out.toFile())
+            .redirectError(err.toFile());
+    pb.environment().clear();
+    pb.environment().putAll(e);
+    Process p = pb.start();
+    assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the native client finished").isTrue();
+    return new Run(p.exitValue(), Files.readString(out), Files.readString(err));
+  }
+
+  /** The JVM options of {@link #java()}: what the native client runs the JVM with. */
+  private List<String> jvmOptions() {
+    List<String> all = java();
+    return all.subList(1, all.indexOf("-cp"));
+  }
+
+  @Test
+  void theNativeClientIsServedAlikeWithoutStartingAJvm() throws Exception {
+    Path client = nativeClient();
+    String ref = createHostWorkspace();
+    Files.writeString(work.resolve("local.txt"), "from the caller's directory\n");
+    startResident();
+    List<List<String>> commands =
+        List.of(
+            List.of("--version"),
+            List.of("--help"),
+            List.of("ls"),
+            List.of("exec", ref, "--", "sh", "-c", "echo out; echo err >&2; exit 3"),
+            List.of("exec", ref, "--", "printf", "caf\u00e9 \u2713"),
+            List.of("exec", "host:doesnotexist", "--", "true"),
+            List.of("exec", ref, "--bogus", "true"),
+            List.of("exec", ref, "--timeout", "1ms", "--", "sleep", "5"),
+            List.of("cp", "local.txt", ref + ":/copied.txt"),
+            List.of("exec", ref, "--", "cat", "copied.txt"),
+            List.of("rm", "host:doesnotexist"));
+    for (List<String> command : commands) {
+      String[] args = command.toArray(String[]::new);
+      // a JVM it started would fail on NO_JVM: the same result proves the resident served it
+      Run through = viaNative(client, null, new byte[0], List.of(NO_JVM), args);
+      assertThat(through).as("sandbox4j %s, native client", command).isEqualTo(inProcess(args));
+    }
+    byte[] input = "line one\nline two\n".getBytes(StandardCharsets.UTF_8);
+    String[] count = {"exec", "--stdin", ref, "--", "wc", "-l"};
+    Run counted = viaNative(client, null, input, List.of(NO_JVM), count);
+    assertThat(counted).isEqualTo(cli("off", input, count));
+    assertThat(counted.out().strip()).isEqualTo("2");
+  }
+
+  @Test
+  void theNativeClientRunsTheJvmWhereNoResidentServes() throws Exception {
+    Path client = nativeClient();
+    String ref = createHostWorkspace();
+    String[] args = {"exec", ref, "--", "sh", "-c", "echo out; echo err >&2; exit 5"};
+    Run expected = inProcess(args);
+
+    // no resident (a runtime directory of its own, so that the one it starts stays out of the
+    // way): the JVM runs the command, and would start a resident
+    String runtime = env.get("XDG_RUNTIME_DIR");
+    env.put("XDG_RUNTIME_DIR", Files.createDirectories(temp.resolve("run2")).toString());
+    assertThat(viaNative(client, null, new byte[0], jvmOptions(), args)).isEqualTo(expected);
+    env.put("XDG_RUNTIME_DIR", runtime);
+
+    // turned off, or a resident that refuses (a command it does not serve): the JVM, every time
+    startResident();
+    Run off = viaNative(client, "off", new byte[0], List.of(NO_JVM), args);
+    assertThat(off.exitCode()).isNotZero();
+    assertThat(off.err()).contains("SandboxFourJayNoSuchOption");
+    Run refused =
+        viaNative(client, null, new byte[0], jvmOptions(), "--debug", "exec", ref, "--", "true");
+    assertThat(refused).isEqualTo(inProcess("--debug", "exec", ref, "--", "true"));
+
+    // a resident killed with kill -9 leaves its socket; require makes the JVM say so
+    for (Process p : residents) {
+      p.destroyForcibly().waitFor();
+    }
+    Run required = viaNative(client, "require", new byte[0], jvmOptions(), args);
+    assertThat(required.exitCode()).isEqualTo(ExitCodes.FAILURE);
+    assertThat(required.err()).contains("no resident process served this command");
+  }
+
+  @Test
+  void aSignalToTheNativeClientKillsTheCommandInTheSandbox() throws Exception {
+    Path client = nativeClient();
+    String ref = createHostWorkspace();
+    startResident();
+    List<String> command =
+        new ArrayList<>(
+            List.of(
+                client.toString(),
+                System.getProperty("java.home"),
+                System.getProperty("java.class.path"),
+                NO_JVM,
+                "--",
+                "exec",
+                ref,
+                "--",
+                "sh",
+                "-c",
+                "echo $$; exec sleep 600"));
+    ProcessBuilder pb = new ProcessBuilder(command).directory(work.toFile());
+    pb.environment().clear();
+    pb.environment().putAll(env);
+    Process p = pb.start();
+    BufferedReader out =
+        new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+    long sleeper = Long.parseLong(out.readLine().strip()); // streamed while the command runs
+    assertThat(ProcessHandle.of(sleeper)).isPresent();
+
+    Process kill = new ProcessBuilder("kill", "-INT", Long.toString(p.pid())).start();
+    assertThat(kill.waitFor()).isZero();
+
+    assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+    String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertThat(p.exitValue()).as(err).isEqualTo(128 + 2); // as the JVM ends on SIGINT
+    assertThat(err).contains("sandbox4j: interrupted; the command was killed");
+    var gone = ProcessHandle.of(sleeper);
+    if (gone.isPresent()) {
+      gone.get().onExit().get(60, TimeUnit.SECONDS);
+    }
+  }
+
+  @Test
+  void theNativeClientSendsWhatTheJavaClientSendsAndChecksEveryFrame() throws Exception {
+    Path client = nativeClient();
+    Path socket = ResidentClient.socket(env); // the name the native client must arrive at too
+    try (var server =
+        java.nio.channels.ServerSocketChannel.open(java.net.StandardProtocolFamily.UNIX)) {
+      server.bind(UnixDomainSocketAddress.of(socket));
+      List<byte[]> answers =
+          List.of(
+              frame((byte) 'Z', 0, new byte[0]),
+              frame(Frames.STDOUT, 1 << 20, new byte[0]),
+              frame(Frames.STDIN_WANTED, 4, Frames.i32(0)),
+              frame(Frames.STDOUT, 3, Frames.utf8("hi\n")),
+              new byte[0]);
+      List<String> said =
+          List.of(
+              "unexpected frame type 90",
+              "is 1048576 bytes long; at most 65536",
+              "stdin wanted 0 bytes",
+              "the resident closed the connection",
+              "the resident closed the connection");
+      for (int i = 0; i < answers.size(); i++) {
+        byte[] answer = answers.get(i);
+        CompletableFuture<Frames.Request> sent = new CompletableFuture<>();
+        Thread fake =
+            Thread.ofPlatform()
+                .start(
+                    () -> {
+                      try (SocketChannel ch = server.accept()) {
+                        sent.complete(
+                            Frames.Request.decode(Frames.read(ch, Frames.REQUEST).payload()));
+                        Frames.write(ch, Frames.ACCEPT, new byte[0]);
+                        ch.write(ByteBuffer.wrap(answer));
+                      } catch (IOException e) {
+                        sent.completeExceptionally(e);
+                      }
+                    });
+        Run run = viaNative(client, null, new byte[0], List.of(NO_JVM), "exec", "x", "--", "true");
+        if (!sent.isDone()) {
+          server.close(); // it never connected: end the fake's accept rather than wait forever
+        }
+        fake.join();
+        assertThat(sent).as("the native client's request on %s", socket).isCompleted();
+        assertThat(run.exitCode()).as(run.err()).isEqualTo(ExitCodes.FAILURE);
+        assertThat(run.err())
+            .contains("the resident sandbox4j process failed during the command")
+            .contains(said.get(i));
+        Frames.Request request = sent.get();
+        assertThat(request.code()).isEqualTo(ResidentClient.codeIdentity());
+        assertThat(request.cwd()).isEqualTo(work.toRealPath().toString());
+        assertThat(request.args()).containsExactly("exec", "x", "--", "true");
+        assertThat(request.env()).isEqualTo(env);
+        assertThat(request.terminal()).isFalse();
+      }
+
+      // a refusal: nothing ran, so the JVM runs the command (here it cannot start: NO_JVM)
+      var asked = new java.util.concurrent.atomic.AtomicBoolean();
+      Thread refusing =
+          Thread.ofPlatform()
+              .start(
+                  () -> {
+                    try (SocketChannel ch = server.accept()) {
+                      Frames.read(ch, Frames.REQUEST);
+                      asked.set(true);
+                      Frames.write(ch, Frames.REFUSE, Frames.utf8("not today"));
+                    } catch (IOException ignored) {
+                      // the client's to notice
+                    }
+                  });
+      Run refused = viaNative(client, null, new byte[0], List.of(NO_JVM), "--version");
+      server.close(); // answered by now, or never connected (then the accept ends here)
+      refusing.join();
+      assertThat(asked).as("the native client asked before running the JVM").isTrue();
+      assertThat(refused.exitCode()).isNotZero();
+      assertThat(refused.err()).contains("SandboxFourJayNoSuchOption");
     }
   }
 
