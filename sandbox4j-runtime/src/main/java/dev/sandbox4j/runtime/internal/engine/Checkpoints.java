@@ -503,8 +503,12 @@ public final class Checkpoints {
     List<Long> pids = new ArrayList<>(engine.cgroups().pids(id));
     // The exec helper is the engine's, not the sandbox's: not carried (its parent is outside, like
     // a crun exec's), and the fork or the restored sandbox starts one of its own on its first
-    // command. The commands it runs are listed, like those of a crun exec.
+    // command. The commands it runs are listed, like those of a crun exec. So are the helpers of
+    // other engines on this home (another JVM's, the resident CLI's): each is the helper program
+    // with a parent outside the sandbox, which only an engine's crun exec makes.
     engine.execHelperPid(id).ifPresent(pids::remove);
+    Set<Long> inside = new HashSet<>(pids);
+    pids.removeIf(pid -> isExecHelper(pid) && !inside.contains(ppid(pid)));
     Map<Long, Long> parent = new HashMap<>();
     for (long pid : pids) {
       parent.put(pid, ppid(pid));
@@ -532,6 +536,17 @@ public final class Checkpoints {
       }
     }
     return out;
+  }
+
+  /** Whether process {@code pid} runs the exec helper program (as its sandbox sees the path). */
+  private static boolean isExecHelper(long pid) {
+    try {
+      return Files.readSymbolicLink(Path.of("/proc", Long.toString(pid), "exe"))
+          .toString()
+          .equals(ExecHelper.IN_SANDBOX);
+    } catch (IOException | RuntimeException gone) {
+      return false;
+    }
   }
 
   private static long ppid(long pid) {
