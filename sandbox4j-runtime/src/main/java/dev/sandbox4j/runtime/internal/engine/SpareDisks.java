@@ -264,6 +264,11 @@ public final class SpareDisks {
     Release.await();
   }
 
+  /** The spare images this JVM holds or is making now (other processes may have their own). */
+  public static Set<Path> ours() {
+    return Set.copyOf(OURS);
+  }
+
   /** This JVM's unclaimed spares (of every home): for tests. */
   public static int ready() {
     return POOLS.values().stream().mapToInt(p -> p.ready.size()).sum();
