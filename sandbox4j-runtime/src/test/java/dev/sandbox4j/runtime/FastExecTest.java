@@ -26,6 +26,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The fast exec path (issue 18): commands forked by the exec helper inside each sandbox keep every
@@ -211,6 +212,83 @@ class FastExecTest {
         .doesNotContain("cmd-");
     assertThat(sh(ws, "echo still fine")).isEqualTo("still fine\n");
     assertThat(viaHelper(ws)).isTrue();
+  }
+
+  @Test
+  void commandsLeaveNoCgroupBehindNorDoesAJvmThatRanOne(@TempDir Path temp) throws Exception {
+    assertThat(viaHelper(ws)).isTrue();
+    long init =
+        OciRuntime.initPid(sandboxes.engine().dir(ref.id()).resolve("bundle")).orElseThrow();
+    Path sandbox = v2Dir(init);
+    for (int i = 0; i < 30; i++) {
+      sh(ws, "true");
+    }
+    awaitCommandGroups(sandbox, 1); // the helper's own
+
+    // another JVM runs a command here and exits: its helper's group goes with it
+    Path program = temp.resolve("OneCommand.java");
+    Files.writeString(
+        program,
+        """
+        public class OneCommand {
+          public static void main(String[] a) {
+            var sandboxes = dev.sandbox4j.runtime.LocalSandbox.builder().progress(l -> {}).build();
+            var ws = dev.sandbox4j.workspace.Workspace.of(
+                sandboxes.backend(dev.sandbox4j.workspace.WorkspaceRef.parse(a[0])).orElseThrow());
+            System.out.println(ws.run(dev.sandbox4j.workspace.Command.shell("true")).exitCode());
+          }
+        }
+        """);
+    Process p =
+        new ProcessBuilder(
+                ProcessHandle.current().info().command().orElse("java"),
+                "--enable-native-access=ALL-UNNAMED",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                System.getProperty("java.class.path"),
+                program.toString(),
+                ref.toString())
+            .redirectErrorStream(true)
+            .start();
+    String said = new String(p.getInputStream().readAllBytes());
+    assertThat(p.waitFor()).as(said).isZero();
+    assertThat(said).endsWith("0\n");
+    awaitCommandGroups(sandbox, 1);
+  }
+
+  /** The cgroup v2 directory of host process {@code pid}, where this host mounts that hierarchy. */
+  private static Path v2Dir(long pid) throws java.io.IOException {
+    String relative =
+        Files.readAllLines(Path.of("/proc/" + pid + "/cgroup")).stream()
+            .filter(l -> l.startsWith("0::"))
+            .findFirst()
+            .orElseThrow()
+            .substring(3);
+    String mount =
+        Files.readAllLines(Path.of("/proc/self/mountinfo")).stream()
+            .filter(l -> l.contains(" - cgroup2 "))
+            .map(l -> l.split(" ")[4])
+            .findFirst()
+            .orElseThrow();
+    return Path.of(mount + relative);
+  }
+
+  /**
+   * Waits up to 10 s (a busy group is removed again later) until {@code n} command groups are left.
+   */
+  private static void awaitCommandGroups(Path sandbox, int n) throws Exception {
+    long end = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    List<Path> groups;
+    do {
+      try (var dirs = Files.list(sandbox)) {
+        groups = dirs.filter(d -> d.getFileName().toString().startsWith("cmd-")).toList();
+      }
+      if (groups.size() == n) {
+        return;
+      }
+      Thread.sleep(50);
+    } while (System.nanoTime() < end);
+    assertThat(groups).as("the command cgroups left in %s", sandbox).hasSize(n);
   }
 
   @Test

@@ -142,6 +142,7 @@ final class ExecHelper implements AutoCloseable {
           .stackSize(256 * 1024)
           .start(helper::readReplies);
       helper.readerStarted = true;
+      Running.add(helper);
       return helper;
     } catch (IOException | RuntimeException e) {
       HelperCalls.close(pair[1]);
@@ -153,6 +154,33 @@ final class ExecHelper implements AutoCloseable {
       } catch (IOException e) {
         // the sandbox's directory goes with its destroy
       }
+    }
+  }
+
+  /**
+   * The helpers this JVM runs, closed when it exits: a helper would exit by itself when its socket
+   * closes with the JVM, but its cgroup would stay behind in the sandbox (one per process that ran
+   * a command: every in-process CLI call). A JVM killed with {@code kill -9} still leaves it, for
+   * the sandbox's destroy.
+   */
+  private static final class Running {
+    private static final java.util.Set<ExecHelper> HELPERS =
+        java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    static {
+      Runtime.getRuntime()
+          .addShutdownHook(
+              new Thread(
+                  () -> List.copyOf(HELPERS).forEach(ExecHelper::close),
+                  "sandbox4j-exec-helpers-exit"));
+    }
+
+    static void add(ExecHelper helper) {
+      HELPERS.add(helper);
+    }
+
+    static void remove(ExecHelper helper) {
+      HELPERS.remove(helper);
     }
   }
 
@@ -388,6 +416,7 @@ final class ExecHelper implements AutoCloseable {
       }
       lost = why;
     }
+    Running.remove(this);
     if (!why.startsWith("it ended") && !why.equals(CLOSED)) {
       LOG.log(
           System.Logger.Level.WARNING,
