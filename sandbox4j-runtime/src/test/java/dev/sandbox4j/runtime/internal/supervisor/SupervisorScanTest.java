@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.Prerequisites;
 import dev.sandbox4j.runtime.TestImages;
+import dev.sandbox4j.runtime.WarmPools;
 import dev.sandbox4j.runtime.internal.engine.Engine;
 import dev.sandbox4j.runtime.internal.engine.SandboxDisk;
 import dev.sandbox4j.runtime.internal.util.FileLock;
@@ -22,6 +23,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.function.UnaryOperator;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -185,6 +187,50 @@ class SupervisorScanTest {
     assertThat(s.lastScanReads()).as("files read for a suspended sandbox not due yet").isZero();
     scanUntilGone(s, ref, Duration.ofSeconds(20));
     assertThat(tombstone(ref)).contains("idle for its idleTimeout of 3s");
+  }
+
+  /**
+   * No API changes a sandbox's timers once it exists; the one time they are written into an
+   * existing directory is a warm pool's claim (timers from the claimer, then the {@code parked}
+   * marker goes). The supervisor, started before, takes the claimed sandbox in at its next scan and
+   * enforces them.
+   */
+  @Test
+  void aClaimedWarmPoolMembersTimersAreTakenInAtTheNextScan() throws Exception {
+    Supervisor s = supervisor();
+    s.scan();
+    try (LocalSandbox owner =
+        LocalSandbox.builder()
+            .home(home)
+            .progress(line -> {})
+            .disk(64L << 20)
+            .warmPool(1)
+            .build()) {
+      WarmPools.awaitReady(owner, Duration.ofSeconds(20));
+      Path parked = parkedMember();
+      assertThat(s.scan()).as("a parked member is no one's sandbox yet").isZero();
+      LocalSandbox claimer =
+          LocalSandbox.builder()
+              .home(home)
+              .progress(line -> {})
+              .disk(64L << 20)
+              .idleTimeout(Duration.ofSeconds(2))
+              .warmPoolOf(owner)
+              .build();
+      WorkspaceRef ref = Workspace.of(claimer.newBackend()).open();
+      assertThat(ref.id()).as("claimed from the pool").isEqualTo(parked.getFileName().toString());
+      assertThat(s.scan()).as("the claimed sandbox").isGreaterThanOrEqualTo(1);
+      assertThat(s.sampledCount()).as("its idle timer, written at the claim").isEqualTo(1);
+      scanUntilGone(s, ref, Duration.ofSeconds(20));
+      assertThat(tombstone(ref)).contains("idle for its idleTimeout of 2s");
+    }
+  }
+
+  /** The directory of the one parked member of a warm pool. */
+  private static Path parkedMember() throws IOException {
+    try (Stream<Path> dirs = Files.list(home.resolve("sandboxes"))) {
+      return dirs.filter(d -> Files.exists(d.resolve(Engine.PARKED))).findFirst().orElseThrow();
+    }
   }
 
   /**
