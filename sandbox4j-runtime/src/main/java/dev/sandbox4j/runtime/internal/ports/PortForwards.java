@@ -159,7 +159,7 @@ public final class PortForwards {
     Path stamp = home.resolve(ASKED);
     try {
       if (!Files.exists(stamp)) {
-        PrivateFiles.createPrivateFile(stamp);
+        PrivateFiles.createPrivateFile(stamp); // O_CREAT without O_EXCL: a racing caller is fine
       }
       Files.setLastModifiedTime(
           stamp, java.nio.file.attribute.FileTime.fromMillis(System.currentTimeMillis()));

@@ -41,7 +41,10 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
  */
 @Execution(ExecutionMode.SAME_THREAD)
 class SupervisorScanTest {
-  /** What one idle, running sandbox with an idle timer may cost a scan: see {@link Supervisor}. */
+  /**
+   * What one idle, running sandbox with an idle timer may cost a scan, each look counted once: its
+   * {@code cpu.stat}, its processes' states, the listing of its directory, its activity stamp.
+   */
   private static final int READS_PER_TIMED_SANDBOX = 5;
 
   @TempDir static Path temp;
