@@ -40,7 +40,7 @@ import java.util.stream.Stream;
  *
  * <p><b>Safety net.</b> Every {@link #RECONCILE}, at its first call, and whenever the kernel says
  * it dropped events (an overflow), it lists {@code sandboxes/} and compares each sandbox's record
- * and timers with the identity and modification time it saw last (two {@code stat}s a sandbox, no
+ * and timers with the identity and modification time it saw last (three {@code stat}s a sandbox, no
  * read): what differs counts as changed. A sandbox directory it cannot watch (the user's inotify
  * watch limit, {@code fs.inotify.max_user_watches}, reached) is reported changed on every call, as
  * every sandbox was before this class existed; the log says so once.
