@@ -47,6 +47,9 @@ class SupervisorScanTest {
    */
   private static final int READS_PER_TIMED_SANDBOX = 5;
 
+  /** Idle sandboxes with nothing due that the scans must not read (kept small: each is created). */
+  private static final int UNTIMED = 20;
+
   @TempDir static Path temp;
 
   private static Path home;
@@ -77,7 +80,7 @@ class SupervisorScanTest {
   }
 
   private static WorkspaceRef create(UnaryOperator<LocalSandbox.Builder> options) {
-    // a small disk: 31 default ones (10 GiB each) would pass the home's disk overcommit limit
+    // a small disk: twenty-odd default ones (10 GiB each) would pass the disk overcommit limit
     LocalSandbox provider =
         options
             .apply(LocalSandbox.builder().home(home).progress(line -> {}).disk(64L << 20))
@@ -130,38 +133,38 @@ class SupervisorScanTest {
     int emptyHome = s.lastScanReads();
     assertThat(emptyHome).as("files read by a scan of an empty home").isZero();
 
-    // 30 sandboxes with the default timers (only the 24-hour lifetime): created after it started
+    // sandboxes with the default timers (only the 24-hour lifetime), created after it started
     List<WorkspaceRef> untimed = new ArrayList<>();
     try (ExecutorService pool = Executors.newFixedThreadPool(4)) {
       List<Future<WorkspaceRef>> made = new ArrayList<>();
-      for (int i = 0; i < 30; i++) {
+      for (int i = 0; i < UNTIMED; i++) {
         made.add(pool.submit((Callable<WorkspaceRef>) () -> create(b -> b)));
       }
       for (Future<WorkspaceRef> f : made) {
         untimed.add(f.get());
       }
     }
-    assertThat(s.scan()).as("sandboxes created after the supervisor started").isEqualTo(30);
-    assertThat(s.lastScanReads()).as("the scan that took them in").isGreaterThanOrEqualTo(30);
+    assertThat(s.scan()).as("sandboxes created after the supervisor started").isEqualTo(UNTIMED);
+    assertThat(s.lastScanReads()).as("the scan that took them in").isGreaterThanOrEqualTo(UNTIMED);
     s.scan();
     assertThat(s.lastScanReads())
-        .as("files read by a scan of 30 idle sandboxes with nothing due")
+        .as("files read by a scan of %d idle sandboxes with nothing due", UNTIMED)
         .isEqualTo(emptyHome);
     assertThat(s.sampledCount()).isZero();
 
     // one with an idle timer: only it costs a scan anything
     WorkspaceRef timed = create(b -> b.idleTimeout(Duration.ofHours(1)));
-    assertThat(s.scan()).isEqualTo(31);
+    assertThat(s.scan()).isEqualTo(UNTIMED + 1);
     assertThat(s.sampledCount()).isEqualTo(1);
     s.scan();
     assertThat(s.lastScanReads())
-        .as("files read with 30 untimed sandboxes and one with an idle timer")
+        .as("files read with %d untimed sandboxes and one with an idle timer", UNTIMED)
         .isBetween(1, READS_PER_TIMED_SANDBOX);
 
     for (WorkspaceRef ref : untimed) {
       sandboxes.destroy(ref);
     }
-    assertThat(s.scan()).as("after 30 destroys").isEqualTo(1);
+    assertThat(s.scan()).as("after %d destroys", UNTIMED).isEqualTo(1);
     s.scan();
     assertThat(s.lastScanReads())
         .as("files read with one sandbox with an idle timer")
