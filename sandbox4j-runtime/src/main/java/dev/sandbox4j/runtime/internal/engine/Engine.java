@@ -593,8 +593,11 @@ public final class Engine {
     }
   }
 
-  /** The file in a {@linkplain Parked parked} sandbox's directory that says it is one. */
-  static final String PARKED = "parked";
+  /**
+   * The file in a {@linkplain Parked parked} sandbox's directory that says it is one (the
+   * supervisor watches for it going: a claimed sandbox is someone's from then on).
+   */
+  public static final String PARKED = "parked";
 
   /** What finishes a parked sandbox's create before its record is written: its timers, say. */
   public interface Finish {

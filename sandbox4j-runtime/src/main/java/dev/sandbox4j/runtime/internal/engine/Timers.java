@@ -129,7 +129,7 @@ public final class Timers {
     }
 
     /** The earlier of the lifetime's end and {@code deleteAfter}. */
-    Instant ends() {
+    public Instant ends() {
       Instant end = lifetimeEnd();
       Optional<Instant> delete = deleteAt();
       return delete.isPresent() && delete.get().isBefore(end) ? delete.get() : end;
@@ -154,8 +154,11 @@ public final class Timers {
 
   // ---- per sandbox --------------------------------------------------------------------------
 
+  /** The settings' file name in a sandbox's directory (the supervisor watches it). */
+  public static final String SETTINGS_FILE = "timers.json";
+
   static Path settingsFile(Path sandboxDir) {
-    return sandboxDir.resolve("timers.json");
+    return sandboxDir.resolve(SETTINGS_FILE);
   }
 
   static Path activityFile(Path sandboxDir) {

@@ -29,6 +29,12 @@ import java.util.stream.Stream;
  * caller creates {@code forwards/<port>} in the sandbox's directory ({@link #forward}); the
  * supervisor's proxy scans for them, binds a host port for each and writes its number into the
  * file; a forward ends when its file or its sandbox goes.
+ *
+ * <p>The scan (every 100 ms) looks only at the sandboxes known to have asked for a forward, so that
+ * its work does not grow with the number of sandboxes (issue 18). It lists every sandbox directory
+ * only when the caller's stamp {@value #ASKED} in the home has changed since the last look ({@link
+ * #forward} touches it after writing its file), and every {@link #FULL_SCAN_NANOS} in any case: for
+ * a caller killed between the two writes, or one of a version that wrote no stamp.
  */
 public final class PortForwards {
   private final PortTargets targets;
@@ -39,6 +45,19 @@ public final class PortForwards {
   private final Map<String, Forward> forwards = new ConcurrentHashMap<>();
   private volatile boolean closed;
   private Thread scanner;
+
+  /** The home's stamp file whose modification time says a forward was asked for. */
+  static final String ASKED = "forwards.asked";
+
+  /** How often every sandbox directory is listed even though the stamp did not change. */
+  static final long FULL_SCAN_NANOS = 5_000_000_000L;
+
+  /** Ids of the sandboxes that have a {@code forwards/} directory, as of the last scans. */
+  private final Set<String> asking = new HashSet<>();
+
+  private Object askedSeen;
+  private long lastFullScan;
+  private boolean scannedAll;
 
   PortForwards(PortTargets targets, PortProxy.Log log, Connections open, Upstreams upstreams) {
     this.targets = targets;
@@ -67,6 +86,7 @@ public final class PortForwards {
           // asked by someone else at the same time
         }
       }
+      stampAsked(targets.home());
       long end = System.nanoTime() + 20_000_000_000L;
       while (System.nanoTime() < end) {
         String text = Files.readString(file).strip();
@@ -130,38 +150,90 @@ public final class PortForwards {
     }
   }
 
+  /**
+   * Tells the scanner of {@code home} to list every sandbox at its next scan: its stamp's time
+   * changes (the file's content is nothing). A failure only delays the forward to the next full
+   * scan.
+   */
+  private static void stampAsked(Path home) {
+    Path stamp = home.resolve(ASKED);
+    try {
+      if (!Files.exists(stamp)) {
+        PrivateFiles.createPrivateFile(stamp); // O_CREAT without O_EXCL: a racing caller is fine
+      }
+      Files.setLastModifiedTime(
+          stamp, java.nio.file.attribute.FileTime.fromMillis(System.currentTimeMillis()));
+    } catch (IOException e) {
+      // the next full scan finds the request
+    }
+  }
+
+  /** The stamp's identity and time now; null if there is none. */
+  private Object askedNow() {
+    try {
+      var a =
+          Files.readAttributes(
+              targets.home().resolve(ASKED), java.nio.file.attribute.BasicFileAttributes.class);
+      return List.of(String.valueOf(a.fileKey()), a.lastModifiedTime());
+    } catch (IOException e) {
+      return null;
+    }
+  }
+
+  /**
+   * The sandbox directories to look in: every one when the stamp changed or a full scan is due,
+   * else those that had asked for a forward.
+   */
+  private List<Path> dirsToScan() {
+    Object stamp = askedNow();
+    long now = System.nanoTime();
+    if (scannedAll
+        && now - lastFullScan < FULL_SCAN_NANOS
+        && java.util.Objects.equals(stamp, askedSeen)) {
+      return asking.stream().map(sandboxes::resolve).toList();
+    }
+    scannedAll = true;
+    lastFullScan = now;
+    askedSeen = stamp;
+    asking.clear();
+    if (!Files.isDirectory(sandboxes)) {
+      return List.of();
+    }
+    try (Stream<Path> dirs = Files.list(sandboxes)) {
+      return dirs.toList();
+    } catch (IOException e) {
+      return List.of(); // nothing to scan
+    }
+  }
+
   /** Binds the forwards asked for, and closes those whose sandbox or request is gone. */
   void scanForwards() {
     Set<String> wanted = new HashSet<>();
-    if (Files.isDirectory(sandboxes)) {
-      try (Stream<Path> dirs = Files.list(sandboxes)) {
-        for (Path dir : dirs.toList()) {
-          Path asked = dir.resolve("forwards");
-          if (!Files.isDirectory(asked) || dir.getFileName().toString().startsWith(".")) {
+    for (Path dir : dirsToScan()) {
+      Path asked = dir.resolve("forwards");
+      if (!Files.isDirectory(asked) || dir.getFileName().toString().startsWith(".")) {
+        asking.remove(dir.getFileName().toString());
+        continue;
+      }
+      String id = dir.getFileName().toString();
+      asking.add(id);
+      try (Stream<Path> files = Files.list(asked)) {
+        for (Path f : files.toList()) {
+          String name = f.getFileName().toString();
+          if (!PortUrls.NUMBER.matcher(name).matches() || Integer.parseInt(name) > 65535) {
             continue;
           }
-          String id = dir.getFileName().toString();
-          try (Stream<Path> files = Files.list(asked)) {
-            for (Path f : files.toList()) {
-              String name = f.getFileName().toString();
-              if (!PortUrls.NUMBER.matcher(name).matches() || Integer.parseInt(name) > 65535) {
-                continue;
-              }
-              String key = id + ":" + name;
-              wanted.add(key);
-              Forward bound = forwards.get(key);
-              if (bound == null) {
-                bindForward(id, Integer.parseInt(name), f, key);
-              } else {
-                rewriteIfCleared(f, bound);
-              }
-            }
-          } catch (IOException e) {
-            // destroyed meanwhile
+          String key = id + ":" + name;
+          wanted.add(key);
+          Forward bound = forwards.get(key);
+          if (bound == null) {
+            bindForward(id, Integer.parseInt(name), f, key);
+          } else {
+            rewriteIfCleared(f, bound);
           }
         }
       } catch (IOException e) {
-        // nothing to scan
+        // destroyed meanwhile
       }
     }
     for (String key : List.copyOf(forwards.keySet())) {

@@ -29,12 +29,14 @@ import java.nio.file.StandardCopyOption;
 import java.security.CodeSource;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.PriorityQueue;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Stream;
@@ -54,16 +56,26 @@ import java.util.stream.Stream;
  * as it runs, so at most one runs per state directory; one started while another runs exits at
  * once. The lock dies with the process: after a {@code kill -9} the next start takes it over.
  *
- * <p><b>Scan.</b> Every {@link #SCAN} it reads each sandbox's record and {@code timers.json} and:
- * destroys it, leaving a tombstone, once {@code deleteAfter} or creation plus {@code
- * sandboxTimeout} has passed; marks it busy (touches its activity stamp) if a command the engine
- * started still runs in it, its processes used more than {@link #BUSY_CPU} CPUs since the last
- * scan, or one of them is runnable (wants the CPU) at the scan; destroys it once it has been idle
- * for {@code idleTimeout}; suspends a running one once it has been idle for {@code
- * autoSuspendTimeout} (through {@link Lifecycle#suspend}, under the sandbox's lock), and wakes it
- * again at once if an operation stamped activity meanwhile. All the state it decides on is on disk,
- * so a restarted supervisor picks up where the last one was (its only memory is the previous CPU
- * sample: a sandbox it sees running for the first time is judged from the second scan on).
+ * <p><b>Scan.</b> Every {@link #SCAN}: it destroys a sandbox, leaving a tombstone, once {@code
+ * deleteAfter} or creation plus {@code sandboxTimeout} has passed; marks it busy (touches its
+ * activity stamp) if a command the engine started still runs in it, its processes used more than
+ * {@link #BUSY_CPU} CPUs since the last scan, or one of them is runnable (wants the CPU) at the
+ * scan; destroys it once it has been idle for {@code idleTimeout}; suspends a running one once it
+ * has been idle for {@code autoSuspendTimeout} (through {@link Lifecycle#suspend}, under the
+ * sandbox's lock), and wakes it again at once if an operation stamped activity meanwhile.
+ *
+ * <p><b>Its work follows changes, not the number of sandboxes.</b> It reads a sandbox's record and
+ * {@code timers.json} when they change ({@link SandboxChanges}: inotify, with a comparison of the
+ * directory every {@link SandboxChanges#RECONCILE} as a safety net), and keeps each sandbox's next
+ * deadline in a queue, so a scan costs nothing for a sandbox with nothing due. Only a running
+ * sandbox with an idle or auto-suspend timer is looked at every scan (busy means "used more than
+ * {@link #BUSY_CPU} since the last look", which a rarer look would average away): its {@code
+ * cpu.stat}, its processes' states, its command pid files and its activity stamp, a handful of
+ * small reads. A suspended, stopped or hibernated one with an idle timeout is looked at when its
+ * last activity plus that timeout comes. All the state it decides on is on disk, so a restarted
+ * supervisor reads everything once and picks up where the last one was (its only memory is the
+ * previous CPU sample: a sandbox it sees running for the first time is judged from the second scan
+ * on).
  *
  * <p><b>Ports.</b> It runs the home's {@link PortProxy} for as long as it runs, binding its port
  * again on every scan until that succeeds (another process may hold it for a while).
@@ -118,10 +130,68 @@ public final class Supervisor {
 
   private record CpuSample(long usageMicros, long atNanos) {}
 
-  private Supervisor(Engine engine, PortProxy ports, SupervisedHome home) {
+  /** Watches the sandboxes' directories: what changed since the last scan. */
+  private final SandboxChanges changes;
+
+  /** Every sandbox directory it knows of, by id, with its record and timers as last read. */
+  private final Map<String, Watched> watched = new HashMap<>();
+
+  /** How many of {@link #watched} have a record (parked and half-written ones do not). */
+  private int sandboxCount;
+
+  /** When each sandbox's next deadline is; superseded entries stay until they come up. */
+  private final PriorityQueue<Due> queue = new PriorityQueue<>(Comparator.comparing(Due::at));
+
+  /** Running sandboxes with an idle or auto-suspend timer: looked at every scan. */
+  private final Set<String> sampled = new LinkedHashSet<>();
+
+  /** Files it read in this scan so far; {@link #lastScanReads}: in the last whole scan. */
+  private int reads;
+
+  private int lastScanReads;
+
+  /** A sandbox as the last read of its files found it; {@code generation} dates queue entries. */
+  private static final class Watched {
+    final Path dir;
+    SandboxRecord record;
+    Timers.Settings settings;
+    long generation;
+
+    Watched(Path dir) {
+      this.dir = dir;
+    }
+  }
+
+  private record Due(Instant at, String id, long generation) {}
+
+  private Supervisor(Engine engine, PortProxy ports, SupervisedHome home) throws IOException {
     this.engine = engine;
     this.ports = ports;
     this.home = home;
+    this.changes = new SandboxChanges(engine.home().resolve("sandboxes"), Supervisor::say);
+  }
+
+  /**
+   * A supervisor of {@code engine}'s home that only scans, when {@link #scan} is called: for tests,
+   * whose caller holds the home's lock so that no supervisor process acts beside it.
+   */
+  static Supervisor scanningOnly(Engine engine) throws IOException {
+    return new Supervisor(engine, null, null);
+  }
+
+  /** Stops the watches of a {@link #scanningOnly} supervisor. */
+  void stopWatching() throws IOException {
+    changes.close();
+  }
+
+  /** Files (records, timers, stamps, cgroup files, listings) the last {@link #scan} looked at. */
+  int lastScanReads() {
+    return lastScanReads;
+  }
+
+  /** How many running sandboxes with idle timers it looks at every scan. */
+  int sampledCount() {
+    return sampled.size();
   }
 
   /** {@code Supervisor HOME [RUNTIME]}: supervises HOME until it has no sandboxes or is gone. */
@@ -171,8 +241,11 @@ public final class Supervisor {
       supervisor = new Supervisor(engine, ports, pinned);
       held = supervisor.run(held);
     } finally {
-      if (supervisor != null && supervisor.proxy != null) {
-        supervisor.proxy.close();
+      if (supervisor != null) {
+        supervisor.changes.close();
+        if (supervisor.proxy != null) {
+          supervisor.proxy.close();
+        }
       }
       if (held != null) {
         held.close();
@@ -276,41 +349,150 @@ public final class Supervisor {
     }
   }
 
-  /** One pass over every sandbox; returns how many there are. */
+  /**
+   * One scan: takes in what changed ({@link SandboxChanges}), enforces the deadlines that are due,
+   * and looks at the sandboxes whose idle timers need a look every scan. Returns how many sandboxes
+   * the home has (each has its ports served, timers or not).
+   */
   int scan() {
-    int supervised = 0;
-    Set<String> seen = new java.util.HashSet<>();
-    for (SandboxRecord record : engine.list()) {
-      String id = record.id();
-      Path dir = engine.dir(id);
-      supervised++; // its ports are served, timers or not
-      Optional<Timers.Settings> settings = Timers.read(dir);
-      if (settings.isEmpty()) {
-        continue;
-      }
-      seen.add(id);
-      if (!record.status().isUsable()) {
-        continue; // being created or destroyed
-      }
-      try {
-        enforce(record, dir, settings.get());
-      } catch (WorkspaceUnavailableException gone) {
-        cpu.remove(id); // destroyed meanwhile
-      } catch (RuntimeException e) {
-        say("cannot enforce the timers of local:" + id + ": " + e);
+    for (String id : changes.changed()) {
+      refresh(id);
+    }
+    Instant now = Instant.now();
+    Set<String> due = new LinkedHashSet<>();
+    while (!queue.isEmpty() && !queue.peek().at().isAfter(now)) {
+      Due d = queue.poll();
+      Watched w = watched.get(d.id());
+      if (w != null && w.generation == d.generation()) {
+        due.add(d.id());
       }
     }
-    cpu.keySet().retainAll(seen);
-    return supervised;
+    for (String id : due) {
+      refresh(id); // its files as they are now, before acting on them
+      check(id);
+    }
+    for (String id : List.copyOf(sampled)) {
+      if (!due.contains(id)) {
+        check(id);
+      }
+    }
+    lastScanReads = reads + changes.takeReads();
+    reads = 0;
+    return sandboxCount;
   }
 
-  private void enforce(SandboxRecord record, Path dir, Timers.Settings s) {
+  /** Enforces sandbox {@code id}'s timers as they stand; then looks at its files again. */
+  private void check(String id) {
+    Watched w = watched.get(id);
+    if (w == null || w.record == null || w.settings == null || !w.record.status().isUsable()) {
+      return;
+    }
+    try {
+      if (enforce(w.record, w.dir, w.settings)) {
+        refresh(id); // it acted: ended, suspended or woke it
+      } else if (!sampled.contains(id)) {
+        schedule(w); // a deadline that was not due after all, or an idle one moved by activity
+      }
+    } catch (WorkspaceUnavailableException gone) {
+      refresh(id); // destroyed meanwhile
+    } catch (RuntimeException e) {
+      say("cannot enforce the timers of local:" + id + ": " + e);
+      schedule(w); // tried again at the next scan if still due
+    }
+  }
+
+  /**
+   * Reads sandbox {@code id}'s record and timers again (or forgets it: its directory is gone) and
+   * schedules what its timers make due.
+   */
+  private void refresh(String id) {
+    Path dir = engine.dir(id);
+    changes.seen(id, dir); // watched from here on: a change while this reads is reported next time
+    Watched w = watched.get(id);
+    if (!Files.isDirectory(dir)) {
+      if (w != null) {
+        forget(id, w);
+      }
+      return;
+    }
+    if (w == null) {
+      w = new Watched(dir);
+      watched.put(id, w);
+    }
+    if (w.record != null) {
+      sandboxCount--;
+    }
+    w.record = null;
+    w.settings = null;
+    reads += 3;
+    if (!Files.exists(dir.resolve(Engine.PARKED))) { // a warm pool's member is no one's yet
+      try {
+        w.record = SandboxRecord.read(dir.resolve("state.json"));
+        sandboxCount++;
+      } catch (IOException e) {
+        // being created or destroyed right now: its next write is reported
+      }
+      w.settings = Timers.read(dir).orElse(null);
+    }
+    schedule(w);
+  }
+
+  /** Forgets a sandbox whose directory is gone. */
+  private void forget(String id, Watched w) {
+    if (w.record != null) {
+      sandboxCount--;
+    }
+    watched.remove(id);
+    sampled.remove(id);
+    cpu.remove(id);
+    changes.forget(id);
+  }
+
+  /**
+   * Puts sandbox {@code w}'s next due time in the queue (superseding the ones there): its deadline;
+   * and for a running one with an idle timer, a look at every scan (its CPU use and commands make
+   * it busy); for a suspended, stopped or hibernated one with an idle timeout, its last activity
+   * plus that timeout.
+   */
+  private void schedule(Watched w) {
+    w.generation++;
+    String id = w.dir.getFileName().toString();
+    Timers.Settings s = w.settings;
+    boolean usable = w.record != null && w.record.status().isUsable();
+    boolean running = usable && w.record.status() == SandboxRecord.Status.RUNNING;
+    boolean idleTimed = s != null && (s.idleTimeoutMillis() > 0 || s.autoSuspendMillis() > 0);
+    if (running && idleTimed) {
+      sampled.add(id);
+    } else {
+      sampled.remove(id);
+      cpu.remove(id);
+    }
+    if (s == null || !usable) {
+      return; // no timers; or being created or destroyed: its record's next write is reported
+    }
+    Instant at = s.ends();
+    if (!running && s.idleTimeoutMillis() > 0) {
+      reads++;
+      // a lower bound: activity only moves it later, which the look at that time finds
+      Instant idleEnds = Timers.lastActivity(w.dir, Instant.parse(s.created())).plus(s.idle());
+      if (idleEnds.isBefore(at)) {
+        at = idleEnds;
+      }
+    }
+    queue.add(new Due(at, id, w.generation));
+  }
+
+  /**
+   * What the old every-sandbox scan did for one: returns whether it acted on it (ended, suspended,
+   * woke it), which changed its files.
+   */
+  private boolean enforce(SandboxRecord record, Path dir, Timers.Settings s) {
     String id = record.id();
     Instant now = Instant.now();
     Optional<String> deadline = s.deadlinePassed(now);
     if (deadline.isPresent()) {
       end(id, deadline.get());
-      return;
+      return true;
     }
     boolean running = record.status() == SandboxRecord.Status.RUNNING;
     Boolean cpuBusy = running ? cpuBusy(id) : Boolean.FALSE;
@@ -320,20 +502,19 @@ public final class Supervisor {
     // A process that is runnable wants the CPU even when a loaded host gives it less than
     // BUSY_CPU: the sandboxes' parent has half a default peer's weight, and a CPU-bound sandbox
     // measured below 0.1 CPU for 3 s was suspended once in CI while the test JVMs were busy.
-    if (commandRunning(id, dir)
-        || Boolean.TRUE.equals(cpuBusy)
-        || (running && engine.cgroups().anyRunnable(id))) {
+    if (commandRunning(id, dir) || Boolean.TRUE.equals(cpuBusy) || (running && runnable(id))) {
       Timers.touch(dir);
-      return;
+      return false;
     }
     if (cpuBusy == null) {
-      return; // first look at its CPU: judge from the next scan
+      return false; // first look at its CPU: judge from the next scan
     }
+    reads++;
     Instant last = Timers.lastActivity(dir, Instant.parse(s.created()));
     Duration idle = Duration.between(last, now);
     if (s.idleTimeoutMillis() > 0 && idle.compareTo(s.idle()) >= 0) {
       end(id, "it was idle for its idleTimeout of " + Timers.human(s.idle()));
-      return;
+      return true;
     }
     if (s.autoSuspendMillis() > 0 && running && idle.compareTo(s.autoSuspend()) >= 0) {
       new Lifecycle(engine).suspend(id);
@@ -343,7 +524,14 @@ public final class Supervisor {
         engine.attach(id); // an operation began while it was being suspended
         say("woke local:" + id + " again: it was used while being suspended");
       }
+      return true;
     }
+    return false;
+  }
+
+  private boolean runnable(String id) {
+    reads++;
+    return engine.cgroups().anyRunnable(id);
   }
 
   private void end(String id, String why) {
@@ -354,6 +542,7 @@ public final class Supervisor {
 
   /** Whether a command the engine started (it has a pid file) still has processes. */
   private boolean commandRunning(String id, Path dir) {
+    reads++;
     try (Stream<Path> files = Files.list(dir)) {
       return files
           .map(p -> p.getFileName().toString())
@@ -366,6 +555,7 @@ public final class Supervisor {
 
   /** Whether the sandbox used more than {@link #BUSY_CPU} since the last scan; null at first. */
   private Boolean cpuBusy(String id) {
+    reads++;
     OptionalLong usage = engine.cgroups().cpuUsageMicros(id);
     long at = System.nanoTime();
     if (usage.isEmpty()) {
