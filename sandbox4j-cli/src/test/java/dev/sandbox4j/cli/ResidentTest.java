@@ -77,6 +77,13 @@ class ResidentTest {
     List<String> command = new ArrayList<>(java());
     command.add(Main.class.getName());
     command.addAll(List.of(args));
+    return process(command, mode, stdin);
+  }
+
+  /**
+   * Runs {@code command} in {@link #work} with {@link #env} (and {@code mode}) and {@code stdin}.
+   */
+  private Run process(List<String> command, String mode, byte[] stdin) throws Exception {
     Map<String, String> e = new HashMap<>(env);
     if (mode != null) {
       e.put(ResidentClient.SWITCH, mode);
@@ -93,9 +100,7 @@ class ResidentTest {
     pb.environment().clear();
     pb.environment().putAll(e);
     Process p = pb.start();
-    assertThat(p.waitFor(120, TimeUnit.SECONDS))
-        .as("sandbox4j %s finished", List.of(args))
-        .isTrue();
+    assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("%s finished", command).isTrue();
     return new Run(p.exitValue(), Files.readString(out), Files.readString(err));
   }
 
@@ -423,6 +428,10 @@ class ResidentTest {
   private Run viaNative(
       Path client, String mode, byte[] stdin, List<String> jvmOptions, String... args)
       throws Exception {
+    return process(nativeCommand(client, jvmOptions, args), mode, stdin);
+  }
+
+  private static List<String> nativeCommand(Path client, List<String> jvmOptions, String... args) {
     List<String> command = new ArrayList<>();
     command.add(client.toString());
     command.add(System.getProperty("java.home"));
@@ -430,24 +439,7 @@ class ResidentTest {
     command.addAll(jvmOptions);
     command.add("--");
     command.addAll(List.of(args));
-    Map<String, String> e = new HashMap<>(env);
-    if (mode != null) {
-      e.put(ResidentClient.SWITCH, mode);
-    }
-    Path out = Files.createTempFile(temp, "out", "");
-    Path err = Files.createTempFile(temp, "err", "");
-    Path in = Files.write(Files.createTempFile(temp, "in", ""), stdin);
-    ProcessBuilder pb =
-        new ProcessBuilder(command)
-            .directory(work.toFile())
-            .redirectInput(in.toFile())
-            .redirectOutput(out.toFile())
-            .redirectError(err.toFile());
-    pb.environment().clear();
-    pb.environment().putAll(e);
-    Process p = pb.start();
-    assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the native client finished").isTrue();
-    return new Run(p.exitValue(), Files.readString(out), Files.readString(err));
+    return command;
   }
 
   /** The JVM options of {@link #java()}: what the native client runs the JVM with. */
@@ -526,19 +518,8 @@ class ResidentTest {
     String ref = createHostWorkspace();
     startResident();
     List<String> command =
-        new ArrayList<>(
-            List.of(
-                client.toString(),
-                System.getProperty("java.home"),
-                System.getProperty("java.class.path"),
-                NO_JVM,
-                "--",
-                "exec",
-                ref,
-                "--",
-                "sh",
-                "-c",
-                "echo $$; exec sleep 600"));
+        nativeCommand(
+            client, List.of(NO_JVM), "exec", ref, "--", "sh", "-c", "echo $$; exec sleep 600");
     ProcessBuilder pb = new ProcessBuilder(command).directory(work.toFile());
     pb.environment().clear();
     pb.environment().putAll(env);
