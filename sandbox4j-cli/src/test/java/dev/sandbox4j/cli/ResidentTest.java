@@ -160,6 +160,7 @@ class ResidentTest {
 
   @Test
   void aResidentGivesTheSameOutputAndExitCodesAsTheInProcessCli() throws Exception {
+    Path client = nativeClient();
     String ref = createHostWorkspace();
     Files.writeString(work.resolve("local.txt"), "from the caller's directory\n");
     startResident();
@@ -183,11 +184,16 @@ class ResidentTest {
       Run through = served(args);
       Run local = inProcess(args);
       assertThat(through).as("sandbox4j %s through the resident", command).isEqualTo(local);
+      // a JVM the native client started would fail on NO_JVM: the same result proves the
+      // resident served it
+      Run direct = viaNative(client, null, new byte[0], List.of(NO_JVM), args);
+      assertThat(direct).as("sandbox4j %s, native client", command).isEqualTo(local);
     }
   }
 
   @Test
   void stdinIsStreamedAndHostPathsAreTheCallers() throws Exception {
+    Path client = nativeClient();
     String ref = createHostWorkspace();
     startResident();
     byte[] input = "line one\nline two\n".getBytes(StandardCharsets.UTF_8);
@@ -195,6 +201,9 @@ class ResidentTest {
     Run local = cli("off", input, "exec", "--stdin", ref, "--", "wc", "-l");
     assertThat(through).isEqualTo(local);
     assertThat(through.out().strip()).isEqualTo("2");
+    Run direct =
+        viaNative(client, null, input, List.of(NO_JVM), "exec", "--stdin", ref, "--", "wc", "-l");
+    assertThat(direct).as("through the native client").isEqualTo(local);
 
     Run copied = served("cp", ref + ":/.", "ignored"); // a directory: refused alike
     assertThat(copied).isEqualTo(inProcess("cp", ref + ":/.", "ignored"));
@@ -446,38 +455,6 @@ class ResidentTest {
   private List<String> jvmOptions() {
     List<String> all = java();
     return all.subList(1, all.indexOf("-cp"));
-  }
-
-  @Test
-  void theNativeClientIsServedAlikeWithoutStartingAJvm() throws Exception {
-    Path client = nativeClient();
-    String ref = createHostWorkspace();
-    Files.writeString(work.resolve("local.txt"), "from the caller's directory\n");
-    startResident();
-    List<List<String>> commands =
-        List.of(
-            List.of("--version"),
-            List.of("--help"),
-            List.of("ls"),
-            List.of("exec", ref, "--", "sh", "-c", "echo out; echo err >&2; exit 3"),
-            List.of("exec", ref, "--", "printf", "caf\u00e9 \u2713"),
-            List.of("exec", "host:doesnotexist", "--", "true"),
-            List.of("exec", ref, "--bogus", "true"),
-            List.of("exec", ref, "--timeout", "1ms", "--", "sleep", "5"),
-            List.of("cp", "local.txt", ref + ":/copied.txt"),
-            List.of("exec", ref, "--", "cat", "copied.txt"),
-            List.of("rm", "host:doesnotexist"));
-    for (List<String> command : commands) {
-      String[] args = command.toArray(String[]::new);
-      // a JVM it started would fail on NO_JVM: the same result proves the resident served it
-      Run through = viaNative(client, null, new byte[0], List.of(NO_JVM), args);
-      assertThat(through).as("sandbox4j %s, native client", command).isEqualTo(inProcess(args));
-    }
-    byte[] input = "line one\nline two\n".getBytes(StandardCharsets.UTF_8);
-    String[] count = {"exec", "--stdin", ref, "--", "wc", "-l"};
-    Run counted = viaNative(client, null, input, List.of(NO_JVM), count);
-    assertThat(counted).isEqualTo(cli("off", input, count));
-    assertThat(counted.out().strip()).isEqualTo("2");
   }
 
   @Test
