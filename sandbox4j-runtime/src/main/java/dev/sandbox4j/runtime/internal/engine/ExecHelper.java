@@ -171,7 +171,7 @@ final class ExecHelper implements AutoCloseable {
       Runtime.getRuntime()
           .addShutdownHook(
               new Thread(
-                  () -> List.copyOf(HELPERS).forEach(ExecHelper::close),
+                  () -> List.copyOf(HELPERS).forEach(ExecHelper::closeAtExit),
                   "sandbox4j-exec-helpers-exit"));
     }
 
@@ -410,6 +410,18 @@ final class ExecHelper implements AutoCloseable {
 
   /** Gives the helper up: every pending command fails with {@code why}. Idempotent. */
   void lose(String why) {
+    lose(why, true);
+  }
+
+  /**
+   * When the JVM exits: as {@link #close} but without waiting for the helper to be gone, which in a
+   * suspended sandbox would take until someone thaws it.
+   */
+  private void closeAtExit() {
+    lose(CLOSED, false);
+  }
+
+  private void lose(String why, boolean waitForTheEnd) {
     synchronized (this) {
       if (lost != null) {
         return;
@@ -433,7 +445,11 @@ final class ExecHelper implements AutoCloseable {
     // what is still in its cgroup: the helper, and commands not yet moved (none of them has run
     // anything: they wait for a go that never comes)
     if (engine != null) { // null: a test of the protocol alone
-      engine.cgroups().killCommand(id, group);
+      if (waitForTheEnd) {
+        engine.cgroups().killCommand(id, group);
+      } else {
+        engine.cgroups().startKill(id, group);
+      }
       engine.cgroups().removeCommandGroup(id, group);
     }
   }

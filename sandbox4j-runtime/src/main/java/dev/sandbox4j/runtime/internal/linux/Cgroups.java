@@ -342,6 +342,19 @@ public final class Cgroups {
   }
 
   /**
+   * Sends the kill to every process in the command's cgroup without waiting for them to end (a
+   * frozen v1 freezer holds them until thawed). Quietly does nothing if the cgroup is gone.
+   */
+  public void startKill(String id, String group) {
+    try {
+      Files.writeString(
+          unified.resolve(parent).resolve(id).resolve(group).resolve("cgroup.kill"), "1");
+    } catch (IOException gone) {
+      // gone with its processes, or the JVM is on its way out: the sandbox's destroy cleans up
+    }
+  }
+
+  /**
    * Kills every process in the command's cgroup and waits until they are gone. An interrupt (a
    * second cancellation) does not cut the wait short; it is kept for the caller. A failure other
    * than the cgroup being gone is logged, not taken for "nothing left".
