@@ -44,7 +44,8 @@ import java.util.concurrent.atomic.AtomicReference;
  * --min-available}, the host's tasks over {@code --max-pids} of {@code pid_max}, the bench's
  * descriptors near its limit) and reports that limit's message. At the end — normally, on a
  * failure, or on Ctrl-C — it destroys every sandbox it made and checks that the host is back: no
- * cgroup, mount, loop device, network namespace or veth of its sandboxes left.
+ * cgroup, mount, loop device, network namespace or veth of its sandboxes left. Creating {@code
+ * HOME/density.stop} stops the creates as a limit would, and the run reports what it reached.
  *
  * <pre>bench/density [--count N] [--step LIST] [--samples N] [--home DIR] [--concurrency 1|2]
  *               [--disk-overcommit F|default] [--supervisor-window SECONDS] [--out FILE]</pre>
@@ -65,6 +66,12 @@ public final class DensityBench {
   static final int CLI_LS_RUNS = 5;
   static final int LIST_RUNS = 5;
   static final int WARMUP = 5;
+
+  /**
+   * A file in the home whose existence stops the creates: the run then measures where it is,
+   * reports and cleans up, as at a limit (Ctrl-C cleans up without a report).
+   */
+  static final String STOP_FILE = "density.stop";
 
   /** Clock ticks per second of /proc/PID/stat: USER_HZ, 100 on every Linux architecture we run. */
   static final int USER_HZ = 100;
@@ -193,6 +200,7 @@ public final class DensityBench {
       throw new IllegalStateException("the local engine needs root");
     }
     prepareHome(options.home());
+    Files.deleteIfExists(options.home().resolve(STOP_FILE));
     Path cli = Path.of(System.getProperty("sandbox4j.cli", "sandbox4j"));
     LocalTarget target =
         LocalTarget.create(
@@ -425,6 +433,9 @@ public final class DensityBench {
 
   /** The host limit this bench will not cross, or null while none is near. */
   private String safetyLimit() {
+    if (Files.exists(engine.home().resolve(STOP_FILE))) {
+      return "stopped by the operator (" + engine.home().resolve(STOP_FILE) + " exists)";
+    }
     try {
       long available = HostCensus.memAvailable();
       if (available < options.minAvailableBytes()) {
