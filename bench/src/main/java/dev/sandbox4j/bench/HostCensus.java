@@ -243,7 +243,9 @@ record HostCensus(
         throws IOException {
       int cgroups = 0;
       long tasks = 0;
-      List<Path> parents = sandboxParentCgroups();
+      // Only the home's own parent (sandbox4j-<hash>) under each controller: a host where tests
+      // made many homes has a thousand such parents per controller.
+      List<Path> parents = homeParentCgroups(ids);
       for (String id : ids) {
         for (Path parent : parents) {
           Path cgroup = parent.resolve(id);
@@ -331,6 +333,49 @@ record HostCensus(
       return m;
     }
   }
+
+  /**
+   * The parent cgroup of the sandboxes {@code ids} under every controller: the name of the first
+   * parent found holding one of them (a home's sandboxes share one), remembered once found, under
+   * each controller. Empty while none is found.
+   */
+  static List<Path> homeParentCgroups(java.util.Collection<String> ids) throws IOException {
+    String name = HOME_PARENT.get();
+    if (name == null) {
+      List<Path> pids = new java.util.ArrayList<>();
+      for (Path parent : sandboxParentCgroups()) {
+        if (parent.getParent().getFileName().toString().equals("pids")) {
+          pids.add(parent);
+        }
+      }
+      search:
+      for (String id : ids) {
+        for (Path parent : pids) {
+          if (Files.isDirectory(parent.resolve(id))) {
+            name = parent.getFileName().toString();
+            HOME_PARENT.set(name);
+            break search;
+          }
+        }
+        break; // one sandbox decides; if it is gone, look again next time
+      }
+    }
+    if (name == null) {
+      return List.of();
+    }
+    List<Path> parents = new java.util.ArrayList<>();
+    try (var controllers = Files.list(Path.of("/sys/fs/cgroup"))) {
+      for (Path controller : controllers.toList()) {
+        if (Files.isDirectory(controller.resolve(name))) {
+          parents.add(controller.resolve(name));
+        }
+      }
+    }
+    return parents;
+  }
+
+  private static final java.util.concurrent.atomic.AtomicReference<String> HOME_PARENT =
+      new java.util.concurrent.atomic.AtomicReference<>();
 
   /**
    * The parent cgroups of sandboxes, under every controller: {@code sandbox4j} and one {@code
