@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 
 /**
  * The {@code local} engine with its defaults ({@code new LocalSandbox()}: state directory {@code
@@ -40,14 +41,16 @@ final class LocalTarget implements Target {
   private final WorkspaceProvider provider;
   private volatile boolean closing;
 
-  private LocalTarget(Isolation isolation) {
+  private LocalTarget(Isolation isolation, UnaryOperator<LocalSandbox.Builder> settings) {
     this.runId = ProcessHandle.current().pid() + "@" + Instant.now();
     this.isolation = isolation;
     this.sandboxes =
-        LocalSandbox.builder()
-            .isolation(isolation)
-            .label(RUN_LABEL, runId)
-            .progress(line -> System.err.println("bench: " + line))
+        settings
+            .apply(
+                LocalSandbox.builder()
+                    .isolation(isolation)
+                    .label(RUN_LABEL, runId)
+                    .progress(line -> System.err.println("bench: " + line)))
             .build();
     this.provider = new Guarded();
   }
@@ -62,9 +65,27 @@ final class LocalTarget implements Target {
    * only (its lifecycle differs: no hibernate, no live fork).
    */
   static LocalTarget create(Isolation isolation) {
-    LocalTarget target = new LocalTarget(isolation);
+    return create(isolation, UnaryOperator.identity());
+  }
+
+  /**
+   * The target with sandboxes of {@code isolation}, built by a builder that {@code settings} adapts
+   * (a private home, a disk budget: {@link DensityBench}); the run label is set before.
+   */
+  static LocalTarget create(Isolation isolation, UnaryOperator<LocalSandbox.Builder> settings) {
+    LocalTarget target = new LocalTarget(isolation, settings);
     target.warnAboutLeftovers();
     return target;
+  }
+
+  /** The engine itself, for what the workspace API does not cover (listing, the home). */
+  LocalSandbox engine() {
+    return sandboxes;
+  }
+
+  /** This run's id, the value of {@link #RUN_LABEL} on its sandboxes. */
+  String runId() {
+    return runId;
   }
 
   @Override

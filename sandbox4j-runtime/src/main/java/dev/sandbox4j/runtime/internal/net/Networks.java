@@ -82,6 +82,9 @@ public final class Networks {
     this.rules = new NftablesRules(names, subnet);
     this.links = new VethLinks(names, subnet);
     this.named = new NamedNetworks(home, dir, subnet);
+    // the engine is built before its sandboxes' descriptors exist: the JVM's nftables context is
+    // made now, with its socket at a low number (see Nftables)
+    Nftables.prepare();
   }
 
   /** A network name as the API takes it: 1 to 32 of a-z, 0-9 and '-', not starting with '-'. */

@@ -17,17 +17,35 @@ import java.util.Optional;
  * nothing), and no process is spawned (a spawned {@code nft -f} costs 10-20 ms of every create).
  * Where the library cannot be loaded, {@code nft -f -} runs the script instead.
  *
- * <p>Thread-safe: each call has a context of its own.
+ * <p><b>One context, made early.</b> libnftables 1.0.6 waits for the kernel's answer with {@code
+ * select(2)} on its netlink socket, and glibc aborts the whole process ("bit out of range 0 -
+ * FD_SETSIZE on fd_set") when that socket's number is 1024 or more. A context opens its socket when
+ * it is made, at the lowest free number; a JVM that made one per call died as soon as it held about
+ * a thousand descriptors (an exec helper's socket per sandbox it ran a command in: about 500
+ * sandboxes, measured by {@code bench/density}). So the JVM makes one context, when this class is
+ * loaded ({@link #prepare}: when an engine is built, before its sandboxes' descriptors exist), and
+ * keeps it, with its socket at that low number, for every script. A JVM that holds more than {@link
+ * #SAFE_DESCRIPTORS} descriptors when the class loads makes none and spawns {@code nft -f -}.
+ *
+ * <p>Thread-safe: calls take turns on the one context (a libnftables context is not thread-safe).
  */
 public final class Nftables {
   private static final int NFT_CTX_DEFAULT = 0;
   private static final MethodHandle CTX_NEW;
-  private static final MethodHandle CTX_FREE;
   private static final MethodHandle BUFFER_OUTPUT;
   private static final MethodHandle BUFFER_ERROR;
   private static final MethodHandle GET_OUTPUT;
   private static final MethodHandle GET_ERROR;
   private static final MethodHandle RUN;
+
+  /**
+   * Below FD_SETSIZE (1024) with room to spare: a JVM that already holds more when this class loads
+   * runs {@code nft -f -} instead, whose socket is numbered in a process of its own.
+   */
+  private static final int SAFE_DESCRIPTORS = 900;
+
+  /** The JVM's context; null where the library is missing or made none. Guarded by itself. */
+  private static final MemorySegment CONTEXT;
 
   static {
     MethodHandle[] h = new MethodHandle[7];
@@ -38,9 +56,7 @@ public final class Nftables {
       ValueLayout a = ValueLayout.ADDRESS;
       h[0] =
           linker.downcallHandle(lib.find("nft_ctx_new").orElseThrow(), FunctionDescriptor.of(a, i));
-      h[1] =
-          linker.downcallHandle(
-              lib.find("nft_ctx_free").orElseThrow(), FunctionDescriptor.ofVoid(a));
+      // h[1] unused: the JVM's one context lives as long as the JVM
       h[2] =
           linker.downcallHandle(
               lib.find("nft_ctx_buffer_output").orElseThrow(), FunctionDescriptor.of(i, a));
@@ -60,19 +76,49 @@ public final class Nftables {
       h = new MethodHandle[7];
     }
     CTX_NEW = h[0];
-    CTX_FREE = h[1];
     BUFFER_OUTPUT = h[2];
     BUFFER_ERROR = h[3];
     GET_OUTPUT = h[4];
     GET_ERROR = h[5];
     RUN = h[6];
+    CONTEXT = RUN == null || openDescriptors() > SAFE_DESCRIPTORS ? null : newContext();
+  }
+
+  /** Loads this class, and so makes the JVM's context, if not done yet. */
+  public static void prepare() {
+    // nothing else: loading the class is the point
+  }
+
+  /** Descriptors this process holds, or MAX_VALUE if unknown (then no context is made). */
+  private static long openDescriptors() {
+    try (java.util.stream.Stream<java.nio.file.Path> fds =
+        java.nio.file.Files.list(java.nio.file.Path.of("/proc/self/fd"))) {
+      return fds.count();
+    } catch (java.io.IOException | RuntimeException e) {
+      return Long.MAX_VALUE;
+    }
+  }
+
+  /** A context whose output and errors go to buffers, or null if the library makes none. */
+  private static MemorySegment newContext() {
+    try {
+      MemorySegment ctx = (MemorySegment) CTX_NEW.invokeExact(NFT_CTX_DEFAULT);
+      if (ctx.equals(MemorySegment.NULL)) {
+        return null;
+      }
+      int ignored = (int) BUFFER_OUTPUT.invokeExact(ctx);
+      ignored = (int) BUFFER_ERROR.invokeExact(ctx);
+      return ctx;
+    } catch (Throwable e) {
+      return null;
+    }
   }
 
   private Nftables() {}
 
   /** Whether {@code nft} or its library is there to run scripts. */
   public static Optional<String> unavailable() {
-    if (RUN != null || HostCommand.onPath("nft")) {
+    if (CONTEXT != null || HostCommand.onPath("nft")) {
       return Optional.empty();
     }
     return Optional.of(
@@ -86,25 +132,19 @@ public final class Nftables {
    *     took effect)
    */
   public static String run(String script) {
-    if (RUN == null) {
+    if (CONTEXT == null) {
       return HostCommand.checkWithInput(java.util.List.of("nft", "-f", "-"), script);
     }
     try (Arena arena = Arena.ofConfined()) {
-      MemorySegment ctx = (MemorySegment) CTX_NEW.invokeExact(NFT_CTX_DEFAULT);
-      if (ctx.equals(MemorySegment.NULL)) {
-        throw new WorkspaceException("nftables: cannot create a context");
-      }
-      try {
-        int ignored = (int) BUFFER_OUTPUT.invokeExact(ctx);
-        ignored = (int) BUFFER_ERROR.invokeExact(ctx);
-        int rc = (int) RUN.invokeExact(ctx, arena.allocateFrom(script));
+      synchronized (CONTEXT) {
+        int rc = (int) RUN.invokeExact(CONTEXT, arena.allocateFrom(script));
+        // both read on every call: reading a buffer is what empties it for the next script
+        String output = string((MemorySegment) GET_OUTPUT.invokeExact(CONTEXT));
+        String error = string((MemorySegment) GET_ERROR.invokeExact(CONTEXT)).strip();
         if (rc != 0) {
-          String error = string((MemorySegment) GET_ERROR.invokeExact(ctx)).strip();
           throw new WorkspaceException("nftables refused the rules: " + error);
         }
-        return string((MemorySegment) GET_OUTPUT.invokeExact(ctx));
-      } finally {
-        CTX_FREE.invokeExact(ctx);
+        return output;
       }
     } catch (WorkspaceException e) {
       throw e;
