@@ -44,8 +44,12 @@ public final class Nftables {
    */
   private static final int SAFE_DESCRIPTORS = 900;
 
-  /** The JVM's context; null where the library is missing or made none. Guarded by itself. */
+  /**
+   * The JVM's context; null where the library is missing or made none. Guarded by {@link #LOCK}.
+   */
   private static final MemorySegment CONTEXT;
+
+  private static final Object LOCK = new Object();
 
   static {
     MethodHandle[] h = new MethodHandle[7];
@@ -136,7 +140,7 @@ public final class Nftables {
       return HostCommand.checkWithInput(java.util.List.of("nft", "-f", "-"), script);
     }
     try (Arena arena = Arena.ofConfined()) {
-      synchronized (CONTEXT) {
+      synchronized (LOCK) {
         int rc = (int) RUN.invokeExact(CONTEXT, arena.allocateFrom(script));
         // both read on every call: reading a buffer is what empties it for the next script
         String output = string((MemorySegment) GET_OUTPUT.invokeExact(CONTEXT));
