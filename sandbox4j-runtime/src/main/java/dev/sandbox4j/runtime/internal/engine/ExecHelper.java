@@ -161,17 +161,26 @@ final class ExecHelper implements AutoCloseable {
    * The helpers this JVM runs, closed when it exits: a helper would exit by itself when its socket
    * closes with the JVM, but its cgroup would stay behind in the sandbox (one per process that ran
    * a command: every in-process CLI call). A JVM killed with {@code kill -9} still leaves it, for
-   * the sandbox's destroy.
+   * the sandbox's destroy. Held weakly: a helper whose engine was dropped is closed, as before,
+   * when the garbage collector closes its socket; this set must not keep it (and its process in the
+   * sandbox) alive for the JVM's life.
    */
   private static final class Running {
     private static final java.util.Set<ExecHelper> HELPERS =
-        java.util.concurrent.ConcurrentHashMap.newKeySet();
+        java.util.Collections.synchronizedSet(
+            java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
 
     static {
       Runtime.getRuntime()
           .addShutdownHook(
               new Thread(
-                  () -> List.copyOf(HELPERS).forEach(ExecHelper::closeAtExit),
+                  () -> {
+                    List<ExecHelper> left;
+                    synchronized (HELPERS) {
+                      left = List.copyOf(HELPERS);
+                    }
+                    left.forEach(ExecHelper::closeAtExit);
+                  },
                   "sandbox4j-exec-helpers-exit"));
     }
 
