@@ -363,18 +363,22 @@ public final class DensityBench {
       return;
     }
     System.err.printf("density: creating %d sandboxes (to %d)...%n", missing, targetCount);
+    onWorkers(
+        () -> {
+          while (limit.get() == null && claimSlot(targetCount)) {
+            createIdle();
+          }
+          return null;
+        });
+  }
+
+  /** Runs {@code work} on {@code --concurrency} threads at once and waits for them all. */
+  private void onWorkers(java.util.concurrent.Callable<Void> work) throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(options.concurrency());
     try {
       List<Future<?>> workers = new ArrayList<>();
       for (int w = 0; w < options.concurrency(); w++) {
-        workers.add(
-            pool.submit(
-                () -> {
-                  while (limit.get() == null && claimSlot(targetCount)) {
-                    createIdle();
-                  }
-                  return null;
-                }));
+        workers.add(pool.submit(work));
       }
       for (Future<?> w : workers) {
         w.get();
@@ -626,35 +630,22 @@ public final class DensityBench {
     long[] nanos = new long[all.size()];
     java.util.concurrent.atomic.AtomicInteger next =
         new java.util.concurrent.atomic.AtomicInteger();
-    ExecutorService pool = Executors.newFixedThreadPool(options.concurrency());
-    try {
-      List<Future<?>> workers = new ArrayList<>();
-      for (int w = 0; w < options.concurrency(); w++) {
-        workers.add(
-            pool.submit(
-                () -> {
-                  for (int i = next.getAndIncrement(); i < all.size(); i = next.getAndIncrement()) {
-                    long start = System.nanoTime();
-                    try {
-                      engine.destroy(all.get(i));
-                    } catch (RuntimeException e) {
-                      System.err.println("density: destroy " + all.get(i) + " failed: " + e);
-                    }
-                    nanos[i] = System.nanoTime() - start;
-                    if ((i + 1) % 1000 == 0) {
-                      System.err.printf("density: %d destroyed%n", i + 1);
-                    }
-                  }
-                  return null;
-                }));
-      }
-      for (Future<?> w : workers) {
-        w.get();
-      }
-    } finally {
-      pool.shutdown();
-      pool.awaitTermination(1, TimeUnit.MINUTES);
-    }
+    onWorkers(
+        () -> {
+          for (int i = next.getAndIncrement(); i < all.size(); i = next.getAndIncrement()) {
+            long start = System.nanoTime();
+            try {
+              engine.destroy(all.get(i));
+            } catch (RuntimeException e) {
+              System.err.println("density: destroy " + all.get(i) + " failed: " + e);
+            }
+            nanos[i] = System.nanoTime() - start;
+            if ((i + 1) % 1000 == 0) {
+              System.err.printf("density: %d destroyed%n", i + 1);
+            }
+          }
+          return null;
+        });
     engine.close();
     return Stats.ofNanos(nanos);
   }

@@ -55,32 +55,12 @@ final class BoxdServerEngine implements ServerEngine {
         () -> {
           if (s.image() != null && !s.image().equals("default")) b.image(s.image());
         });
-    ShapeFields.field(
-        "snapshot",
-        () -> {
-          if (s.snapshot() != null) b.snapshot(s.snapshot());
-        });
-    ShapeFields.field(
-        "cpus",
-        () -> {
-          if (s.cpus() != null) b.vcpu(s.cpus());
-        });
+    ShapeFields.ifSet("snapshot", s.snapshot(), b::snapshot);
+    ShapeFields.ifSet("cpus", s.cpus(), b::vcpu);
     ShapeFields.field("env", () -> b.env(s.env()));
-    ShapeFields.field(
-        "workingDirectory",
-        () -> {
-          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
-        });
-    ShapeFields.field(
-        "autoSuspendTimeoutMs",
-        () -> {
-          if (s.autoSuspendTimeout() != null) b.autoSuspendTimeout(s.autoSuspendTimeout());
-        });
-    ShapeFields.field(
-        "sandboxTimeoutMs",
-        () -> {
-          if (s.sandboxTimeout() != null) b.autoDestroyTimeout(s.sandboxTimeout());
-        });
+    ShapeFields.ifSet("workingDirectory", s.workingDirectory(), b::workingDirectory);
+    ShapeFields.ifSet("autoSuspendTimeoutMs", s.autoSuspendTimeout(), b::autoSuspendTimeout);
+    ShapeFields.ifSet("sandboxTimeoutMs", s.sandboxTimeout(), b::autoDestroyTimeout);
     return b.build();
   }
 

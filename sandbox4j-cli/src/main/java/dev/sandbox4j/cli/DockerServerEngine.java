@@ -66,63 +66,23 @@ final class DockerServerEngine implements ServerEngine {
           "isolation: docker sandboxes are containers of the Docker daemon's runtime, not gVisor"
               + " (ask for container, or leave isolation out)");
     }
-    ShapeFields.field(
-        "autoSuspendTimeoutMs",
-        () -> {
-          if (s.autoSuspendTimeout() != null) b.autoSuspendTimeout(s.autoSuspendTimeout());
-        });
-    ShapeFields.field(
-        "sandboxTimeoutMs",
-        () -> {
-          if (s.sandboxTimeout() != null) b.sandboxTimeout(s.sandboxTimeout());
-        });
-    ShapeFields.field(
-        "idleTimeoutMs",
-        () -> {
-          if (s.idleTimeout() != null) b.idleTimeout(s.idleTimeout());
-        });
-    ShapeFields.field(
-        "deleteAfter",
-        () -> {
-          if (s.deleteAfter() != null) b.deleteAfter(s.deleteAfter());
-        });
+    ShapeFields.ifSet("autoSuspendTimeoutMs", s.autoSuspendTimeout(), b::autoSuspendTimeout);
+    ShapeFields.ifSet("sandboxTimeoutMs", s.sandboxTimeout(), b::sandboxTimeout);
+    ShapeFields.ifSet("idleTimeoutMs", s.idleTimeout(), b::idleTimeout);
+    ShapeFields.ifSet("deleteAfter", s.deleteAfter(), b::deleteAfter);
     ShapeFields.field(
         "image",
         () -> {
           // the published image 'default' is the provider's default image
           if (s.image() != null && !s.image().equals("default")) b.image(s.image());
         });
-    ShapeFields.field(
-        "snapshot",
-        () -> {
-          if (s.snapshot() != null) b.snapshot(s.snapshot());
-        });
-    ShapeFields.field(
-        "cpus",
-        () -> {
-          if (s.cpus() != null) b.cpus(s.cpus());
-        });
-    ShapeFields.field(
-        "memoryBytes",
-        () -> {
-          if (s.memoryBytes() != null) b.memory(s.memoryBytes());
-        });
-    ShapeFields.field(
-        "pids",
-        () -> {
-          if (s.pids() != null) b.pids(s.pids());
-        });
-    ShapeFields.field(
-        "diskBytes",
-        () -> {
-          if (s.diskBytes() != null) b.disk(s.diskBytes());
-        });
+    ShapeFields.ifSet("snapshot", s.snapshot(), b::snapshot);
+    ShapeFields.ifSet("cpus", s.cpus(), b::cpus);
+    ShapeFields.ifSet("memoryBytes", s.memoryBytes(), b::memory);
+    ShapeFields.ifSet("pids", s.pids(), b::pids);
+    ShapeFields.ifSet("diskBytes", s.diskBytes(), b::disk);
     ShapeFields.field("env", () -> b.env(s.env()));
-    ShapeFields.field(
-        "workingDirectory",
-        () -> {
-          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
-        });
+    ShapeFields.ifSet("workingDirectory", s.workingDirectory(), b::workingDirectory);
     ShapeFields.field("labels", () -> s.labels().forEach(b::label));
     try {
       return b.build();

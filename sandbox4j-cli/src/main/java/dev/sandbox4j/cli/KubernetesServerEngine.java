@@ -65,28 +65,12 @@ final class KubernetesServerEngine implements ServerEngine {
         () -> {
           if (s.image() != null && !s.image().equals("default")) b.image(s.image());
         });
-    ShapeFields.field(
-        "cpus",
-        () -> {
-          if (s.cpus() != null) b.cpus(s.cpus());
-        });
-    ShapeFields.field(
-        "memoryBytes",
-        () -> {
-          if (s.memoryBytes() != null) b.memoryMiB(Providers.wholeMiB(s.memoryBytes()));
-        });
+    ShapeFields.ifSet("cpus", s.cpus(), v -> b.cpus(v));
+    ShapeFields.ifSet("memoryBytes", s.memoryBytes(), v -> b.memoryMiB(Providers.wholeMiB(v)));
     ShapeFields.field("env", () -> b.env(s.env()));
-    ShapeFields.field(
-        "workingDirectory",
-        () -> {
-          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
-        });
+    ShapeFields.ifSet("workingDirectory", s.workingDirectory(), b::workingDirectory);
     ShapeFields.field("labels", () -> s.labels().forEach(b::label));
-    ShapeFields.field(
-        "sandboxTimeoutMs",
-        () -> {
-          if (s.sandboxTimeout() != null) b.shutdownAfter(s.sandboxTimeout());
-        });
+    ShapeFields.ifSet("sandboxTimeoutMs", s.sandboxTimeout(), b::shutdownAfter);
     ShapeFields.field(
         "isolation",
         () -> {

@@ -63,37 +63,13 @@ final class ModalServerEngine implements ServerEngine {
         () -> {
           if (s.image() != null && !s.image().equals("default")) b.image(s.image());
         });
-    ShapeFields.field(
-        "snapshot",
-        () -> {
-          if (s.snapshot() != null) b.imageId(s.snapshot());
-        });
-    ShapeFields.field(
-        "cpus",
-        () -> {
-          if (s.cpus() != null) b.cpu(s.cpus());
-        });
-    ShapeFields.field(
-        "memoryBytes",
-        () -> {
-          if (s.memoryBytes() != null) b.memoryMiB(Providers.wholeMiB(s.memoryBytes()));
-        });
+    ShapeFields.ifSet("snapshot", s.snapshot(), b::imageId);
+    ShapeFields.ifSet("cpus", s.cpus(), v -> b.cpu(v));
+    ShapeFields.ifSet("memoryBytes", s.memoryBytes(), v -> b.memoryMiB(Providers.wholeMiB(v)));
     ShapeFields.field("env", () -> b.env(s.env()));
-    ShapeFields.field(
-        "workingDirectory",
-        () -> {
-          if (s.workingDirectory() != null) b.workingDirectory(s.workingDirectory());
-        });
-    ShapeFields.field(
-        "sandboxTimeoutMs",
-        () -> {
-          if (s.sandboxTimeout() != null) b.sandboxTimeout(s.sandboxTimeout());
-        });
-    ShapeFields.field(
-        "idleTimeoutMs",
-        () -> {
-          if (s.idleTimeout() != null) b.idleTimeout(s.idleTimeout());
-        });
+    ShapeFields.ifSet("workingDirectory", s.workingDirectory(), b::workingDirectory);
+    ShapeFields.ifSet("sandboxTimeoutMs", s.sandboxTimeout(), b::sandboxTimeout);
+    ShapeFields.ifSet("idleTimeoutMs", s.idleTimeout(), b::idleTimeout);
     return b.build();
   }
 

@@ -159,8 +159,8 @@ final class ResidentClient {
     Path socket;
     String code;
     try {
-      socket = socket(env);
       code = codeIdentity();
+      socket = socket(env, code);
     } catch (IOException | RuntimeException e) {
       return NOT_SERVED; // no private directory, no /proc: no fast path
     }
@@ -257,6 +257,11 @@ final class ResidentClient {
    * NUL, then each {@link #stable} variable as {@code KEY=VALUE} and NUL, sorted by key.
    */
   static Path socket(Map<String, String> env) throws IOException {
+    return socket(env, codeIdentity());
+  }
+
+  /** {@link #socket(Map)} with this JVM's {@link #codeIdentity} already read. */
+  private static Path socket(Map<String, String> env, String codeIdentity) throws IOException {
     Path dir = directory(env);
     if (!privateDirectory(dir, true)) {
       return null;
@@ -264,7 +269,7 @@ final class ResidentClient {
     return dir.resolve(
         socketName(
             System.getProperty("java.class.path"),
-            codeIdentity(),
+            codeIdentity,
             Path.of(System.getProperty("java.home")).toRealPath().toString(),
             env));
   }

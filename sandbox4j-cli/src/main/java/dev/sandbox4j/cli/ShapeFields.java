@@ -15,4 +15,11 @@ final class ShapeFields {
       throw new IllegalArgumentException(name + ": " + e.getMessage(), e);
     }
   }
+
+  /** {@link #field} for a field the shape may leave out: sets {@code value} only if given. */
+  static <T> void ifSet(String name, T value, java.util.function.Consumer<? super T> setter) {
+    if (value != null) {
+      field(name, () -> setter.accept(value));
+    }
+  }
 }
