@@ -9,6 +9,7 @@ import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.machine.ForkResult;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -235,6 +236,81 @@ class GvisorSandboxTest {
                 .resolve(".gvisor.filestore." + ws.open().id()))
         .as("writes reach the sandbox's own disk, not a file store of gVisor's")
         .doesNotExist();
+  }
+
+  /**
+   * /tmp is the root's own directory, bound in by the engine (runsc would mount a tmpfs of its own
+   * there). A bind mount's source is resolved on the host, so an image whose /tmp is a symlink
+   * (here a snapshot of a container sandbox whose root made it one) must never get it bound: the
+   * link would name a host path. An image without /tmp gets one made.
+   */
+  @Test
+  void tmpIsTheSandboxsOwnAndAnImagesTmpLinkNeverBecomesAHostPath() throws Exception {
+    Workspace ws = create();
+    ws.writeText("/tmp/api.txt", "api");
+    assertThat(sh(ws, "cat /tmp/api.txt; echo; stat -c %a /tmp")).isEqualTo("api\n1777");
+
+    Path secretDir = Files.createTempDirectory("sandbox4j-gvisor-tmp-");
+    Files.writeString(secretDir.resolve("host-secret.txt"), "host secret");
+    LocalSandbox containers = LocalSandbox.builder().label(LABEL, TAG).progress(l -> {}).build();
+    List<String> snapshots = new ArrayList<>();
+    try {
+      for (String tmp : List.of(secretDir.toString(), "/", "")) {
+        Workspace container = Workspace.of(containers.newBackend());
+        try {
+          sh(
+              container,
+              "sudo rm -rf /tmp" + (tmp.isEmpty() ? "" : " && sudo ln -s '" + tmp + "' /tmp"));
+          String name = "gvisor-tmp-" + UUID.randomUUID().toString().substring(0, 8);
+          containers.snapshot(container.open(), name);
+          snapshots.add(name);
+        } finally {
+          containers.destroy(container.open());
+        }
+        LocalSandbox fromSnapshot =
+            LocalSandbox.builder()
+                .isolation(Isolation.GVISOR)
+                .snapshot(snapshots.getLast())
+                .label(LABEL, snapshots.getLast())
+                .progress(l -> {})
+                .build();
+        Workspace made = Workspace.of(fromSnapshot.newBackend());
+        if (!tmp.isEmpty()) {
+          assertThatThrownBy(made::open)
+              .as("/tmp -> '%s'", tmp)
+              .isInstanceOf(WorkspaceException.class)
+              .hasMessageContaining(
+                  "a /tmp that is not a directory (here a symbolic link to " + tmp)
+              .hasMessageContaining("not supported with gVisor isolation");
+          assertThat(fromSnapshot.list())
+              .as("nothing is left of the refused create")
+              .noneMatch(i -> snapshots.getLast().equals(i.labels().get(LABEL)));
+        } else {
+          WorkspaceRef ref = made.open();
+          created.add(ref);
+          for (String state : List.of("create", "stop and start")) {
+            if (state.startsWith("stop")) {
+              sandboxes.stop(ref);
+              sandboxes.start(ref);
+            }
+            made.writeText("/tmp/made.txt", state);
+            assertThat(sh(made, "cat /tmp/made.txt; echo; stat -c '%a %U' /tmp"))
+                .as(
+                    "no /tmp in the image, after %s: one of its own, as the file API sees it",
+                    state)
+                .isEqualTo(state + "\n1777 root");
+          }
+        }
+        try (var hostFiles = Files.list(secretDir)) {
+          assertThat(hostFiles.map(f -> f.getFileName().toString()))
+              .containsExactly("host-secret.txt");
+        }
+      }
+    } finally {
+      snapshots.forEach(containers::removeSnapshot);
+      Files.delete(secretDir.resolve("host-secret.txt"));
+      Files.delete(secretDir);
+    }
   }
 
   @Test

@@ -1351,6 +1351,26 @@ public abstract class WorkspaceConformanceSuite {
     }
 
     @Test
+    @DisplayName("commands and file operations see one file system, also under /tmp")
+    void oneFileSystemOutsideTheWorkingDirectory() {
+      assumeTrue(isolatesFromHost(), "absolute paths of this backend are the host's own");
+      Workspace ws = newWorkspace();
+      // /tmp is where agents put scratch files; a runtime that mounts a file system of its own
+      // there (gVisor does, unless told otherwise) would split it in two.
+      for (String dir : List.of("/tmp", "/var/tmp", ws.workingDirectory())) {
+        String base = dir + "/conformance-" + UUID.randomUUID();
+        ws.writeText(base + "/written.txt", "from the file API");
+        assertThat(shOk(ws, "cat '" + base + "/written.txt'"))
+            .as("rule: a command sees what the file API wrote (%s)", dir)
+            .isEqualTo("from the file API");
+        shOk(ws, "printf 'from a command' > '" + base + "/run.txt'");
+        assertThat(ws.readText(base + "/run.txt"))
+            .as("rule: the file API sees what a command wrote (%s)", dir)
+            .isEqualTo("from a command");
+      }
+    }
+
+    @Test
     @DisplayName("the workspace has its own home and environment, not the host's")
     void ownHome() {
       assumeTrue(isolatesFromHost(), "this backend isolates nothing from the host");

@@ -9,6 +9,7 @@ import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.Optional;
 
@@ -90,6 +91,7 @@ final class ContainerStart {
     Optional<Path> hosts =
         Networks.networksOf(dir).isEmpty() ? Optional.empty() : Optional.of(dir.resolve("hosts"));
     int hostBase;
+    Optional<Path> tmp;
     try {
       SandboxRecord record = SandboxRecord.read(dir.resolve("state.json"));
       hostBase = record.hostBase();
@@ -104,6 +106,7 @@ final class ContainerStart {
       if (hosts.isPresent() && !Files.exists(hosts.get())) {
         networks.writeHosts(dir, id);
       }
+      tmp = engine.runtimeOf(id).isGvisor() ? gvisorTmp(id, rootfs, hostBase) : Optional.empty();
     } catch (IOException | RuntimeException e) {
       rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
       throw e;
@@ -118,8 +121,41 @@ final class ContainerStart {
             limits,
             engine.runtimeOf(id).compiledSeccomp(),
             hosts,
+            tmp,
             hostBase));
     return new Bundle(dir.resolve("bundle"), rules);
+  }
+
+  /**
+   * The directory a gVisor sandbox gets bind-mounted at {@code /tmp}: its root's own {@code /tmp}.
+   * runsc mounts a tmpfs of its own at an empty {@code /tmp} unless the spec mounts something
+   * there; commands would then write scratch files where the engine's file operations (which work
+   * on the root on the host) never look, and the disk quota would not count them. A missing {@code
+   * /tmp} is made (1777, the sandbox's root's). Anything but a directory is refused: a bind mount's
+   * source is resolved on the host, so a symlink must never be bound, and runsc cannot start over
+   * one either. No process of the sandbox runs while this is checked (its container is about to
+   * start, under its lock), so the check holds until the mount.
+   */
+  private static Optional<Path> gvisorTmp(String id, Path rootfs, int hostBase) throws IOException {
+    Path tmp = rootfs.resolve("tmp");
+    if (!Files.exists(tmp, LinkOption.NOFOLLOW_LINKS)) {
+      Files.createDirectory(tmp);
+      // the sticky bit has no PosixFilePermission: chmod 1777 through the attribute view
+      Files.setAttribute(tmp, "unix:mode", 01777);
+      Files.setAttribute(tmp, "unix:uid", hostBase);
+      Files.setAttribute(tmp, "unix:gid", hostBase);
+    }
+    if (!Files.isDirectory(tmp, LinkOption.NOFOLLOW_LINKS)) {
+      throw new WorkspaceException(
+          "a /tmp that is not a directory (here "
+              + (Files.isSymbolicLink(tmp)
+                  ? "a symbolic link to " + Files.readSymbolicLink(tmp)
+                  : "a file")
+              + ") is not supported with gVisor isolation (sandbox local:"
+              + id
+              + "): make /tmp a directory in the image, or use container isolation");
+    }
+    return Optional.of(tmp);
   }
 
   /**

@@ -97,7 +97,8 @@ public final class OciConfig {
    * {@link OciRuntime#compiledSeccomp}): crun then loads it as it is instead of compiling the
    * profile again. The profile stays in the spec for runtimes that ignore the annotation. {@code
    * hosts}, if present, is bind-mounted read-only at {@code /etc/hosts} (the names of a named
-   * network's members, see {@link Networks}).
+   * network's members, see {@link Networks}). {@code tmp}, if present, is bind-mounted at {@code
+   * /tmp} (for gVisor, which would otherwise put a tmpfs of its own there).
    */
   public static byte[] build(
       String id,
@@ -107,6 +108,7 @@ public final class OciConfig {
       Limits limits,
       Optional<String> compiledSeccomp,
       Optional<Path> hosts,
+      Optional<Path> tmp,
       int hostBase) {
     Map<String, Object> process = new LinkedHashMap<>();
     process.put("terminal", false);
@@ -181,6 +183,7 @@ public final class OciConfig {
                     "bind",
                     h.toString(),
                     List.of("bind", "ro", "nosuid", "nodev", "noexec"))));
+    tmp.ifPresent(t -> mounts.add(mount("/tmp", "bind", t.toString(), List.of("rbind", "rw"))));
     config.put("mounts", mounts);
     config.put("linux", linux);
     compiledSeccomp.ifPresent(
