@@ -111,6 +111,63 @@ class GvisorExecHelperTest {
     return found[0];
   }
 
+  /**
+   * The helper's spare keeper (forked ahead for the next command): its one child of that cmdline
+   * other than the asking command's keeper. It is made right after a command starts, so this waits
+   * (boundedly) for it.
+   */
+  private static String theSpare(String helper) {
+    String script =
+        """
+        for i in $(seq 200); do
+          s=
+          for d in /proc/[0-9]*; do
+            p=${d#/proc/}; [ "$p" = "$PPID" ] && continue
+            case "$(tr '\\0' ' ' < $d/cmdline 2>/dev/null)" in *'sandbox4j-execd --framed'*) ;; *) continue;; esac
+            pp=$(while read -r k v; do [ "$k" = PPid: ] && echo $v; done < $d/status)
+            [ "$pp" = @HELPER@ ] && s="$s $p"
+          done
+          [ -n "$s" ] && { echo $s; exit 0; }
+          sleep 0.05
+        done
+        """
+            .replace("@HELPER@", helper);
+    String[] found = sh(script).split("\\s+");
+    assertThat(found).as("one spare keeper waits beside the helper").hasSize(1);
+    return found[0];
+  }
+
+  @Test
+  void theSpareKeeperHoldsNothingOfTheEnginesAndRootKillingItCostsNoCommand() {
+    sh("true");
+    String helper = theHelper();
+    String spare = theSpare(helper);
+    assertThat(
+            asRoot(
+                    "for n in 0 1 2; do readlink /proc/" + spare + "/fd/$n; done",
+                    Duration.ofSeconds(30))
+                .stdoutText())
+        .as("the spare's standard descriptors are /dev/null, not the helper's pipes to the engine")
+        .isEqualTo("/dev/null\n/dev/null\n/dev/null\n");
+    String attacks =
+        """
+        kill -0 @SPARE@ 2>/dev/null && echo "may signal the spare"
+        python3 -c 'import ctypes,sys
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(16, int(sys.argv[1]), 0, 0) == 0: print("attached to the spare")' @SPARE@
+        true
+        """
+            .replace("@SPARE@", spare);
+    assertThat(sh(attacks)).as("what the sandbox user achieved against the spare").isEmpty();
+
+    asRoot("kill -9 " + spare, Duration.ofSeconds(30));
+    for (int i = 0; i < 3; i++) {
+      assertThat(sh("echo run " + i)).isEqualTo("run " + i);
+    }
+    assertThat(theHelper()).as("the same helper serves on").isEqualTo(helper);
+    assertThat(theSpare(helper)).as("a new spare is made").isNotEqualTo(spare);
+  }
+
   @Test
   void theSandboxUserCannotReachSignalOrTraceTheHelperNorItsKeeper() {
     sh("true");
