@@ -1,6 +1,6 @@
 package dev.sandbox4j.cli;
 
-import dev.sandbox4j.runtime.LocalSandbox;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -98,10 +98,6 @@ public final class Main {
    * /var/lib/sandbox4j} (which the library uses too); else {@code ~/.sandbox4j}.
    */
   static Path home(Map<String, String> env, String userHome, boolean root) {
-    String home = env.get("SANDBOX4J_HOME");
-    if (home != null && !home.isBlank()) {
-      return Path.of(home).toAbsolutePath().normalize();
-    }
-    return root ? LocalSandbox.DEFAULT_HOME : Path.of(userHome, ".sandbox4j");
+    return SandboxHome.of(env.get("SANDBOX4J_HOME"), userHome, root);
   }
 }

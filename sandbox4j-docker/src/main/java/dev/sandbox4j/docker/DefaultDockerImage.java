@@ -1,9 +1,9 @@
 package dev.sandbox4j.docker;
 
 import com.github.dockerjava.api.exception.NotFoundException;
-import dev.sandbox4j.runtime.LocalSandbox;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.io.InputStream;
@@ -11,7 +11,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Consumer;
@@ -27,6 +31,9 @@ import java.util.stream.Stream;
 final class DefaultDockerImage {
   static final String REPOSITORY = "sandbox4j/default";
 
+  /** The label every default image Sandbox4j imports carries, with the value {@code default}. */
+  static final String LABEL = "dev.sandbox4j.image";
+
   private static final List<String> CHANGES =
       List.of(
           "USER sandbox",
@@ -34,24 +41,55 @@ final class DefaultDockerImage {
           "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
           "ENV USER=sandbox",
           "ENV LANG=C.UTF-8",
-          "LABEL dev.sandbox4j.image=default");
+          "LABEL " + LABEL + "=default");
 
   private DefaultDockerImage() {}
 
   /** The default image's name in {@code daemon}, imported first if the daemon lacks it. */
-  static synchronized String ensure(Daemon daemon, Consumer<String> progress) {
-    Path home = localHome();
+  static String ensure(Daemon daemon, Consumer<String> progress) {
+    return ensure(daemon, localHome(), progress);
+  }
+
+  /**
+   * As {@link #ensure(Daemon, Consumer)}, with this machine's image store in {@code home}. Where
+   * that store has no default image it can read (a user who is not root has a store of their own,
+   * empty, and cannot read root's; a machine that is not Linux has none), the newest default image
+   * already in the daemon serves: one Sandbox4j imported before, for any user of that daemon (it
+   * carries {@link #LABEL}). Only without one is the image built here (Linux, root, mmdebstrap).
+   */
+  static synchronized String ensure(Daemon daemon, Path home, Consumer<String> progress) {
     ImageStore store = new ImageStore(home.resolve("images"));
+    Optional<Image> found;
+    String why;
+    try {
+      found = store.find(ImageStore.DEFAULT);
+      why = "it has none";
+    } catch (RuntimeException e) {
+      found = Optional.empty();
+      why = e.getMessage();
+    }
+    if (found.isEmpty()) {
+      Optional<String> imported = importedBefore(daemon);
+      if (imported.isPresent()) {
+        progress.accept(
+            "using "
+                + imported.get()
+                + ", the default image already in the Docker daemon (this machine's image store, "
+                + home
+                + ": "
+                + why
+                + ")");
+        return imported.get();
+      }
+    }
     Image image;
     try {
       image =
-          store
-              .find(ImageStore.DEFAULT)
-              .orElseGet(
-                  () -> {
-                    progress.accept("building the default image (once) with mmdebstrap");
-                    return store.ensureDefault(progress);
-                  });
+          found.orElseGet(
+              () -> {
+                progress.accept("building the default image (once) with mmdebstrap");
+                return store.ensureDefault(progress);
+              });
     } catch (RuntimeException e) {
       throw new WorkspaceException(
           "cannot make Sandbox4j's default image for Docker: it is built from the engine's recipe"
@@ -59,7 +97,8 @@ final class DefaultDockerImage {
               + home
               + "), which needs Linux, root and mmdebstrap ('sandbox4j setup'), and that failed: "
               + e.getMessage()
-              + ". Or choose an image the daemon has: DockerSandbox.builder().image(...)",
+              + ". The daemon has no default image imported before either. Or choose an image"
+              + " the daemon has: DockerSandbox.builder().image(...)",
           e);
     }
     if (image.layers().size() != 1) {
@@ -99,13 +138,22 @@ final class DefaultDockerImage {
   static dev.sandbox4j.runtime.HostCheck check(Daemon daemon) {
     String name = "docker default image";
     Path home = localHome();
-    java.util.Optional<Image> image;
+    Optional<Image> image;
     try {
       image = new ImageStore(home.resolve("images")).find(ImageStore.DEFAULT);
     } catch (RuntimeException e) {
-      image = java.util.Optional.empty();
+      image = Optional.empty();
     }
     if (image.isEmpty() || image.get().layers().size() != 1) {
+      Optional<String> imported = importedBefore(daemon);
+      if (imported.isPresent()) {
+        return dev.sandbox4j.runtime.HostCheck.ok(
+            name,
+            imported.get()
+                + " is in the daemon (imported before; "
+                + home
+                + " has none this user can read or build)");
+      }
       return dev.sandbox4j.runtime.HostCheck.missing(
           name,
           "no default image in " + home + " to import",
@@ -122,9 +170,21 @@ final class DefaultDockerImage {
     }
   }
 
+  /** The newest image in the daemon that Sandbox4j imported as its default, by name:tag. */
+  static Optional<String> importedBefore(Daemon daemon) {
+    return daemon.client().listImagesCmd().withLabelFilter(Map.of(LABEL, "default")).exec().stream()
+        .sorted(
+            Comparator.comparing(
+                    (com.github.dockerjava.api.model.Image i) ->
+                        i.getCreated() == null ? 0L : i.getCreated())
+                .reversed())
+        .flatMap(i -> i.getRepoTags() == null ? Stream.empty() : Arrays.stream(i.getRepoTags()))
+        .filter(tag -> tag.startsWith(REPOSITORY + ":"))
+        .findFirst();
+  }
+
   private static Path localHome() {
-    String env = System.getenv("SANDBOX4J_HOME");
-    return env == null || env.isBlank() ? LocalSandbox.DEFAULT_HOME : Path.of(env);
+    return SandboxHome.ofThisProcess();
   }
 
   private static void importLayer(Daemon daemon, Path layer, String tag) throws IOException {

@@ -18,9 +18,10 @@ import java.util.Optional;
 
 /**
  * What the docker provider keeps on the host for one daemon, outside every container: {@code
- * $SANDBOX4J_HOME/docker/<daemon>/} (default {@code /var/lib/sandbox4j/docker/...}, mode 0700),
- * where {@code <daemon>} is a digest of the daemon's address. Its supervisor ({@link
- * DockerSupervisor}) and every JVM using that daemon share it:
+ * $SANDBOX4J_HOME/docker/<daemon>/} (default {@code /var/lib/sandbox4j/docker/...} for root, {@code
+ * ~/.sandbox4j/docker/...} for another user; mode 0700), where {@code <daemon>} is a digest of the
+ * daemon's address. Its supervisor ({@link DockerSupervisor}) and every JVM using that daemon share
+ * it:
  *
  * <ul>
  *   <li>{@code sandboxes/<id>/egress.json} (0600): the sandbox's egress policy, header values
@@ -46,11 +47,12 @@ final class DockerHome {
     this.dir = dir;
   }
 
-  /** The home of the daemon at {@code host} under {@code $SANDBOX4J_HOME} (or the default). */
+  /**
+   * The home of the daemon at {@code host} under this process's state directory ({@link
+   * SandboxHome#ofThisProcess}: {@code $SANDBOX4J_HOME}, root's default, or the user's own).
+   */
   static DockerHome of(URI host) {
-    String env = System.getenv("SANDBOX4J_HOME");
-    Path root = env == null || env.isBlank() ? SandboxHome.DEFAULT : Path.of(env);
-    return at(root.resolve("docker").resolve(digest(host.toString())));
+    return at(SandboxHome.ofThisProcess().resolve("docker").resolve(digest(host.toString())));
   }
 
   static DockerHome at(Path dir) {

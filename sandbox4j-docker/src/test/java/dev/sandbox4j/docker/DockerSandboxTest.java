@@ -10,6 +10,8 @@ import dev.sandbox4j.workspace.CommandResult;
 import dev.sandbox4j.workspace.Workspace;
 import dev.sandbox4j.workspace.WorkspaceRef;
 import dev.sandbox4j.workspace.WorkspaceUnavailableException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -235,6 +237,60 @@ class DockerSandboxTest {
     } finally {
       sandboxes.destroy(new WorkspaceRef("docker", inFlight));
       sandboxes.destroy(new WorkspaceRef("docker", orphan));
+    }
+  }
+
+  /**
+   * A user whose machine cannot give the default image (not root: root's image store is not
+   * readable and no store can be built; not Linux: none at all) gets the one already in the daemon,
+   * imported before for anyone using it. Stood in for here by a state directory whose default image
+   * cannot be read.
+   */
+  @Test
+  void withoutADefaultImageInItsOwnStoreTheOneAlreadyInTheDaemonServes() throws Exception {
+    String imported = DefaultDockerImage.ensure(sandboxes.daemon(), line -> {});
+    Path home = Files.createTempDirectory("sandbox4j-no-store-");
+    try {
+      Path manifest = home.resolve("images").resolve("default").resolve("image.json");
+      Files.createDirectories(manifest.getParent());
+      Files.writeString(manifest, "{ not json");
+      List<String> progress = new java.util.ArrayList<>();
+      String used = DefaultDockerImage.ensure(sandboxes.daemon(), home, progress::add);
+      assertThat(used)
+          .as("the newest default image in the daemon")
+          .isEqualTo(DefaultDockerImage.importedBefore(sandboxes.daemon()).orElseThrow())
+          .startsWith(DefaultDockerImage.REPOSITORY + ":");
+      assertThat(sandboxes.daemon().client().inspectImageCmd(used).exec().getConfig().getLabels())
+          .as("a default image Sandbox4j imported (%s was, from this machine's store)", imported)
+          .containsEntry(DefaultDockerImage.LABEL, "default");
+      Workspace ws =
+          Workspace.of(
+              DockerSandbox.builder()
+                  .image(used)
+                  .label("sandbox4j.test", TAG)
+                  .build()
+                  .newBackend());
+      made.add(ws.open());
+      assertThat(sh(ws, "id -un; pwd")).isEqualTo("sandbox\n/home/sandbox");
+      assertThat(progress)
+          .singleElement(org.assertj.core.api.InstanceOfAssertFactories.STRING)
+          .contains("already in the Docker daemon")
+          .contains(home.toString())
+          .contains("image default is damaged");
+      progress.clear();
+      Path empty = Files.createDirectory(home.resolve("empty"));
+      assertThat(DefaultDockerImage.ensure(sandboxes.daemon(), empty, progress::add))
+          .as("an image store of one's own, empty: nothing is built")
+          .isEqualTo(used);
+      assertThat(progress)
+          .singleElement(org.assertj.core.api.InstanceOfAssertFactories.STRING)
+          .contains("it has none");
+    } finally {
+      try (var files = Files.walk(home)) {
+        for (Path p : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
+          Files.delete(p);
+        }
+      }
     }
   }
 

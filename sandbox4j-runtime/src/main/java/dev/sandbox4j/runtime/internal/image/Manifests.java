@@ -11,6 +11,7 @@ import dev.sandbox4j.runtime.internal.util.AtomicFiles;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -100,6 +101,15 @@ final class Manifests {
       manifest = JSON.readValue(Files.readAllBytes(manifestFile), Manifest.class);
     } catch (NoSuchFileException e) {
       return Optional.empty();
+    } catch (AccessDeniedException e) {
+      throw new WorkspaceException(
+          "cannot read image "
+              + name
+              + ": "
+              + manifestFile
+              + " is not readable by this user (an image store belongs to the user that made it;"
+              + " run as that user, or set SANDBOX4J_HOME to a state directory of your own)",
+          e);
     } catch (IOException e) {
       throw damaged(name, manifestFile + " is unreadable: " + e.getMessage(), e);
     }

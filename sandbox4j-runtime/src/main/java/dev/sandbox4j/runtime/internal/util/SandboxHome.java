@@ -1,5 +1,7 @@
 package dev.sandbox4j.runtime.internal.util;
 
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.regex.Pattern;
 
@@ -15,6 +17,32 @@ public final class SandboxHome {
 
   /** The state directory when neither the builder nor {@code SANDBOX4J_HOME} names one. */
   public static final Path DEFAULT = Path.of("/var/lib/sandbox4j");
+
+  /**
+   * The state directory of a provider that also runs without root (Docker, the CLI): {@code
+   * envHome} ({@code $SANDBOX4J_HOME}) if set; else, for root, {@link #DEFAULT} (which the local
+   * engine uses too); else {@code .sandbox4j} in the user's home, since another user's state
+   * directory is not theirs to read.
+   */
+  public static Path of(String envHome, String userHome, boolean root) {
+    if (envHome != null && !envHome.isBlank()) {
+      return Path.of(envHome).toAbsolutePath().normalize();
+    }
+    return root ? DEFAULT : Path.of(userHome, ".sandbox4j");
+  }
+
+  /** {@link #of} for this process: its environment, its user's home, whether its uid is 0. */
+  public static Path ofThisProcess() {
+    return of(System.getenv("SANDBOX4J_HOME"), System.getProperty("user.home"), isRoot());
+  }
+
+  private static boolean isRoot() {
+    try {
+      return Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
+    } catch (IOException | RuntimeException noProc) {
+      return "root".equals(System.getProperty("user.name")); // no /proc: macOS
+    }
+  }
 
   /** The supervisor's log, in the home: what it did and what failed (see Supervisor). */
   public static final String SUPERVISOR_LOG = "supervisor.log";
