@@ -45,6 +45,32 @@ class NonRootDockerCliTest {
     dockerGid = (Integer) Files.getAttribute(Path.of("/var/run/docker.sock"), "unix:gid");
     Prerequisites.require(dockerGid != 0, "a docker socket of the docker group, not root's");
     readableBy(temp); // JUnit makes it 0700
+    // The default image in the daemon, imported from root's store if it is not yet (what root's
+    // first docker sandbox on this machine does): the user cannot build one.
+    var out = new java.io.ByteArrayOutputStream();
+    var err = new java.io.ByteArrayOutputStream();
+    try (var o = new java.io.PrintStream(out, true, java.nio.charset.StandardCharsets.UTF_8);
+        var e = new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8)) {
+      CliContext asRoot =
+          new CliContext(
+              dev.sandbox4j.runtime.internal.util.SandboxHome.ofThisProcess(),
+              new java.io.ByteArrayInputStream(new byte[0]),
+              o,
+              e);
+      int code =
+          Cli.run(
+              asRoot,
+              "--quiet",
+              "create",
+              "--provider",
+              "docker",
+              "--egress",
+              "none",
+              "--label",
+              "sandbox4j.test=nonroot");
+      assertThat(code).as("root's docker sandbox: %s", err).isZero();
+      assertThat(Cli.run(asRoot, "rm", out.toString().strip())).isZero();
+    }
   }
 
   record Run(int exitCode, String out, String err) {}
