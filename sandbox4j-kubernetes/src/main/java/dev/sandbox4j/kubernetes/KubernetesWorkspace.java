@@ -41,13 +41,16 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
   static final String MARKER = "SANDBOX4J_COMMAND=";
 
   /**
-   * The command line of every command: {@code sh -c WRAPPER sandbox4j-exec ID}, short and the same
-   * for every command (an API server, and the mock's, bounds the length of the exec URL that
-   * carries it). The command itself comes first on stdin, as a frame ({@code LENGTH\n} and that
-   * many bytes; {@code head -c} reads exactly those) holding a {@link #prelude}: it exports the
-   * command's env (the exec API has none), enters the working directory and sets the positional
-   * parameters to the argv. The wrapper exports the marker, which every process of the command
-   * inherits.
+   * The command line of every command: {@code sh -c WRAPPER sandbox4j-exec SANDBOX4J_COMMAND=ID},
+   * short and the same for every command (an API server, and the mock's, bounds the length of the
+   * exec URL that carries it). The command itself comes first on stdin, as a frame ({@code
+   * LENGTH\n} and that many bytes; {@code head -c} reads exactly those) holding a {@link #prelude}:
+   * it exports the command's env (the exec API has none), enters the working directory and sets the
+   * positional parameters to the argv. The wrapper exports the marker, which every process of the
+   * command inherits; it is also the wrapper's own argument, so that a kill finds the command from
+   * the moment the wrapper starts: one that comes before the wrapper has started any process (the
+   * caller's stdin failed at once, under load) found nothing to kill, and the stdin end that
+   * followed the kill let the command run to completion on a truncated input.
    *
    * <p>stdin: without it, the command gets {@code /dev/null}; with it, further frames carry it,
    * {@code 0\n} its end, decoded into a FIFO that is the command's stdin, so that the command sees
@@ -69,7 +72,7 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
    */
   static final String WRAPPER =
       """
-      export SANDBOX4J_COMMAND="$1"
+      export "$1"
       d=$(mktemp -d) || exit 1
       IFS= read -r n && head -c "$n" >"$d/args" || { rm -rf "$d"; exit 1; }
       . "$d/args"
@@ -116,8 +119,12 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
     return "'" + s.replace("'", "'\\''") + "'";
   }
 
-  /** Kills every process whose environment holds {@code SANDBOX4J_COMMAND=$1}, and descendants. */
-  static final String KILL_TREE = MarkedTrees.killScript(MarkedTrees.MarkerIn.ENVIRON, MARKER);
+  /**
+   * Kills every process whose arguments or environment hold {@code SANDBOX4J_COMMAND=$1}, and their
+   * descendants.
+   */
+  static final String KILL_TREE =
+      MarkedTrees.killScript(MarkedTrees.MarkerIn.CMDLINE_OR_ENVIRON, MARKER);
 
   private final KubernetesSandbox sandboxes;
   private final boolean attach;
@@ -186,7 +193,7 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
     long clockStart = System.nanoTime();
     String commandId = HexFormat.of().formatHex(randomBytes(8));
     boolean framed = options.stdin().isPresent();
-    List<String> argv = List.of("/bin/sh", "-c", WRAPPER, "sandbox4j-exec", commandId);
+    List<String> argv = List.of("/bin/sh", "-c", WRAPPER, "sandbox4j-exec", MARKER + commandId);
     byte[] prelude =
         prelude(target.workingDirectory(), options.env(), command.toArgv(), framed)
             .getBytes(StandardCharsets.UTF_8);

@@ -17,12 +17,25 @@ public final class MarkedTrees {
     /** An argument (readable by any user in the container). */
     CMDLINE("cmdline"),
     /** An environment variable {@code NAME=VALUE} (readable by the process's user or root). */
-    ENVIRON("environ");
+    ENVIRON("environ"),
+    /**
+     * Either: for a command whose first process gets its marker as an argument (an exec API with no
+     * environment, Kubernetes') and exports it to the rest, so that the tree is found from the
+     * moment that process starts, before any process with the variable exists.
+     */
+    CMDLINE_OR_ENVIRON("cmdline", "environ");
 
-    private final String file;
+    private final java.util.List<String> files;
 
-    MarkerIn(String file) {
-      this.file = file;
+    MarkerIn(String... files) {
+      this.files = java.util.List.of(files);
+    }
+
+    /** The shell that prints the marker lines of the process at {@code $d}. */
+    String lines() {
+      return files.stream()
+          .map(f -> "tr '\\0' '\\n' < \"$d/" + f + "\"")
+          .collect(java.util.stream.Collectors.joining("; ", "{ ", "; }"));
     }
   }
 
@@ -43,7 +56,7 @@ public final class MarkedTrees {
         m="%s$1"; self=$$; tree=" "
         for d in /proc/[0-9]*; do
           p=${d#/proc/}; [ "$p" = "$self" ] && continue
-          if tr '\\0' '\\n' < "$d/%s" 2>/dev/null | grep -qxF -- "$m"; then tree="$tree$p "; fi
+          if %s 2>/dev/null | grep -qxF -- "$m"; then tree="$tree$p "; fi
         done
         [ "$tree" = " " ] && exit 0
         round=0
@@ -71,6 +84,6 @@ public final class MarkedTrees {
         done
         exit 1
         """
-        .formatted(markerPrefix, where.file);
+        .formatted(markerPrefix, where.lines());
   }
 }
