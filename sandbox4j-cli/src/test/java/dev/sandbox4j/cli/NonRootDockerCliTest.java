@@ -119,9 +119,30 @@ class NonRootDockerCliTest {
       Run rm = asUser(home, classPath, "rm", ref);
       assertThat(rm.exitCode()).as(rm.err()).isZero();
     }
+    // its supervisor (it kept the timer) ends on its own, 10 s after the daemon's last sandbox
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (!processesOfTheUser().isEmpty() && System.nanoTime() < end) {
+      Thread.sleep(200);
+    }
+    assertThat(processesOfTheUser()).as("processes of the user left running").isEmpty();
     Path state = home.resolve(".sandbox4j").resolve("docker");
     assertThat(state).as("its docker state (the sandbox's timer) is in its own home").isDirectory();
     assertThat(Files.getAttribute(state, "unix:uid")).isEqualTo(UID);
+  }
+
+  private static List<String> processesOfTheUser() {
+    return ProcessHandle.allProcesses()
+        .filter(
+            p -> {
+              try {
+                return Integer.valueOf(UID)
+                    .equals(Files.getAttribute(Path.of("/proc/" + p.pid()), "unix:uid"));
+              } catch (IOException | RuntimeException gone) {
+                return false;
+              }
+            })
+        .map(p -> p.pid() + " " + p.info().commandLine().orElse("?"))
+        .toList();
   }
 
   /** Runs the CLI's main class as {@link #UID} with the docker group, HOME {@code home}. */
