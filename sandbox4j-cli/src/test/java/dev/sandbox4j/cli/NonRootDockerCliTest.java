@@ -82,6 +82,23 @@ class NonRootDockerCliTest {
     Files.setAttribute(home, "unix:gid", UID);
     List<String> classPath = readableClassPath();
 
+    Run withDefaultEgress =
+        asUser(
+            home,
+            classPath,
+            "--quiet",
+            "create",
+            "--provider",
+            "docker",
+            "--label",
+            "sandbox4j.test=nonroot");
+    assertThat(withDefaultEgress.exitCode())
+        .as("the egress network needs root on this host")
+        .isNotZero();
+    assertThat(withDefaultEgress.err())
+        .contains("this process is not root")
+        .contains("--egress none");
+
     Run create =
         asUser(
             home,

@@ -167,9 +167,9 @@ final class DockerNetworking {
             throw new WorkspaceException(
                 "cannot give a docker sandbox its egress network: "
                     + e.getMessage()
-                    + ". Build the provider with egress(EgressPolicy.none()) for no network, or"
-                    + " bridgeNetwork() for Docker's own bridge (which reaches the host and its"
-                    + " networks)",
+                    + ". Build the provider with egress(EgressPolicy.none()) (CLI: --egress none)"
+                    + " for no network, or bridgeNetwork() for Docker's own bridge (which reaches"
+                    + " the host and its networks)",
                 e);
           }
         }
