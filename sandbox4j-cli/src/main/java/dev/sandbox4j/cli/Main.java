@@ -39,10 +39,7 @@ public final class Main {
     Cli.ENGINE_LOG.setLevel(java.util.logging.Level.WARNING);
     CliContext context =
         new CliContext(
-            home(
-                System.getenv(),
-                System.getProperty("user.home"),
-                "root".equals(System.getProperty("user.name"))),
+            home(System.getenv(), System.getProperty("user.home"), SandboxHome.isRoot()),
             System.in,
             System.out,
             System.err,

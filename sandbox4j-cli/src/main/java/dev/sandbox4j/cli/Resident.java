@@ -1,5 +1,6 @@
 package dev.sandbox4j.cli;
 
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -92,11 +93,7 @@ final class Resident implements AutoCloseable {
     this.self = self;
     this.code = code;
     this.env = ResidentClient.stable(System.getenv());
-    this.home =
-        Main.home(
-            System.getenv(),
-            System.getProperty("user.home"),
-            "root".equals(System.getProperty("user.name")));
+    this.home = Main.home(System.getenv(), System.getProperty("user.home"), SandboxHome.isRoot());
     this.homeExisted = Files.isDirectory(home);
   }
 
@@ -338,10 +335,7 @@ final class Resident implements AutoCloseable {
     RemoteStdin in = new RemoteStdin(sender);
     CliContext context =
         new CliContext(
-            Main.home(
-                request.env(),
-                System.getProperty("user.home"),
-                "root".equals(System.getProperty("user.name"))),
+            Main.home(request.env(), System.getProperty("user.home"), SandboxHome.isRoot()),
             in,
             out,
             err,

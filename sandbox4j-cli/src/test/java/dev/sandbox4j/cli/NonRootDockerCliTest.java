@@ -2,6 +2,7 @@ package dev.sandbox4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.conformance.Prerequisites;
 import java.io.File;
 import java.io.IOException;
@@ -38,9 +39,7 @@ class NonRootDockerCliTest {
   static void requirePrerequisites() throws Exception {
     Prerequisites.require(
         Files.exists(Path.of("/var/run/docker.sock")), "a Docker daemon on /var/run/docker.sock");
-    Prerequisites.require(
-        Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid")),
-        "root, to run the CLI as another user");
+    Prerequisites.require(SandboxHome.isRoot(), "root, to run the CLI as another user");
     Prerequisites.require(Files.isExecutable(Path.of("/usr/bin/setpriv")), "setpriv (util-linux)");
     dockerGid = (Integer) Files.getAttribute(Path.of("/var/run/docker.sock"), "unix:gid");
     Prerequisites.require(dockerGid != 0, "a docker socket of the docker group, not root's");
@@ -53,27 +52,24 @@ class NonRootDockerCliTest {
         var e = new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8)) {
       CliContext asRoot =
           new CliContext(
-              dev.sandbox4j.runtime.internal.util.SandboxHome.ofThisProcess(),
-              new java.io.ByteArrayInputStream(new byte[0]),
-              o,
-              e);
-      int code =
-          Cli.run(
-              asRoot,
-              "--quiet",
-              "create",
-              "--provider",
-              "docker",
-              "--egress",
-              "none",
-              "--label",
-              "sandbox4j.test=nonroot");
+              SandboxHome.ofThisProcess(), new java.io.ByteArrayInputStream(new byte[0]), o, e);
+      int code = Cli.run(asRoot, create("--egress", "none"));
       assertThat(code).as("root's docker sandbox: %s", err).isZero();
       assertThat(Cli.run(asRoot, "rm", out.toString().strip())).isZero();
     }
   }
 
   record Run(int exitCode, String out, String err) {}
+
+  /** The arguments of a quiet {@code create} of a labelled docker sandbox, with {@code options}. */
+  private static String[] create(String... options) {
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                "--quiet", "create", "--provider", "docker", "--label", "sandbox4j.test=nonroot"));
+    args.addAll(List.of(options));
+    return args.toArray(String[]::new);
+  }
 
   @Test
   void aUserInTheDockerGroupCreatesUsesAndRemovesASandboxWithStateOfItsOwn() throws Exception {
@@ -82,16 +78,7 @@ class NonRootDockerCliTest {
     Files.setAttribute(home, "unix:gid", UID);
     List<String> classPath = readableClassPath();
 
-    Run withDefaultEgress =
-        asUser(
-            home,
-            classPath,
-            "--quiet",
-            "create",
-            "--provider",
-            "docker",
-            "--label",
-            "sandbox4j.test=nonroot");
+    Run withDefaultEgress = asUser(home, classPath, create());
     assertThat(withDefaultEgress.exitCode())
         .as("the egress network needs root on this host")
         .isNotZero();
@@ -99,20 +86,7 @@ class NonRootDockerCliTest {
         .contains("this process is not root")
         .contains("--egress none");
 
-    Run create =
-        asUser(
-            home,
-            classPath,
-            "--quiet",
-            "create",
-            "--provider",
-            "docker",
-            "--egress",
-            "none",
-            "--idle-timeout",
-            "10m",
-            "--label",
-            "sandbox4j.test=nonroot");
+    Run create = asUser(home, classPath, create("--egress", "none", "--idle-timeout", "10m"));
     assertThat(create.exitCode()).as(create.err()).isZero();
     String ref = create.out().strip();
     assertThat(ref).matches("docker:[0-9a-f]{12}");

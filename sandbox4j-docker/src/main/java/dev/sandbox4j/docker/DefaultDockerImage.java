@@ -47,7 +47,7 @@ final class DefaultDockerImage {
 
   /** The default image's name in {@code daemon}, imported first if the daemon lacks it. */
   static String ensure(Daemon daemon, Consumer<String> progress) {
-    return ensure(daemon, localHome(), progress);
+    return ensure(daemon, SandboxHome.ofThisProcess(), progress);
   }
 
   /**
@@ -137,7 +137,7 @@ final class DefaultDockerImage {
   /** Whether the default image is in the daemon, or can be imported from this machine's store. */
   static dev.sandbox4j.runtime.HostCheck check(Daemon daemon) {
     String name = "docker default image";
-    Path home = localHome();
+    Path home = SandboxHome.ofThisProcess();
     Optional<Image> image;
     try {
       image = new ImageStore(home.resolve("images")).find(ImageStore.DEFAULT);
@@ -181,10 +181,6 @@ final class DefaultDockerImage {
         .flatMap(i -> i.getRepoTags() == null ? Stream.empty() : Arrays.stream(i.getRepoTags()))
         .filter(tag -> tag.startsWith(REPOSITORY + ":"))
         .findFirst();
-  }
-
-  private static Path localHome() {
-    return SandboxHome.ofThisProcess();
   }
 
   private static void importLayer(Daemon daemon, Path layer, String tag) throws IOException {

@@ -13,6 +13,7 @@ import dev.sandbox4j.runtime.internal.oci.Gvisor;
 import dev.sandbox4j.runtime.internal.oci.HelperBuilds;
 import dev.sandbox4j.runtime.internal.oci.OciRuntime;
 import dev.sandbox4j.runtime.internal.util.HostCommand;
+import dev.sandbox4j.runtime.internal.util.SandboxHome;
 import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -102,7 +103,7 @@ public final class HostSetup {
   public static List<HostCheck> setup(Path home, Consumer<String> progress) {
     Objects.requireNonNull(home, "home");
     Objects.requireNonNull(progress, "progress");
-    requireLinuxAndRoot(System.getProperty("os.name"), isRoot());
+    requireLinuxAndRoot(System.getProperty("os.name"), SandboxHome.isRoot());
 
     installPackages(progress);
 
@@ -222,7 +223,7 @@ public final class HostSetup {
   }
 
   private static HostCheck root() {
-    return isRoot()
+    return SandboxHome.isRoot()
         ? HostCheck.ok("root", "running as root")
         : HostCheck.missing(
             "root",
@@ -483,16 +484,6 @@ public final class HostSetup {
           Long.parseLong(Files.readAllLines(MAX_USER_NAMESPACES).getFirst().strip()));
     } catch (IOException | RuntimeException e) {
       return Optional.empty();
-    }
-  }
-
-  /** Whether this process's effective uid is 0. */
-  static boolean isRoot() {
-    try {
-      Object uid = Files.getAttribute(Path.of("/proc/self"), "unix:uid");
-      return Integer.valueOf(0).equals(uid);
-    } catch (IOException | RuntimeException e) {
-      return "root".equals(System.getProperty("user.name"));
     }
   }
 

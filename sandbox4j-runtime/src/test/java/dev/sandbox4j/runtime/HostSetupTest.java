@@ -24,7 +24,7 @@ class HostSetupTest {
   @Test
   void thisPreparedHostPassesEveryCheck() {
     Prerequisites.require(System.getProperty("os.name").equals("Linux"), "Linux");
-    Prerequisites.require(HostSetup.isRoot(), "root");
+    Prerequisites.require(dev.sandbox4j.runtime.internal.util.SandboxHome.isRoot(), "root");
 
     List<HostCheck> checks = HostSetup.check(HOME);
 

@@ -1,5 +1,6 @@
 package dev.sandbox4j.runtime.internal.engine;
 
+import dev.sandbox4j.runtime.Isolation;
 import dev.sandbox4j.runtime.internal.image.Image;
 import dev.sandbox4j.runtime.internal.image.ImageStore;
 import dev.sandbox4j.runtime.internal.linux.Cgroups;
@@ -106,7 +107,10 @@ final class ContainerStart {
       if (hosts.isPresent() && !Files.exists(hosts.get())) {
         networks.writeHosts(dir, id);
       }
-      tmp = engine.runtimeOf(id).isGvisor() ? gvisorTmp(id, rootfs, hostBase) : Optional.empty();
+      tmp =
+          record.isolation() == Isolation.GVISOR
+              ? gvisorTmp(id, rootfs, hostBase)
+              : Optional.empty();
     } catch (IOException | RuntimeException e) {
       rules.ifPresent(r -> r.exceptionally(ignored -> null).join());
       throw e;

@@ -36,7 +36,8 @@ public final class SandboxHome {
     return of(System.getenv("SANDBOX4J_HOME"), System.getProperty("user.home"), isRoot());
   }
 
-  private static boolean isRoot() {
+  /** Whether this process's effective uid is 0 ({@code /proc}; without it, the user's name). */
+  public static boolean isRoot() {
     try {
       return Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
     } catch (IOException | RuntimeException noProc) {
