@@ -402,9 +402,12 @@ public final class Cgroups {
   /**
    * Removes the command's cgroup once nothing runs in it. The command's exit code can arrive while
    * the process that reported it is still exiting there, so a busy group is tried again for a few
-   * milliseconds, then in the background a few times over several seconds; one that a background
-   * process of the command keeps for longer goes with the sandbox's destroy. (Left alone, every
-   * such race left an empty cgroup behind: about one command in ten through the exec helper.)
+   * milliseconds, then, if it lists no process (the kernel is still letting go of one that ended),
+   * in the background a few times over several seconds. (Left alone, every such race left an empty
+   * cgroup behind: about one command in ten through the exec helper.) One that a background process
+   * of the command keeps goes with the sandbox's destroy, never in the background: a hibernate
+   * kills that process and the restore puts it back into the same group, so a background removal in
+   * between made the restore fail (CRIU: "Can't move ... into .../cmd-...: No such file").
    */
   public void removeCommandGroup(String id, String group) {
     if (unified == null) {
@@ -414,7 +417,9 @@ public final class Cgroups {
     long end = System.nanoTime() + REMOVAL_SETTLE_NANOS;
     while (!removed(dir)) {
       if (System.nanoTime() > end) {
-        removeLater(dir, 0);
+        if (!listsProcesses(dir)) {
+          removeLater(dir, 0);
+        }
         return;
       }
       Thread.onSpinWait();
@@ -442,12 +447,23 @@ public final class Cgroups {
     }
     REMOVER.schedule(
         () -> {
-          if (!removed(dir)) {
+          if (!removed(dir) && !listsProcesses(dir)) {
             removeLater(dir, attempt + 1);
           }
         },
         LATER_REMOVALS[attempt],
         java.util.concurrent.TimeUnit.MILLISECONDS);
+  }
+
+  /** Whether cgroup {@code dir}'s {@code cgroup.procs} lists a process (an unreadable one: yes). */
+  private static boolean listsProcesses(Path dir) {
+    try {
+      return !Files.readString(dir.resolve("cgroup.procs")).isBlank();
+    } catch (NoSuchFileException gone) {
+      return false;
+    } catch (IOException e) {
+      return true;
+    }
   }
 
   /** Whether {@code dir} is gone now (removed, or never there); false while processes are in it. */

@@ -47,4 +47,48 @@ class CgroupsTest {
     assertThat(Cgroups.detect("sandbox4j", mountinfo).v1ProcsFiles("abc"))
         .containsExactly(pids.resolve("sandbox4j/abc/cgroup.procs").toString());
   }
+
+  /** A cgroup v2 hierarchy at {@code temp/unified} holding sandbox {@code abc}'s command group. */
+  private Path commandGroup(String procs) throws Exception {
+    Path unified = temp.resolve("unified");
+    Path group = unified.resolve("sandbox4j/abc/cmd-1");
+    Files.createDirectories(group);
+    // a directory with a file in it cannot be deleted: as a cgroup with processes cannot
+    Files.writeString(group.resolve("cgroup.procs"), procs);
+    Files.writeString(
+        temp.resolve("mountinfo"),
+        "31 24 0:27 / %s rw,relatime - cgroup2 cgroup2 rw%n".formatted(unified));
+    return group;
+  }
+
+  @Test
+  void aCommandGroupABackgroundProcessKeepsIsNeverRemovedInTheBackground() throws Exception {
+    Path group = commandGroup("4242\n");
+    Cgroups cgroups = Cgroups.detect("sandbox4j", temp.resolve("mountinfo"));
+
+    cgroups.removeCommandGroup("abc", "cmd-1");
+    // a hibernate killed the process; the restore is about to put it back into this group
+    Files.delete(group.resolve("cgroup.procs"));
+    Thread.sleep(800); // past the background tries at 50 and 550 ms
+
+    assertThat(group)
+        .as("left for the sandbox's destroy: removing it would fail the restore")
+        .isDirectory();
+  }
+
+  @Test
+  void aCommandGroupThatListsNoProcessIsRemovedOnceItCanBe() throws Exception {
+    Path group = commandGroup(""); // the kernel is still letting go of an ended process
+    Cgroups cgroups = Cgroups.detect("sandbox4j", temp.resolve("mountinfo"));
+
+    cgroups.removeCommandGroup("abc", "cmd-1");
+    assertThat(group).isDirectory();
+    Files.delete(group.resolve("cgroup.procs")); // it has let go
+
+    long end = System.nanoTime() + 10_000_000_000L;
+    while (Files.exists(group) && System.nanoTime() < end) {
+      Thread.sleep(10);
+    }
+    assertThat(group).as("removed by a background try").doesNotExist();
+  }
 }
