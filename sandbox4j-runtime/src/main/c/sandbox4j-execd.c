@@ -10,18 +10,23 @@
  * Request (engine -> helper), on fd 0: a header of two u32 (magic, payload length) sent with
  * exactly four descriptors (SCM_RIGHTS): the command's stdin, stdout, stderr, and a "go" pipe;
  * then the payload: u32 request id, uid, gid, argc, envc, then NUL-terminated cwd, argv..., env...
+ * A claim of the spare keeper (magic MAGIC_CLAIM) has three descriptors (no go pipe), and its
+ * payload starts with the spare's sequence number (see "the spare keeper" below).
  *
  * Replies (helper -> engine), on fd 1: 16 bytes each, four u32 (type, request id, a, b):
+ *   READY    once, first: request id 0, a = VERSION
  *   STARTED  a = the command's first process, a pid in the sandbox's pid namespace
  *   FAILED   a = errno, b = stage (fork, setgroups, setgid, setuid, chdir, fork of the command)
  *   EXITED   a = exit code (128 + signal for a signalled command), b = 1 if the keeper itself was
  *            killed (by a signal from inside the sandbox, not by its command's end)
+ *   SPARE    request id = the spare keeper's sequence number, a = its pid (VERSION 3)
  *
  * Per command: the helper forks a "keeper" that makes a process group of its own, then waits for a
  * byte on the go pipe: the engine sends it once it has moved the keeper into the command's cgroup
  * (EOF: exit without running anything). The keeper then takes on the user and working directory,
- * forks the command and waits for it; the command is not a group leader (it may call setsid), and
- * a `kill 0` of it reaches neither the helper nor other commands.
+ * vforks the command and waits for it; the command is not a group leader (it may call setsid), and
+ * a `kill 0` of it reaches neither the helper nor other commands. argv runs as `sh -c 'exec "$@"'`
+ * would run it (exec_as_shell), without that shell's own exec.
  *
  * `sandbox4j-execd --framed` is the helper of a gVisor sandbox (see framed_main below): there no
  * descriptor crosses runsc's boundary, so the commands' stdin and output travel as frames over the
@@ -48,12 +53,18 @@
 #include <unistd.h>
 
 #define MAGIC 0x53425831u /* "SBX1" */
+#define MAGIC_CLAIM 0x53425843u /* "SBXC": a request for the spare keeper (VERSION 3) */
+#define SPARE_IDLE_MS 30000 /* a spare unclaimed this long is given up (it holds a pid) */
 #define MAX_PAYLOAD (8u << 20)
 #define MAX_COMMANDS 1024
 #define MAX_STRINGS 65536
+/* READY's a: 1 ran argv[0] as a path; 2 runs argv as `sh -c 'exec "$@"'` would (exec_as_shell);
+   3 also keeps a spare keeper (SPARE, MAGIC_CLAIM) */
+#define VERSION 3u
 
-enum { STARTED = 1, FAILED = 2, EXITED = 3, READY = 4 };
-enum { ST_FORK = 1, ST_SETGROUPS, ST_SETGID, ST_SETUID, ST_CHDIR, ST_FORK_COMMAND, ST_PROTOCOL };
+enum { STARTED = 1, FAILED = 2, EXITED = 3, READY = 4, SPARE = 5 };
+enum { ST_FORK = 1, ST_SETGROUPS, ST_SETGID, ST_SETUID, ST_CHDIR, ST_FORK_COMMAND, ST_PROTOCOL,
+       ST_SPARE };
 
 struct command {
   pid_t keeper;
@@ -171,21 +182,120 @@ static char **with_home(char **envp, uint32_t uid) {
   return out;
 }
 
-static void run_keeper(int fds[4], int report, uint32_t uid, uint32_t gid, const char *cwd,
-                       char **argv, char **envp) {
+/*
+ * Runs `argv` as `sh -c 'exec "$@"'` would, without the shell's own exec (which cost 7-21 ms per
+ * command under gVisor here, and about 1 ms under crun): a name without a slash is looked up on the
+ * command's own PATH (a shell's default if it has none); a file the kernel cannot run (no #!) runs
+ * under /bin/sh; not found exits 127, found but not runnable 126, each with the shell's message.
+ */
+static void exec_as_shell(char **argv, char **envp) {
+  const char *name = argv[0];
+  int found_but_denied = 0;
+  if (strchr(name, '/')) {
+    execve(name, argv, envp);
+    if (errno == ENOEXEC)
+      goto script;
+    dprintf(2, "%s: %s\n", name, strerror(errno));
+    _exit(errno == ENOENT || errno == ENOTDIR ? 127 : 126);
+  }
+  const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (char **e = envp; *e; e++)
+    if (strncmp(*e, "PATH=", 5) == 0)
+      path = *e + 5;
+  static char file[8192];
+  for (const char *p = path;; p++) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len + 1 + strlen(name) + 1 <= sizeof file) {
+      if (len == 0)
+        snprintf(file, sizeof file, "%s", name);
+      else
+        snprintf(file, sizeof file, "%.*s/%s", (int)len, p, name);
+      execve(file, argv, envp);
+      if (errno == ENOEXEC) {
+        name = file;
+        goto script;
+      }
+      if (errno == EACCES)
+        found_but_denied = 1;
+    }
+    if (!end)
+      break;
+    p = end;
+  }
+  if (found_but_denied) {
+    dprintf(2, "%s: Permission denied\n", argv[0]);
+    _exit(126);
+  }
+  dprintf(2, "%s: not found\n", argv[0]);
+  _exit(127);
+script:;
+  size_t n = 0;
+  while (argv[n])
+    n++;
+  char **sh = calloc(n + 2, sizeof(char *));
+  if (!sh)
+    _exit(126);
+  sh[0] = "/bin/sh";
+  sh[1] = (char *)name;
+  for (size_t i = 1; i <= n; i++)
+    sh[i + 1] = argv[i];
+  execve("/bin/sh", sh, envp);
+  dprintf(2, "%s: %s\n", name, strerror(ENOEXEC));
+  _exit(126);
+}
+
+/* Closes every descriptor from `low` on: close_range, or one by one as /proc/self/fd lists them. */
+static void close_from(int low) {
+  if (syscall(SYS_close_range, (unsigned)low, ~0u, 0) == 0)
+    return;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) {
+    for (int fd = low; fd < 65536; fd++)
+      close(fd);
+    return;
+  }
+  int mine = dirfd(d);
+  int fds[4096], n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 4096) {
+    int fd = atoi(e->d_name);
+    if (fd >= low && fd != mine)
+      fds[n++] = fd;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+}
+
+/* Moves the keeper's `n` descriptors to 3.. and closes the rest of the helper's. */
+static void keep_fds(const int *fds, int n) {
+  int high[5];
+  for (int i = 0; i < n; i++) {
+    high[i] = fcntl(fds[i], F_DUPFD, 64);
+    if (high[i] < 0)
+      _exit(127);
+  }
+  for (int i = 0; i < n; i++) {
+    if (dup2(high[i], 3 + i) < 0)
+      _exit(127);
+  }
+  close_from(3 + n);
+}
+
+/* What every keeper does first: nothing of the helper's stdio, a process group, no signals. */
+static void become_keeper(void) {
   null_stdio(); /* let go of the helper's socket at once: only the helper speaks to the engine */
   setpgid(0, 0);
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL); /* the keeper ends only with its command, or SIGKILL */
-  char go;
-  ssize_t n;
-  do {
-    n = read(fds[3], &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1)
-    _exit(125); /* the engine said no (the command was cancelled) or is gone */
-  close(fds[3]);
+}
+
+/* A keeper, in its command's cgroup: takes on the user, runs the command (fds: its stdin, stdout,
+   stderr), waits for it and exits with its code. */
+static void keeper_run(int fds[3], int report, uint32_t uid, uint32_t gid, const char *cwd,
+                       char **argv, char **envp) {
   envp = with_home(envp, uid);
   if (setgroups(0, NULL) < 0)
     keeper_fail(report, ST_SETGROUPS);
@@ -195,7 +305,12 @@ static void run_keeper(int fds[4], int report, uint32_t uid, uint32_t gid, const
     keeper_fail(report, ST_SETUID);
   if (chdir(cwd) < 0)
     keeper_fail(report, ST_CHDIR);
-  pid_t child = fork();
+  /* The keeper is the user now, and not dumpable (a change of user makes it so), so no process of
+     the sandbox can trace it. vfork: the command needs no copy of the keeper's memory, which its
+     exec discards at once; the child shares that memory until then and runs system calls only,
+     and exec_as_shell, whose buffers nothing else uses meanwhile (the keeper is suspended). */
+  prctl(PR_SET_DUMPABLE, 0);
+  pid_t child = vfork();
   if (child < 0)
     keeper_fail(report, ST_FORK_COMMAND);
   if (child == 0) {
@@ -214,10 +329,7 @@ static void run_keeper(int fds[4], int report, uint32_t uid, uint32_t gid, const
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(argv[0], argv, envp);
-    int e = errno;
-    dprintf(2, "sandbox4j: cannot run %s: %s\n", argv[0], strerror(e));
-    _exit(e == ENOENT ? 127 : 126);
+    exec_as_shell(argv, envp);
   }
   for (int i = 0; i < 3; i++)
     close(fds[i]);
@@ -228,6 +340,169 @@ static void run_keeper(int fds[4], int report, uint32_t uid, uint32_t gid, const
       _exit(127);
   }
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+/* The keeper of a request: waits for the go byte on fds[3] (sent once the engine has moved it into
+   the command's cgroup), then runs the command. */
+static void run_keeper(int fds[4], int report, uint32_t uid, uint32_t gid, const char *cwd,
+                       char **argv, char **envp) {
+  become_keeper();
+  char go;
+  ssize_t n;
+  do {
+    n = read(fds[3], &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1)
+    _exit(125); /* the engine said no (the command was cancelled) or is gone */
+  close(fds[3]);
+  keeper_run(fds, report, uid, gid, cwd, argv, envp);
+}
+
+/* A command's payload (validated): f = request id, uid, gid, argc, envc; strings = cwd, argv...,
+   NULL, env..., NULL (pointing into payload). 0, or -1 if malformed. */
+static int parse_payload(char *payload, uint32_t len, uint32_t f[5], char ***strings) {
+  if (len < 20)
+    return -1;
+  memcpy(f, payload, 5 * sizeof(uint32_t));
+  uint32_t argc = f[3], envc = f[4];
+  if (argc < 1 || argc > MAX_STRINGS || envc > MAX_STRINGS)
+    return -1;
+  char **out = calloc(1 + argc + 1 + envc + 1, sizeof(char *));
+  if (!out)
+    return -1;
+  char *p = payload + 20, *end = payload + len;
+  for (uint32_t i = 0; i < 1 + argc + envc; i++) {
+    char *z = memchr(p, 0, (size_t)(end - p));
+    if (!z) {
+      free(out);
+      return -1;
+    }
+    out[i < 1 + argc ? i : i + 1] = p;
+    p = z + 1;
+  }
+  *strings = out;
+  return 0;
+}
+
+/* ---- the spare keeper (VERSION 3) -----------------------------------------------------------
+ * Forked ahead, while no command waits, so that a command's start is neither a fork of the helper
+ * nor a move into a cgroup: the helper reports it (SPARE: request id = its sequence number, a =
+ * its pid), and the engine moves it into a fresh command cgroup of its own before it ever claims
+ * it. It waits on a socket pair with the helper, holding only that and /dev/null, for a claim: the
+ * payload's length (u32, with the command's stdin, stdout and stderr as SCM_RIGHTS), then the
+ * payload. An end of that socket without a claim (the helper gave it up, or is gone) ends it.
+ * Root in the sandbox may kill it: the helper reaps it, and a claim of it then fails (FAILED, stage
+ * ST_SPARE, nothing ran) and the engine starts that command the usual way. The helper makes the
+ * next spare after each request, and gives one up that nobody claimed for SPARE_IDLE_MS.
+ */
+static pid_t spare_pid;      /* 0: none */
+static uint32_t spare_seq;   /* the current (or last) spare's sequence number */
+static int spare_ctl = -1;   /* the helper's end of the spare's socket pair */
+static int spare_report = -1; /* the read end of the spare's report pipe */
+
+static void spare_main(int ctl, int report) {
+  become_keeper();
+  uint32_t len;
+  int fds[3] = {-1, -1, -1};
+  char control[CMSG_SPACE(3 * sizeof(int))];
+  struct iovec iov = {&len, sizeof len};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                       .msg_controllen = sizeof control};
+  ssize_t n;
+  do {
+    n = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  } while (n < 0 && errno == EINTR);
+  if (n != sizeof len)
+    _exit(125); /* given up */
+  int nfds = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int i = 0; i < count && nfds < 3; i++)
+        memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    }
+  }
+  char *payload = nfds == 3 && len >= 20 && len <= MAX_PAYLOAD ? malloc(len + 1) : NULL;
+  if (!payload || read_all(ctl, payload, len) < 0)
+    _exit(125);
+  payload[len] = 0;
+  close(ctl);
+  uint32_t f[5];
+  char **strings;
+  if (parse_payload(payload, len, f, &strings) < 0)
+    _exit(125);
+  keeper_run(fds, report, f[1], f[2], strings[0], strings + 1, strings + 1 + f[3] + 1);
+}
+
+/* Forks the next spare and reports it; quietly none if it cannot (commands start the usual way). */
+static void make_spare(void) {
+  int pair[2], report[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+    return;
+  if (pipe2(report, O_CLOEXEC) < 0) {
+    close(pair[0]);
+    close(pair[1]);
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGCHLD, SIG_DFL);
+    int keep[2] = {pair[1], report[1]};
+    keep_fds(keep, 2); /* nothing else of the helper's: not its socket, nor commands' reports */
+    spare_main(3, 4);
+  }
+  close(pair[1]);
+  close(report[1]);
+  if (pid < 0) {
+    close(pair[0]);
+    close(report[0]);
+    return;
+  }
+  spare_pid = pid;
+  spare_ctl = pair[0];
+  spare_report = report[0];
+  reply(SPARE, ++spare_seq, (uint32_t)pid, 0);
+}
+
+/* Lets the spare go: it reads the end of its socket and exits (SIGKILL if `kill_it`). */
+static void drop_spare(int kill_it) {
+  if (spare_pid == 0)
+    return;
+  if (kill_it)
+    kill(spare_pid, SIGKILL);
+  close(spare_ctl);
+  close(spare_report);
+  spare_ctl = spare_report = -1;
+  spare_pid = 0;
+}
+
+/* Hands a claimed command to spare `seq`; its pid, or 0 if there is no such spare any more. */
+static pid_t claim_spare(uint32_t seq, const int fds[3], const char *payload, uint32_t len) {
+  if (spare_pid == 0 || seq != spare_seq)
+    return 0;
+  char control[CMSG_SPACE(3 * sizeof(int))];
+  memset(control, 0, sizeof control);
+  struct iovec iov = {&len, sizeof len};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                       .msg_controllen = sizeof control};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+  memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(spare_ctl, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != sizeof len || write_all(spare_ctl, payload, len) < 0) {
+    drop_spare(1); /* killed from inside, or not reading: never trusted with a command again */
+    return 0;
+  }
+  pid_t pid = spare_pid;
+  close(spare_ctl);
+  spare_ctl = -1;
+  spare_pid = 0; /* the claimed spare is a command's keeper now; its report pipe goes with it */
+  return pid;
 }
 
 /* Reads one request and starts its command; returns -1 when the engine is gone or misbehaves. */
@@ -258,29 +533,20 @@ static int serve_one(void) {
       }
     }
   }
-  if (n != sizeof header || nfds != 4 || (msg.msg_flags & MSG_CTRUNC) || header[0] != MAGIC ||
-      header[1] < 20 || header[1] > MAX_PAYLOAD)
+  int claim = n == sizeof header && header[0] == MAGIC_CLAIM;
+  uint32_t skip = claim ? 4 : 0; /* a claim's payload starts with the spare's sequence number */
+  if (n != sizeof header || nfds != (claim ? 3 : 4) || (msg.msg_flags & MSG_CTRUNC) ||
+      (header[0] != MAGIC && !claim) || header[1] < 20 + skip || header[1] > MAX_PAYLOAD)
     return -1;
   char *payload = malloc(header[1] + 1);
   if (!payload || read_all(0, payload, header[1]) < 0)
     return -1;
   payload[header[1]] = 0;
   uint32_t f[5];
-  memcpy(f, payload, sizeof f);
-  uint32_t id = f[0], uid = f[1], gid = f[2], argc = f[3], envc = f[4];
-  if (argc < 1 || argc > MAX_STRINGS || envc > MAX_STRINGS)
+  char **strings;
+  if (parse_payload(payload + skip, header[1] - skip, f, &strings) < 0)
     return -1;
-  char **strings = calloc(1 + argc + 1 + envc + 1, sizeof(char *));
-  if (!strings)
-    return -1;
-  char *p = payload + 20, *end = payload + header[1];
-  for (uint32_t i = 0; i < 1 + argc + envc; i++) {
-    char *z = memchr(p, 0, (size_t)(end - p));
-    if (!z)
-      return -1;
-    strings[i < 1 + argc ? i : i + 1] = p;
-    p = z + 1;
-  }
+  uint32_t id = f[0], uid = f[1], gid = f[2], argc = f[3];
   const char *cwd = strings[0];
   char **argv = strings + 1;
   char **envp = strings + 1 + argc + 1;
@@ -295,6 +561,17 @@ static int serve_one(void) {
   if (slot < 0) {
     errno = EAGAIN;
     reply(FAILED, id, EAGAIN, ST_FORK);
+  } else if (claim) {
+    uint32_t seq;
+    memcpy(&seq, payload, sizeof seq);
+    int reports = spare_report;
+    pid_t keeper = claim_spare(seq, fds, payload + skip, header[1] - skip);
+    if (keeper == 0) {
+      reply(FAILED, id, ESRCH, ST_SPARE); /* nothing ran: the engine starts it the usual way */
+    } else {
+      commands[slot] = (struct command){keeper, id, reports};
+      reply(STARTED, id, (uint32_t)keeper, 0);
+    }
   } else if (pipe2(report, O_CLOEXEC) < 0) {
     reply(FAILED, id, (uint32_t)errno, ST_FORK);
   } else {
@@ -303,6 +580,10 @@ static int serve_one(void) {
       close(report[0]);
       close(sigchld_pipe[0]);
       close(sigchld_pipe[1]);
+      if (spare_ctl >= 0) { /* else the spare would not see the helper give it up */
+        close(spare_ctl);
+        close(spare_report);
+      }
       signal(SIGCHLD, SIG_DFL);
       run_keeper(fds, report[1], uid, gid, cwd, argv, envp);
     }
@@ -316,9 +597,12 @@ static int serve_one(void) {
     }
   }
   for (int i = 0; i < 4; i++)
-    close(fds[i]);
+    if (fds[i] >= 0)
+      close(fds[i]);
   free(strings);
   free(payload);
+  if (spare_pid == 0)
+    make_spare();
   return 0;
 }
 
@@ -326,6 +610,10 @@ static void reap(void) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (pid == spare_pid) {
+      drop_spare(0); /* killed from inside: the next request makes another */
+      continue;
+    }
     for (int i = 0; i < MAX_COMMANDS; i++) {
       if (commands[i].keeper != pid)
         continue;
@@ -363,13 +651,19 @@ int main(int argc, char **argv) {
     dup2(null, 2);
     close(null);
   }
-  reply(READY, 0, 1, 0);
+  reply(READY, 0, VERSION, 0);
+  make_spare();
   struct pollfd pfd[2] = {{.fd = 0, .events = POLLIN}, {.fd = sigchld_pipe[0], .events = POLLIN}};
   while (1) {
-    if (poll(pfd, 2, -1) < 0) {
+    int ready = poll(pfd, 2, spare_pid ? SPARE_IDLE_MS : -1);
+    if (ready < 0) {
       if (errno == EINTR)
         continue;
       return 1;
+    }
+    if (ready == 0) {
+      drop_spare(1);
+      continue;
     }
     if (pfd[1].revents) {
       char drain[64];
@@ -414,7 +708,7 @@ int main(int argc, char **argv) {
  * also one that called setsid and one whose parent exited (a daemon's double fork). The keeper
  * forks the command, which gives up everything of the helper (close_range) before it takes on the
  * user, and waits for it. The command is looked up on its PATH and run as `sh -c 'exec "$@"'` would
- * (fr_exec), without that shell. A KILL stops the keeper's tree, kills all of it but the keeper, and the
+ * (exec_as_shell), without that shell. A KILL stops the keeper's tree, kills all of it but the keeper, and the
  * keeper last: gVisor (this release) kills the whole sandbox if a process dies whose subreaper is
  * exiting. When the engine's pipe ends (it gave the helper up, or its JVM is gone) the commands
  * still running are killed the same way: nothing would read their output.
@@ -472,29 +766,6 @@ static void fr_send2(uint32_t type, uint32_t id, uint32_t a, uint32_t b) {
 
 static void fr_send1(uint32_t type, uint32_t id, uint32_t a) {
   fr_send(type, id, &a, sizeof a, NULL, 0);
-}
-
-/* Closes every descriptor from `low` on: close_range, or one by one as /proc/self/fd lists them. */
-static void close_from(int low) {
-  if (syscall(SYS_close_range, (unsigned)low, ~0u, 0) == 0)
-    return;
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) {
-    for (int fd = low; fd < 65536; fd++)
-      close(fd);
-    return;
-  }
-  int mine = dirfd(d);
-  int fds[4096], n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) && n < 4096) {
-    int fd = atoi(e->d_name);
-    if (fd >= low && fd != mine)
-      fds[n++] = fd;
-  }
-  closedir(d);
-  for (int i = 0; i < n; i++)
-    close(fds[i]);
 }
 
 /* State letter and parent of `pid` from /proc, or 0 if it is gone. */
@@ -602,69 +873,6 @@ static void kill_tree(pid_t root) {
   free(list);
 }
 
-/*
- * Runs `argv` as `sh -c 'exec "$@"'` would, without the shell's own exec (under gVisor that exec
- * cost 7-21 ms per command here): a name without a slash is looked up on the
- * command's own PATH (a shell's default if it has none); a file the kernel cannot run (no #!) runs
- * under /bin/sh; not found exits 127, found but not runnable 126, each with the shell's message.
- */
-static void fr_exec(char **argv, char **envp) {
-  const char *name = argv[0];
-  int found_but_denied = 0;
-  if (strchr(name, '/')) {
-    execve(name, argv, envp);
-    if (errno == ENOEXEC)
-      goto script;
-    dprintf(2, "%s: %s\n", name, strerror(errno));
-    _exit(errno == ENOENT || errno == ENOTDIR ? 127 : 126);
-  }
-  const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  for (char **e = envp; *e; e++)
-    if (strncmp(*e, "PATH=", 5) == 0)
-      path = *e + 5;
-  static char file[8192];
-  for (const char *p = path;; p++) {
-    const char *end = strchr(p, ':');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len + 1 + strlen(name) + 1 <= sizeof file) {
-      if (len == 0)
-        snprintf(file, sizeof file, "%s", name);
-      else
-        snprintf(file, sizeof file, "%.*s/%s", (int)len, p, name);
-      execve(file, argv, envp);
-      if (errno == ENOEXEC) {
-        name = file;
-        goto script;
-      }
-      if (errno == EACCES)
-        found_but_denied = 1;
-    }
-    if (!end)
-      break;
-    p = end;
-  }
-  if (found_but_denied) {
-    dprintf(2, "%s: Permission denied\n", argv[0]);
-    _exit(126);
-  }
-  dprintf(2, "%s: not found\n", argv[0]);
-  _exit(127);
-script:;
-  size_t n = 0;
-  while (argv[n])
-    n++;
-  char **sh = calloc(n + 2, sizeof(char *));
-  if (!sh)
-    _exit(126);
-  sh[0] = "/bin/sh";
-  sh[1] = (char *)name;
-  for (size_t i = 1; i <= n; i++)
-    sh[i + 1] = argv[i];
-  execve("/bin/sh", sh, envp);
-  dprintf(2, "%s: %s\n", name, strerror(ENOEXEC));
-  _exit(126);
-}
-
 /* The keeper of one command: fds 3..6 are its stdin, stdout, stderr and the report pipe. */
 static void fr_keeper(uint32_t uid, uint32_t gid, const char *cwd, char **argv, char **envp) {
   null_stdio(); /* the helper's pipes to the engine are no business of the command's */
@@ -676,7 +884,7 @@ static void fr_keeper(uint32_t uid, uint32_t gid, const char *cwd, char **argv, 
   envp = with_home(envp, uid);
   /* vfork: under gVisor a fork copies the keeper's address space and the exec then tears it down
      again, which cost 15.6 ms p50 per fork+exec of /usr/bin/true here against 6.0 for vfork+exec.
-     The child shares the keeper's memory until its exec, so it runs system calls only (and fr_exec,
+     The child shares the keeper's memory until its exec, so it runs system calls only (and exec_as_shell,
      whose buffers nothing else uses meanwhile: the keeper is suspended), and it makes that memory
      not dumpable before it takes on the user, so that no process of that user can ptrace it or
      open its /proc/PID/mem in the moment between setuid and exec (the exec gives the command a
@@ -712,7 +920,7 @@ static void fr_keeper(uint32_t uid, uint32_t gid, const char *cwd, char **argv, 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    fr_exec(argv, envp);
+    exec_as_shell(argv, envp);
   }
   close(3);
   close(4);
@@ -753,21 +961,6 @@ static void fr_maybe_free(struct fcmd *c) {
   if (c->report >= 0)
     close(c->report);
   memset(c, 0, sizeof *c);
-}
-
-/* Moves the keeper's `n` descriptors to 3.. and closes the rest of the helper's. */
-static void fr_keeper_fds(const int *fds, int n) {
-  int high[5];
-  for (int i = 0; i < n; i++) {
-    high[i] = fcntl(fds[i], F_DUPFD, 64);
-    if (high[i] < 0)
-      _exit(127);
-  }
-  for (int i = 0; i < n; i++) {
-    if (dup2(high[i], 3 + i) < 0)
-      _exit(127);
-  }
-  close_from(3 + n);
 }
 
 /* A START's payload (validated): its strings, cwd first, argv and env each NULL-terminated. */
@@ -847,7 +1040,7 @@ static void fr_make_spare(void) {
   if (pid == 0) {
     signal(SIGCHLD, SIG_DFL);
     int fds[5] = {p[0][0], p[1][1], p[2][1], p[3][1], p[4][0]};
-    fr_keeper_fds(fds, 5);
+    keep_fds(fds, 5);
     null_stdio(); /* it waits holding nothing of the engine's */
     fr_spare_wait();
   }
@@ -915,7 +1108,7 @@ static void fr_start(uint32_t id, char *payload, uint32_t len) {
     if (keeper == 0) {
       signal(SIGCHLD, SIG_DFL);
       int fds[4] = {in[0], out[1], err[1], report[1]};
-      fr_keeper_fds(fds, 4);
+      keep_fds(fds, 4);
       fr_keeper(uid, gid, strings[0], strings + 1, strings + 1 + argc + 1);
     }
     if (keeper < 0) {

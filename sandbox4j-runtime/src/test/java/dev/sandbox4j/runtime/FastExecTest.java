@@ -223,7 +223,7 @@ class FastExecTest {
     for (int i = 0; i < 30; i++) {
       sh(ws, "true");
     }
-    awaitCommandGroups(sandbox, 1); // the helper's own
+    awaitCommandGroups(sandbox, 2); // the helper's own, and its spare keeper's
 
     // another JVM runs a command here and exits: its helper's group goes with it
     Path program = temp.resolve("OneCommand.java");
@@ -253,7 +253,51 @@ class FastExecTest {
     String said = new String(p.getInputStream().readAllBytes());
     assertThat(p.waitFor()).as(said).isZero();
     assertThat(said).endsWith("0\n");
-    awaitCommandGroups(sandbox, 1);
+    awaitCommandGroups(sandbox, 2);
+  }
+
+  /**
+   * Sets {@code spare} to the helper's spare keeper, as the sandbox's user sees it from a command:
+   * the helper's child that is not this command's keeper (the helper makes it as the command
+   * starts, so it is waited for).
+   */
+  private static final String FIND_SPARE =
+      "helper=$(pgrep -o -f /dev/sandbox4j-execd); mine=$(cut -d' ' -f4 /proc/$$/stat); spare=;"
+          + " for i in $(seq 100); do for p in $(pgrep -P $helper); do [ $p = $mine ] ||"
+          + " spare=$p; done; [ -n \"$spare\" ] && break; sleep 0.05; done; ";
+
+  /**
+   * The spare keeper that the next command starts in holds nothing of the engine's (no pipe of a
+   * command), the sandbox's user cannot signal it, and root killing it costs no command: the next
+   * one starts the usual way, in the spare's cgroup, and the helper makes another spare.
+   */
+  @Test
+  void theSpareKeeperHoldsNothingAndKillingItCostsNoCommand() {
+    assertThat(viaHelper(ws)).isTrue();
+    String seen =
+        sh(
+            ws,
+            FIND_SPARE
+                + "echo $spare; sudo ls /proc/$spare/fd | wc -l;"
+                + " sudo readlink /proc/$spare/fd/0 /proc/$spare/fd/1 /proc/$spare/fd/2;"
+                + " kill -0 $spare 2>/dev/null && echo signalled || echo refused;"
+                + " sudo kill -9 $spare");
+    String[] lines = seen.split("\n");
+    assertThat(lines).as(seen).hasSize(6);
+    String spare = lines[0];
+    assertThat(lines[1].strip())
+        .as("/dev/null as stdio, its socket to the helper, its report pipe: " + seen)
+        .isEqualTo("5");
+    assertThat(List.of(lines[2], lines[3], lines[4])).containsOnly("/dev/null");
+    assertThat(lines[5]).as("the sandbox's user cannot signal it").isEqualTo("refused");
+
+    // the next command claims the killed spare, finds it gone, and starts the usual way
+    assertThat(sh(ws, "echo after")).isEqualTo("after\n");
+    assertThat(viaHelper(ws)).as("the same helper, still serving").isTrue();
+    assertThat(sh(ws, FIND_SPARE + "echo $spare").strip()).as("a new spare").isNotEqualTo(spare);
+    for (int i = 0; i < 5; i++) {
+      assertThat(sh(ws, "echo " + i)).isEqualTo(i + "\n");
+    }
   }
 
   /** The cgroup v2 directory of host process {@code pid}, where this host mounts that hierarchy. */

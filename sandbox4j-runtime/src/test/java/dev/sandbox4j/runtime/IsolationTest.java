@@ -670,13 +670,14 @@ class IsolationTest {
         .as("the bomb's command ends at its 7 s timeout")
         .isInstanceOf(WorkspaceTimeoutException.class);
     long left = Long.MAX_VALUE;
-    for (int i = 0; i < 100 && left > 2; i++) { // killed processes are reaped by init
+    // what is left: init, the engine's exec helper and its spare keeper (for the next command)
+    for (int i = 0; i < 100 && left > 3; i++) { // killed processes are reaped by init
       Thread.sleep(50);
       left = Long.parseLong(Files.readString(pidsCurrent).strip());
     }
     assertThat(left)
         .as("the timeout killed every process of the bomb (the command's cgroup), seen from host")
-        .isLessThanOrEqualTo(2);
+        .isLessThanOrEqualTo(3);
     // not counted: the engine's exec helper and this command's keeper (FastExec)
     String count = ok(ws, "ps -eo args --no-headers | grep -vc '^/dev/sandbox4j-execd'").strip();
     assertThat(Integer.parseInt(count))

@@ -505,10 +505,17 @@ public final class Checkpoints {
     // a crun exec's), and the fork or the restored sandbox starts one of its own on its first
     // command. The commands it runs are listed, like those of a crun exec. So are the helpers of
     // other engines on this home (another JVM's, the resident CLI's): each is the helper program
-    // with a parent outside the sandbox, which only an engine's crun exec makes.
+    // with a parent outside the sandbox, which only an engine's crun exec makes; and their idle
+    // processes (a spare keeper kept for the next command, a keeper not yet told to go): the
+    // helper program with no child.
     engine.execHelperPid(id).ifPresent(pids::remove);
     Set<Long> inside = new HashSet<>(pids);
-    pids.removeIf(pid -> isExecHelper(pid) && !inside.contains(ppid(pid)));
+    Set<Long> parents = new HashSet<>();
+    for (long pid : pids) {
+      parents.add(ppid(pid));
+    }
+    pids.removeIf(
+        pid -> isExecHelper(pid) && (!inside.contains(ppid(pid)) || !parents.contains(pid)));
     Map<Long, Long> parent = new HashMap<>();
     for (long pid : pids) {
       parent.put(pid, ppid(pid));

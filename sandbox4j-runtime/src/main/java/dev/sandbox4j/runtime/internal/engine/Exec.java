@@ -90,11 +90,8 @@ public final class Exec {
     if (engine.hasShell(id)) {
       return Optional.of(asShell(argv));
     }
+    requireShellFor(engine, id, argv);
     String program = argv.getFirst();
-    if (program.equals("/bin/sh")) {
-      throw engine.missingProgram(
-          id, "/bin/sh", "a shell command cannot run; run a program directly");
-    }
     if (program.contains("/")) {
       return Optional.of(argv);
     }
@@ -182,17 +179,11 @@ public final class Exec {
       return GvisorExec.run(engine, id, user, cwd, env, argv, options, clockStart, noOutput);
     }
     engine.runtime().requireExecFilter(id);
-    Optional<List<String>> prepared = inside(engine, id, env, argv);
-    if (prepared.isEmpty()) {
-      return notFound(argv.getFirst());
-    }
-    List<String> inside = prepared.get();
     int[] ids = numericUser(user);
     ExecHelper helper = ids == null ? null : engine.execHelper(id);
     if (helper != null) {
       try {
-        return FastExec.run(
-            engine, helper, id, ids, cwd, env, inside, options, clockStart, noOutput);
+        return fast(engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
       } catch (FastExec.HelperGoneException gone) {
         // it died before the request reached it (killed by the previous command, say): nothing
         // ran, so once more with a new one
@@ -200,10 +191,14 @@ public final class Exec {
         if (helper == null) {
           throw gone;
         }
-        return FastExec.run(
-            engine, helper, id, ids, cwd, env, inside, options, clockStart, noOutput);
+        return fast(engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
       }
     }
+    Optional<List<String>> prepared = inside(engine, id, env, argv);
+    if (prepared.isEmpty()) {
+      return notFound(argv.getFirst());
+    }
+    List<String> inside = prepared.get();
     checkHeadroomForUnsafeRuntime(engine, id);
     String group = engine.cgroups().newCommandGroup(id);
     // crun exec once started: the watchdog's kill, like a cancellation's, must also catch a command
@@ -257,6 +252,45 @@ public final class Exec {
       }
       cleanUp(engine, id, group);
     }
+  }
+
+  /**
+   * Refuses a shell command ({@code /bin/sh ...}) in sandbox {@code id} if it has no shell, naming
+   * the missing shell and the image.
+   */
+  private static void requireShellFor(Engine engine, String id, List<String> argv) {
+    if (argv.getFirst().equals("/bin/sh") && !engine.hasShell(id)) {
+      throw engine.missingProgram(
+          id, "/bin/sh", "a shell command cannot run; run a program directly");
+    }
+  }
+
+  /**
+   * {@link FastExec#run} of {@code argv}: as it is where the helper runs argv as the shell would,
+   * else under {@link #inside}'s shell.
+   */
+  private static CommandResult fast(
+      Engine engine,
+      ExecHelper helper,
+      String id,
+      int[] ids,
+      String cwd,
+      Map<String, String> env,
+      List<String> argv,
+      RunOptions options,
+      long clockStart,
+      Duration noOutput) {
+    List<String> inside = argv;
+    if (helper.runsArgvAsShell()) {
+      requireShellFor(engine, id, argv);
+    } else {
+      Optional<List<String>> prepared = inside(engine, id, env, argv);
+      if (prepared.isEmpty()) {
+        return notFound(argv.getFirst());
+      }
+      inside = prepared.get();
+    }
+    return FastExec.run(engine, helper, id, ids, cwd, env, inside, options, clockStart, noOutput);
   }
 
   /**

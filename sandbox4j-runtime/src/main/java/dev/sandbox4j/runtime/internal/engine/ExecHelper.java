@@ -44,10 +44,12 @@ final class ExecHelper implements AutoCloseable {
   static final String IN_SANDBOX = "/dev/sandbox4j-execd";
 
   private static final int MAGIC = 0x53425831;
+  private static final int MAGIC_CLAIM = 0x53425843;
   private static final int STARTED = 1;
   private static final int FAILED = 2;
   private static final int EXITED = 3;
   private static final int READY = 4;
+  private static final int SPARE = 5;
 
   /** Stages of a failed start, as the helper numbers them. */
   private static final List<String> STAGES =
@@ -59,7 +61,11 @@ final class ExecHelper implements AutoCloseable {
           "setuid",
           "chdir to the working directory",
           "fork the command",
-          "protocol");
+          "protocol",
+          "claim its spare keeper");
+
+  /** {@link #STAGES}' index of a claim of a spare that is gone: nothing ran. */
+  private static final int STAGE_SPARE = 8;
 
   /** The largest request the helper accepts (its own bound too). */
   static final int MAX_PAYLOAD = 8 << 20;
@@ -77,12 +83,38 @@ final class ExecHelper implements AutoCloseable {
   private final CompletableFuture<Void> ready = new CompletableFuture<>();
   private volatile String lost;
   private volatile boolean readerStarted;
+  private volatile int version; // READY's; set before ready completes
+  private final java.util.concurrent.atomic.AtomicReference<Spare> spare =
+      new java.util.concurrent.atomic.AtomicReference<>();
+  private int lastSpare; // the reader thread's: the last SPARE's sequence number
+  private final Object spareLock = new Object();
+
+  /**
+   * A spare keeper (version 3): a process the helper forked ahead, which this JVM moved into
+   * command cgroup {@code group} of its own before it is ever given a command ({@link #claim}).
+   */
+  record Spare(int seq, int nsPid, long hostPid, String group) {}
+
+  /** Moves spares into their cgroups, off the reader thread and off every command's path. */
+  private static final java.util.concurrent.ExecutorService SPARES =
+      java.util.concurrent.Executors.newSingleThreadExecutor(
+          r -> {
+            Thread t = new Thread(r, "sandbox4j-exec-spares");
+            t.setDaemon(true);
+            return t;
+          });
+
   private boolean socketClosed; // guarded by sendLock
 
   /** One request: its start (the pid in the sandbox), then its end. */
   static final class Pending {
     final CompletableFuture<Integer> started = new CompletableFuture<>();
     final CompletableFuture<Outcome> ended = new CompletableFuture<>();
+    final boolean claim;
+
+    Pending(boolean claim) {
+      this.claim = claim;
+    }
   }
 
   /**
@@ -92,6 +124,11 @@ final class ExecHelper implements AutoCloseable {
   record Outcome(int exit, int errno, String stage, String lost) {
     boolean failedToStart() {
       return stage != null;
+    }
+
+    /** A claim of a spare that was gone: nothing ran, and the command may start the usual way. */
+    boolean spareGone() {
+      return STAGES.get(STAGE_SPARE).equals(stage);
     }
   }
 
@@ -226,6 +263,16 @@ final class ExecHelper implements AutoCloseable {
     }
   }
 
+  /**
+   * Whether the helper runs a command's argv as {@code sh -c 'exec "$@"'} would, without the shell
+   * (version 2, this source's); a helper of version 1 (bind-mounted into a sandbox made before the
+   * host's helper was rebuilt) runs {@code argv[0]} as a path, so the engine wraps argv in that
+   * shell ({@link Exec#inside}). Known once ready.
+   */
+  boolean runsArgvAsShell() {
+    return version >= 2;
+  }
+
   /** Why the helper is gone, or null while it serves. */
   String lost() {
     return lost;
@@ -241,15 +288,51 @@ final class ExecHelper implements AutoCloseable {
   Pending submit(
       int[] fds, int uid, int gid, String cwd, List<String> argv, Map<String, String> env)
       throws IOException {
+    return send(MAGIC, null, fds, uid, gid, cwd, argv, env);
+  }
+
+  /**
+   * Hands a command to spare keeper {@code spare} (from {@link #takeSpare}): it runs at once, in
+   * the spare's cgroup. If the spare is gone (killed from inside, or given up idle), the request
+   * ends with {@link Outcome#spareGone} and nothing ran.
+   *
+   * @param fds the command's stdin, stdout and stderr; this JVM's copies stay open
+   */
+  Pending claim(
+      Spare spare,
+      int[] fds,
+      int uid,
+      int gid,
+      String cwd,
+      List<String> argv,
+      Map<String, String> env)
+      throws IOException {
+    return send(MAGIC_CLAIM, spare, fds, uid, gid, cwd, argv, env);
+  }
+
+  private Pending send(
+      int magic,
+      Spare claimed,
+      int[] fds,
+      int uid,
+      int gid,
+      String cwd,
+      List<String> argv,
+      Map<String, String> env)
+      throws IOException {
     if (lost != null) {
       throw new FastExec.HelperGone(lost);
     }
     int request = nextRequest.getAndIncrement();
-    byte[] payload = payload(request, uid, gid, cwd, argv, env);
-    Pending p = new Pending();
+    byte[] payload =
+        claimed == null
+            ? commandPayload(ByteOrder.nativeOrder(), cwd, argv, env, request, uid, gid)
+            : commandPayload(
+                ByteOrder.nativeOrder(), cwd, argv, env, claimed.seq(), request, uid, gid);
+    Pending p = new Pending(claimed != null);
     pending.put(request, p);
     ByteBuffer header = ByteBuffer.allocate(8).order(ByteOrder.nativeOrder());
-    header.putInt(MAGIC).putInt(payload.length);
+    header.putInt(magic).putInt(payload.length);
     try {
       synchronized (sendLock) {
         if (socketClosed) {
@@ -269,16 +352,59 @@ final class ExecHelper implements AutoCloseable {
     return p;
   }
 
-  /** Registers request {@code request} as pending without sending it: for a protocol test. */
-  Pending pendingForTest(int request) {
-    Pending p = new Pending();
-    pending.put(request, p);
-    return p;
+  /** The spare keeper moved into its cgroup, now this caller's alone; null if there is none. */
+  Spare takeSpare() {
+    return spare.getAndSet(null);
   }
 
-  private static byte[] payload(
-      int request, int uid, int gid, String cwd, List<String> argv, Map<String, String> env) {
-    return commandPayload(ByteOrder.nativeOrder(), cwd, argv, env, request, uid, gid);
+  /**
+   * Moves spare {@code seq} (pid {@code nsPid} in the sandbox) into a new command cgroup; from then
+   * on {@link #takeSpare} gives it out. A spare that cannot be moved (it was killed) is not used.
+   */
+  private void prepare(int seq, int nsPid) {
+    synchronized (spareLock) { // lose() takes the spare under it: one of the two discards it
+      if (lost == null) {
+        prepareLocked(seq, nsPid);
+      }
+    }
+  }
+
+  private void prepareLocked(int seq, int nsPid) {
+    String group;
+    try {
+      group = engine.cgroups().newCommandGroup(id);
+    } catch (RuntimeException sandboxGone) {
+      return;
+    }
+    long hostPid;
+    try {
+      hostPid = moveInto(nsPid, group);
+    } catch (IOException | RuntimeException e) {
+      discard(group);
+      return;
+    }
+    Spare s = new Spare(seq, nsPid, hostPid, group);
+    Spare before = spare.getAndSet(s);
+    if (before != null) {
+      discard(before.group()); // the helper gave it up (idle) and made this one
+    }
+  }
+
+  private void discard(String spareGroup) {
+    engine.cgroups().killCommand(id, spareGroup);
+    engine.cgroups().removeKilledCommandGroup(id, spareGroup);
+  }
+
+  /** Registers request {@code request} as pending without sending it: for a protocol test. */
+  Pending pendingForTest(int request) {
+    return pendingForTest(request, false);
+  }
+
+  /** {@link #pendingForTest}, as a {@link #claim} ({@code claim} true) or not. */
+  Pending pendingForTest(int request, boolean claim) {
+    Pending p = new Pending(claim);
+    pending.put(request, p);
+    return p;
   }
 
   /**
@@ -366,14 +492,25 @@ final class ExecHelper implements AutoCloseable {
   /** Handles one reply; returns why the helper is not to be believed any more, or null. */
   String handle(int type, int request, int a, int b) {
     if (type == READY) {
-      if (ready.isDone() || request != 0 || a != 1) {
+      if (ready.isDone() || request != 0 || a < 1 || a > 3) {
         return "protocol violation: an unexpected READY";
       }
+      version = a;
       ready.complete(null);
       return null;
     }
     if (!ready.isDone()) {
       return "protocol violation: a reply before READY";
+    }
+    if (type == SPARE) {
+      if (version < 3 || request <= lastSpare || a < 1 || a > PID_MAX || b != 0) {
+        return "protocol violation: SPARE " + request + " with pid " + Integer.toUnsignedString(a);
+      }
+      lastSpare = request;
+      if (engine != null) { // null: a test of the protocol alone
+        SPARES.execute(() -> prepare(request, a));
+      }
+      return null;
     }
     Pending p = pending.get(request);
     if (p == null) {
@@ -391,13 +528,14 @@ final class ExecHelper implements AutoCloseable {
         p.started.complete(a);
       }
       case FAILED -> {
-        if (a < 0 || a > 4095 || b < 1 || b >= STAGES.size()) {
+        if (a < 0 || a > 4095 || b < 1 || b >= STAGES.size() || (b == STAGE_SPARE && !p.claim)) {
           return "protocol violation: FAILED with errno " + a + " at stage " + b;
         }
         pending.remove(request);
         Outcome o = new Outcome(-1, a, STAGES.get(b), null);
-        p.started.complete(-1);
+        // ended first: a caller woken by started reads it (FastExec.claim falls back on it)
         p.ended.complete(o);
+        p.started.complete(-1);
       }
       case EXITED -> {
         if (!p.started.isDone() || a < 0 || a > 255 || (b != 0 && b != 1)) {
@@ -452,20 +590,30 @@ final class ExecHelper implements AutoCloseable {
     }
     pending.clear();
     // what is still in its cgroup: the helper, and commands not yet moved (none of them has run
-    // anything: they wait for a go that never comes)
+    // anything: they wait for a go that never comes); and its spare keeper, in a group of its own
+    // (it has run nothing either)
     if (engine != null) { // null: a test of the protocol alone
-      if (waitForTheEnd) {
-        engine.cgroups().killCommand(id, group);
-      } else {
-        engine.cgroups().startKill(id, group);
+      Spare s;
+      synchronized (spareLock) { // after lost is set: no spare is prepared after this
+        s = spare.getAndSet(null);
       }
-      engine.cgroups().removeCommandGroup(id, group);
+      List<String> groups = s == null ? List.of(group) : List.of(group, s.group());
+      for (String g : groups) {
+        if (waitForTheEnd) {
+          engine.cgroups().killCommand(id, g);
+        } else {
+          engine.cgroups().startKill(id, g);
+        }
+      }
+      for (String g : groups) {
+        engine.cgroups().removeKilledCommandGroup(id, g);
+      }
     }
   }
 
   private static void fail(Pending p, String why) {
+    p.ended.complete(new Outcome(-1, 0, null, why)); // first, as in handle
     p.started.complete(-1);
-    p.ended.complete(new Outcome(-1, 0, null, why));
   }
 
   private static final String CLOSED = "the engine closed it";

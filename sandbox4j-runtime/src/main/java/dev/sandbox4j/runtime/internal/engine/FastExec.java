@@ -33,13 +33,17 @@ import java.util.concurrent.atomic.AtomicReference;
  *       keeper exits without running anything.
  *   <li>The keeper takes on the user ({@code setgroups(0)}, {@code setgid}, {@code setuid}: as
  *       {@code crun exec --user uid:gid}, a non-root user has no capabilities) and the working
- *       directory, forks the command (which runs under {@code sh -c 'exec "$@"'} as in {@link
- *       Exec}, so a missing program exits 127), waits for it and exits with its code (128 +
- *       signal).
+ *       directory, vforks the command (run as {@code sh -c 'exec "$@"'} would run it, without that
+ *       shell: a missing program exits 127), waits for it and exits with its code (128 + signal).
  * </ol>
  *
- * The command's seccomp filter, capability bounding set, namespaces, rlimits and the sandbox's v1
- * cgroups (memory, pids, CPU) are the helper's, which {@code crun exec} gave it like to any
+ * Where the helper has a spare keeper already moved into a command cgroup of its own ({@link
+ * ExecHelper#takeSpare}), steps 2 and 3 are skipped: the command is sent as a claim of that spare,
+ * which runs it at once in that cgroup; a spare found gone (killed from inside) ran nothing, and
+ * the command starts as above in its cgroup.
+ *
+ * <p>The command's seccomp filter, capability bounding set, namespaces, rlimits and the sandbox's
+ * v1 cgroups (memory, pids, CPU) are the helper's, which {@code crun exec} gave it like to any
  * command.
  */
 final class FastExec {
@@ -64,7 +68,8 @@ final class FastExec {
     if (engine.cgroups().pidsHeadroom(id) < Exec.PIDS_TO_START) {
       throw Exec.atProcessLimit(id);
     }
-    String group = engine.cgroups().newCommandGroup(id);
+    ExecHelper.Spare spare = helper.takeSpare();
+    String group = spare != null ? spare.group() : engine.cgroups().newCommandGroup(id);
     NoOutputWatchdog watchdog =
         noOutput == null
             ? null
@@ -90,6 +95,7 @@ final class FastExec {
                                 engine,
                                 helper,
                                 id,
+                                spare,
                                 group,
                                 ids,
                                 cwd,
@@ -169,6 +175,22 @@ final class FastExec {
     engine.cgroups().freezeCommand(id, group, false);
   }
 
+  /**
+   * Why request {@code pending}, reported not started, did not: its failure, or the helper's loss.
+   */
+  private static WorkspaceException didNotStart(String id, ExecHelper.Pending pending) {
+    ExecHelper.Outcome o = pending.ended.getNow(null);
+    if (o != null && o.failedToStart()) {
+      return notStarted(id, o);
+    }
+    return new WorkspaceException(
+        "the command could not start in sandbox local:"
+            + id
+            + ": its exec helper is gone ("
+            + (o == null ? "?" : o.lost())
+            + "); running it again starts a new helper");
+  }
+
   private static WorkspaceException notStarted(String id, ExecHelper.Outcome o) {
     if (o.errno() == 11 /* EAGAIN */ && o.stage().startsWith("fork")) {
       return Exec.atProcessLimit(id);
@@ -186,6 +208,7 @@ final class FastExec {
       Engine engine,
       ExecHelper helper,
       String id,
+      ExecHelper.Spare spare,
       String group,
       int[] ids,
       String cwd,
@@ -198,6 +221,26 @@ final class FastExec {
       throws IOException {
     if (stdout.file() == null || stderr.file() == null) {
       throw new IOException("no pipes of its own to give the command (no native access)");
+    }
+    if (spare != null) {
+      HelperCommand claimed =
+          claim(
+              engine,
+              helper,
+              id,
+              spare,
+              ids,
+              cwd,
+              env,
+              inside,
+              stdout,
+              stderr,
+              options,
+              clockStart);
+      if (claimed != null) {
+        return claimed;
+      }
+      // the spare was gone: nothing ran; its (empty) cgroup serves the command started as below
     }
     int[] in = null;
     int[] go = null;
@@ -225,16 +268,7 @@ final class FastExec {
       }
       int nsPid = awaitStart(helper, id, pending, options, clockStart);
       if (nsPid < 0) {
-        ExecHelper.Outcome o = pending.ended.getNow(null);
-        if (o != null && o.failedToStart()) {
-          throw notStarted(id, o);
-        }
-        throw new WorkspaceException(
-            "the command could not start in sandbox local:"
-                + id
-                + ": its exec helper is gone ("
-                + (o == null ? "?" : o.lost())
-                + "); running it again starts a new helper");
+        throw didNotStart(id, pending);
       }
       long hostPid;
       try {
@@ -268,6 +302,74 @@ final class FastExec {
       if (go != null) {
         HelperCalls.close(go[0]);
         HelperCalls.close(go[1]);
+      }
+      HelperCalls.close(out);
+      HelperCalls.close(err);
+    }
+  }
+
+  /**
+   * Starts the command in spare keeper {@code spare}, already in the command's cgroup: no fork, no
+   * move, no go byte on its path. Null if the spare was gone (nothing ran).
+   */
+  private static HelperCommand claim(
+      Engine engine,
+      ExecHelper helper,
+      String id,
+      ExecHelper.Spare spare,
+      int[] ids,
+      String cwd,
+      Map<String, String> env,
+      List<String> inside,
+      ProcessBuilder.Redirect stdout,
+      ProcessBuilder.Redirect stderr,
+      RunOptions options,
+      long clockStart)
+      throws IOException {
+    int[] in = null;
+    int out = -1;
+    int err = -1;
+    try {
+      in = HelperCalls.pipe();
+      out = HelperCalls.open(stdout.file().getPath(), HelperCalls.O_WRONLY);
+      err = HelperCalls.open(stderr.file().getPath(), HelperCalls.O_WRONLY);
+      ExecHelper.Pending pending;
+      try {
+        pending =
+            helper.claim(spare, new int[] {in[0], out, err}, ids[0], ids[1], cwd, inside, env);
+      } finally {
+        HelperCalls.close(in[0]);
+        HelperCalls.close(out);
+        HelperCalls.close(err);
+        in[0] = -1;
+        out = -1;
+        err = -1;
+      }
+      // Waiting for STARTED keeps a fallback possible: until the spare has the command, nothing
+      // of it ran and no stdin was fed to it.
+      int nsPid = awaitStart(helper, id, pending, options, clockStart);
+      if (nsPid < 0) {
+        ExecHelper.Outcome o = pending.ended.getNow(null);
+        if (o != null && o.spareGone()) {
+          return null;
+        }
+        throw didNotStart(id, pending);
+      }
+      if (nsPid != spare.nsPid()) {
+        helper.lose("protocol violation: a claim of spare " + spare.nsPid() + " started " + nsPid);
+        throw new WorkspaceException(
+            "the command could not start in sandbox local:"
+                + id
+                + ": its exec helper misbehaved and was given up");
+      }
+      // as crun exec's --pid-file: the supervisor sees a sandbox running a command as busy
+      java.nio.file.Files.writeString(
+          engine.commandPidFile(id, spare.group()), Long.toString(spare.hostPid()) + "\n");
+      return new HelperCommand(spare.hostPid(), in[1], pending); // it opens its own descriptor
+    } finally {
+      if (in != null) {
+        HelperCalls.close(in[0]);
+        HelperCalls.close(in[1]);
       }
       HelperCalls.close(out);
       HelperCalls.close(err);

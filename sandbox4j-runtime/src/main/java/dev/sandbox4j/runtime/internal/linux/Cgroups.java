@@ -410,6 +410,19 @@ public final class Cgroups {
    * between made the restore fail (CRIU: "Can't move ... into .../cmd-...: No such file").
    */
   public void removeCommandGroup(String id, String group) {
+    removeCommandGroup(id, group, false);
+  }
+
+  /**
+   * {@link #removeCommandGroup} of a group whose processes this engine has just killed ({@link
+   * #killCommand}, {@link #startKill}): tried again in the background while they are still listed
+   * (they are on their way out, and no restore puts them back).
+   */
+  public void removeKilledCommandGroup(String id, String group) {
+    removeCommandGroup(id, group, true);
+  }
+
+  private void removeCommandGroup(String id, String group, boolean killed) {
     if (unified == null) {
       return;
     }
@@ -417,8 +430,8 @@ public final class Cgroups {
     long end = System.nanoTime() + REMOVAL_SETTLE_NANOS;
     while (!removed(dir)) {
       if (System.nanoTime() > end) {
-        if (!listsProcesses(dir)) {
-          removeLater(dir, 0);
+        if (killed || !listsProcesses(dir)) {
+          removeLater(dir, 0, killed);
         }
         return;
       }
@@ -441,14 +454,14 @@ public final class Cgroups {
             return t;
           });
 
-  private static void removeLater(Path dir, int attempt) {
+  private static void removeLater(Path dir, int attempt, boolean killed) {
     if (attempt >= LATER_REMOVALS.length) {
       return; // a background process still runs in it; the sandbox's destroy removes it
     }
     REMOVER.schedule(
         () -> {
-          if (!removed(dir) && !listsProcesses(dir)) {
-            removeLater(dir, attempt + 1);
+          if (!removed(dir) && (killed || !listsProcesses(dir))) {
+            removeLater(dir, attempt + 1, killed);
           }
         },
         LATER_REMOVALS[attempt],

@@ -14,11 +14,63 @@ class ExecHelperProtocolTest {
   private static final int FAILED = 2;
   private static final int EXITED = 3;
   private static final int READY = 4;
+  private static final int SPARE = 5;
+  private static final int STAGE_SPARE = 8;
 
   private static ExecHelper ready() {
+    return ready(1);
+  }
+
+  private static ExecHelper ready(int version) {
     ExecHelper h = ExecHelper.forProtocolTest();
-    assertThat(h.handle(READY, 0, 1, 0)).isNull();
+    assertThat(h.handle(READY, 0, version, 0)).isNull();
     return h;
+  }
+
+  @Test
+  void everyVersionSaysWhetherItRunsArgvAsTheShellWould() {
+    assertThat(ready(1).runsArgvAsShell()).isFalse();
+    assertThat(ready(2).runsArgvAsShell()).isTrue();
+    assertThat(ready(3).runsArgvAsShell()).isTrue();
+  }
+
+  @Test
+  void sparesComeInOrderFromAHelperThatKeepsThem() {
+    ExecHelper h = ready(3);
+    assertThat(h.handle(SPARE, 1, 40, 0)).isNull();
+    assertThat(h.handle(SPARE, 2, 41, 0)).isNull();
+    assertThat(h.handle(SPARE, 2, 42, 0)).as("the same spare twice").contains("violation");
+    assertThat(ready(3).handle(SPARE, 0, 40, 0)).as("sequence 0").contains("violation");
+    assertThat(ready(2).handle(SPARE, 1, 40, 0)).as("from version 2").contains("violation");
+    assertThat(ExecHelper.forProtocolTest().handle(SPARE, 1, 40, 0))
+        .as("before READY")
+        .contains("violation");
+    for (int pid : new int[] {0, -1, 4_194_305}) {
+      assertThat(ready(3).handle(SPARE, 1, pid, 0)).as("pid " + pid).contains("violation");
+    }
+    assertThat(ready(3).handle(SPARE, 1, 40, 1)).as("b not 0").contains("violation");
+  }
+
+  @Test
+  void onlyAClaimCanFindItsSpareGone() {
+    ExecHelper h = ready(3);
+    ExecHelper.Pending claim = h.pendingForTest(1, true);
+    assertThat(h.handle(FAILED, 1, 3, STAGE_SPARE)).isNull();
+    assertThat(claim.started.join()).isEqualTo(-1);
+    assertThat(claim.ended.join().spareGone()).as("nothing ran: start it the usual way").isTrue();
+
+    ExecHelper g = ready(3);
+    g.pendingForTest(1, false);
+    assertThat(g.handle(FAILED, 1, 3, STAGE_SPARE))
+        .as("a request, not a claim")
+        .contains("violation");
+
+    ExecHelper f = ready(3);
+    ExecHelper.Pending claimed = f.pendingForTest(1, true);
+    assertThat(f.handle(STARTED, 1, 40, 0)).isNull();
+    assertThat(f.handle(FAILED, 1, 1, 4)).as("a claimed spare that could not setuid").isNull();
+    assertThat(claimed.ended.join().spareGone()).isFalse();
+    assertThat(claimed.ended.join().stage()).isEqualTo("setuid");
   }
 
   @Test
@@ -50,7 +102,7 @@ class ExecHelperProtocolTest {
         .as("a reply before READY")
         .contains("protocol violation");
     assertThat(ready().handle(READY, 0, 1, 0)).as("READY twice").contains("protocol violation");
-    assertThat(ExecHelper.forProtocolTest().handle(READY, 0, 2, 0))
+    assertThat(ExecHelper.forProtocolTest().handle(READY, 0, 4, 0))
         .as("another version")
         .contains("protocol violation");
     assertThat(ready().handle(STARTED, 99, 5, 0))
