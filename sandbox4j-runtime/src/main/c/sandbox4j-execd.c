@@ -59,7 +59,8 @@
 #define MAX_COMMANDS 1024
 #define MAX_STRINGS 65536
 /* READY's a: 1 ran argv[0] as a path; 2 runs argv as `sh -c 'exec "$@"'` would (exec_as_shell);
-   3 also keeps a spare keeper (SPARE, MAGIC_CLAIM) */
+   3 also keeps a spare keeper (SPARE, MAGIC_CLAIM) when started with --spares. A helper serves
+   every request of an engine of an older version, and sends nothing the engine did not ask for. */
 #define VERSION 3u
 
 enum { STARTED = 1, FAILED = 2, EXITED = 3, READY = 4, SPARE = 5 };
@@ -395,6 +396,7 @@ static int parse_payload(char *payload, uint32_t len, uint32_t f[5], char ***str
  * ST_SPARE, nothing ran) and the engine starts that command the usual way. The helper makes the
  * next spare after each request, and gives one up that nobody claimed for SPARE_IDLE_MS.
  */
+static int spares_wanted;    /* started with --spares: the engine takes SPARE replies */
 static pid_t spare_pid;      /* 0: none */
 static uint32_t spare_seq;   /* the current (or last) spare's sequence number */
 static int spare_ctl = -1;   /* the helper's end of the spare's socket pair */
@@ -436,6 +438,8 @@ static void spare_main(int ctl, int report) {
 
 /* Forks the next spare and reports it; quietly none if it cannot (commands start the usual way). */
 static void make_spare(void) {
+  if (!spares_wanted)
+    return;
   int pair[2], report[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
     return;
@@ -500,8 +504,8 @@ static pid_t claim_spare(uint32_t seq, const int fds[3], const char *payload, ui
   }
   pid_t pid = spare_pid;
   close(spare_ctl);
-  spare_ctl = -1;
-  spare_pid = 0; /* the claimed spare is a command's keeper now; its report pipe goes with it */
+  spare_ctl = spare_report = -1; /* its report pipe is the command's now */
+  spare_pid = 0;
   return pid;
 }
 
@@ -641,6 +645,7 @@ static int framed_main(void);
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--framed") == 0)
     return framed_main();
+  spares_wanted = argc == 2 && strcmp(argv[1], "--spares") == 0;
   signal(SIGPIPE, SIG_IGN);
   if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
     return 1;

@@ -162,7 +162,8 @@ final class ExecHelper implements AutoCloseable {
     Path log = engine.dir(id).resolve(group + ".log");
     try {
       List<String> argv = new ArrayList<>(host);
-      argv.addAll(engine.runtime().helperArgv(id, group, IN_SANDBOX));
+      // --spares: this engine takes SPARE replies (an older helper ignores the argument)
+      argv.addAll(engine.runtime().helperArgv(id, group, IN_SANDBOX, "--spares"));
       int pid =
           HelperCalls.spawn(
               argv, List.of("PATH=" + Engine.BASE_ENV.get("PATH")), pair[1], log.toString());
@@ -265,9 +266,9 @@ final class ExecHelper implements AutoCloseable {
 
   /**
    * Whether the helper runs a command's argv as {@code sh -c 'exec "$@"'} would, without the shell
-   * (version 2, this source's); a helper of version 1 (bind-mounted into a sandbox made before the
-   * host's helper was rebuilt) runs {@code argv[0]} as a path, so the engine wraps argv in that
-   * shell ({@link Exec#inside}). Known once ready.
+   * (version 2 on); a helper of version 1 (bind-mounted into a sandbox made before the host's
+   * helper was rebuilt) runs {@code argv[0]} as a path, so the engine wraps argv in that shell
+   * ({@link Exec#inside}). Known once ready.
    */
   boolean runsArgvAsShell() {
     return version >= 2;
@@ -492,7 +493,10 @@ final class ExecHelper implements AutoCloseable {
   /** Handles one reply; returns why the helper is not to be believed any more, or null. */
   String handle(int type, int request, int a, int b) {
     if (type == READY) {
-      if (ready.isDone() || request != 0 || a < 1 || a > 3) {
+      // a newer helper (a sandbox made after the host's was rebuilt by a newer setup) serves this
+      // engine's requests as its own version does: features go by version, and nothing it sends
+      // unasked (SPARE only to an engine that passed --spares)
+      if (ready.isDone() || request != 0 || a < 1) {
         return "protocol violation: an unexpected READY";
       }
       version = a;

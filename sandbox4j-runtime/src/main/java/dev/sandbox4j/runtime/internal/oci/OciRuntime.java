@@ -621,14 +621,15 @@ public record OciRuntime(Path binary, Path stateRoot, String version) {
   }
 
   /**
-   * The argv that starts the exec helper {@code path} in container {@code id}, detached ({@code
-   * exec -d}: it returns once the helper runs), as root in the container's working directory, in
-   * command cgroup {@code group}, with the container's environment.
+   * The argv that starts the exec helper {@code path} with {@code args} in container {@code id},
+   * detached ({@code exec -d}: it returns once the helper runs), as root in the container's working
+   * directory, in command cgroup {@code group}, with the container's environment.
    */
-  public List<String> helperArgv(String id, String group, String path) {
+  public List<String> helperArgv(String id, String group, String path, String... args) {
     List<String> out = base("exec", "-d", "--cgroup", group, "--user", "0:0", "--cwd", "/");
     out.add(id);
     out.add(path);
+    out.addAll(List.of(args));
     return out;
   }
 

@@ -32,6 +32,8 @@ class ExecHelperProtocolTest {
     assertThat(ready(1).runsArgvAsShell()).isFalse();
     assertThat(ready(2).runsArgvAsShell()).isTrue();
     assertThat(ready(3).runsArgvAsShell()).isTrue();
+    assertThat(ready(4).runsArgvAsShell()).as("a newer helper serves this engine").isTrue();
+    assertThat(ready(4).handle(SPARE, 1, 40, 0)).isNull();
   }
 
   @Test
@@ -102,8 +104,8 @@ class ExecHelperProtocolTest {
         .as("a reply before READY")
         .contains("protocol violation");
     assertThat(ready().handle(READY, 0, 1, 0)).as("READY twice").contains("protocol violation");
-    assertThat(ExecHelper.forProtocolTest().handle(READY, 0, 4, 0))
-        .as("another version")
+    assertThat(ExecHelper.forProtocolTest().handle(READY, 0, 0, 0))
+        .as("version 0")
         .contains("protocol violation");
     assertThat(ready().handle(STARTED, 99, 5, 0))
         .as("a request that is not pending")
