@@ -811,10 +811,12 @@ static void sleep_ms(long ms) {
 }
 
 /*
- * Kills `root` (a keeper) and all its descendants: stops the tree until a listing of /proc finds
- * no new member and every member is stopped (a stopped process forks no more), kills all but the
- * root, waits until they are dead (zombies of the stopped root, or gone), then kills the root.
- * Bounded: about 5 s at worst, whatever the tree does.
+ * Kills `root` (a keeper) and all its descendants: stops the tree until a listing of /proc, begun
+ * once every member was seen stopped (a stopped process forks no more), finds no new member and
+ * could read every process it saw; kills all but the root, waits until they are dead (zombies of
+ * the stopped root, or gone), then kills the root. (A listing begun while a member still ran could
+ * miss the child it forked just before it stopped.) Bounded: about 5 s at worst, whatever the tree
+ * does.
  */
 static void kill_tree(pid_t root) {
   size_t cap = 64, n = 1;
@@ -826,13 +828,29 @@ static void kill_tree(pid_t root) {
   list[0] = root;
   kill(root, SIGSTOP);
   for (int round = 0; round < 2000; round++) {
-    int added = 0;
+    int stopped = 1;
+    for (size_t i = 0; i < n; i++) {
+      pid_t pp;
+      char s = proc_state(list[i], &pp);
+      if (s && s != 'T' && s != 't' && s != 'Z' && s != 'X')
+        stopped = 0;
+    }
+    int added = 0, unread = 0;
     DIR *d = opendir("/proc");
     struct dirent *e;
     while (d && (e = readdir(d))) {
       pid_t p = (pid_t)atoi(e->d_name);
       pid_t pp;
-      if (p <= 1 || in_list(list, n, p) || !proc_state(p, &pp) || !in_list(list, n, pp))
+      if (p <= 1 || in_list(list, n, p))
+        continue;
+      if (!proc_state(p, &pp)) {
+        char dir[32];
+        snprintf(dir, sizeof dir, "/proc/%d", (int)p);
+        if (access(dir, F_OK) == 0)
+          unread = 1; /* there, but its status could not be read: look again */
+        continue;
+      }
+      if (!in_list(list, n, pp))
         continue;
       if (n == cap) {
         pid_t *bigger = realloc(list, cap * 2 * sizeof(pid_t));
@@ -847,18 +865,12 @@ static void kill_tree(pid_t root) {
     }
     if (d)
       closedir(d);
-    if (added)
-      continue;
-    int running = 0;
-    for (size_t i = 0; i < n; i++) {
-      pid_t pp;
-      char s = proc_state(list[i], &pp);
-      if (s && s != 'T' && s != 't' && s != 'Z' && s != 'X')
-        running = 1;
-    }
-    if (!running)
+    if (!d)
+      unread = 1;
+    if (stopped && !added && !unread)
       break;
-    sleep_ms(1);
+    if (!added)
+      sleep_ms(1);
   }
   for (size_t i = 1; i < n; i++)
     kill(list[i], SIGKILL);
