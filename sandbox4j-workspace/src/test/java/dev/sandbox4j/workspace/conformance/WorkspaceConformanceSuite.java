@@ -198,14 +198,25 @@ public abstract class WorkspaceConformanceSuite {
     return r.stdoutText();
   }
 
-  /** Prints "alive NAME PID" for each pid file whose process still runs (zombies count as dead). */
+  /**
+   * Prints "alive NAME PID STATE" for each pid file whose process still runs (zombies count as
+   * dead). The state is read once, first: a killed tree's zombies are reaped by the sandbox's init
+   * while this runs, and a process reaped between an existence check and the read of its state
+   * looked alive, with no state to show (the likely cause of two CI failures under gVisor, where a
+   * setsid'd process, the first one checked, was reported alive; not reproduced here). A state that
+   * cannot be read while {@code /proc/PID} is still there counts as alive.
+   */
   private static final String REPORT_ALIVE =
       """
       for f in "$@"; do
         p=$(cat "$f")
-        if [ -e "/proc/$p" ] && [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ]; then
-          echo "alive $f $p"
-        fi
+        case "$p" in ''|*[!0-9]*) echo "no pid in $f: '$p'"; continue ;; esac
+        st=$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)
+        case "$st" in
+          Z) ;;
+          '') if [ -e "/proc/$p" ]; then echo "alive $f $p (state unreadable)"; fi ;;
+          *) echo "alive $f $p $st" ;;
+        esac
       done
       """;
 
