@@ -113,13 +113,17 @@ public final class Exec {
         (program + ": not found\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
   }
 
-  /** {@code uid:gid} as two numbers, or null for anything else (a name: crun resolves it). */
-  static int[] numericUser(String user) {
+  /**
+   * The command for an exec helper, or null if {@code user} is not {@code uid:gid} as two numbers
+   * (a name: crun resolves it).
+   */
+  static CommandSpec commandSpec(
+      String user, String cwd, List<String> argv, Map<String, String> env) {
     String[] f = user.split(":", -1);
     if (f.length != 2 || !f[0].matches("\\d{1,9}") || !f[1].matches("\\d{1,9}")) {
       return null;
     }
-    return new int[] {Integer.parseInt(f[0]), Integer.parseInt(f[1])};
+    return new CommandSpec(Integer.parseInt(f[0]), Integer.parseInt(f[1]), cwd, argv, env);
   }
 
   /** The host argv prefix that joins the sandbox's v1 cgroups, then execs the rest. */
@@ -160,30 +164,28 @@ public final class Exec {
       long clockStart,
       Duration noOutput) {
     if (engine.isolationOf(id) == Isolation.GVISOR) {
-      int[] ids = numericUser(user);
-      GvisorHelper helper = ids == null ? null : engine.gvisorHelper(id);
+      CommandSpec spec = commandSpec(user, cwd, argv, env);
+      GvisorHelper helper = spec == null ? null : engine.gvisorHelper(id);
       if (helper != null) {
         try {
-          return GvisorFastExec.run(
-              engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
+          return GvisorFastExec.run(engine, helper, id, spec, options, clockStart, noOutput);
         } catch (FastExec.HelperGoneException gone) {
           // found gone before the command was sent (killed by the previous command, say):
           // nothing ran, so once more with a new one, or through runsc exec
           helper = engine.gvisorHelper(id);
           if (helper != null) {
-            return GvisorFastExec.run(
-                engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
+            return GvisorFastExec.run(engine, helper, id, spec, options, clockStart, noOutput);
           }
         }
       }
       return GvisorExec.run(engine, id, user, cwd, env, argv, options, clockStart, noOutput);
     }
     engine.runtime().requireExecFilter(id);
-    int[] ids = numericUser(user);
-    ExecHelper helper = ids == null ? null : engine.execHelper(id);
+    CommandSpec spec = commandSpec(user, cwd, argv, env);
+    ExecHelper helper = spec == null ? null : engine.execHelper(id);
     if (helper != null) {
       try {
-        return fast(engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
+        return fast(engine, helper, id, spec, options, clockStart, noOutput);
       } catch (FastExec.HelperGoneException gone) {
         // it died before the request reached it (killed by the previous command, say): nothing
         // ran, so once more with a new one
@@ -191,7 +193,7 @@ public final class Exec {
         if (helper == null) {
           throw gone;
         }
-        return fast(engine, helper, id, ids, cwd, env, argv, options, clockStart, noOutput);
+        return fast(engine, helper, id, spec, options, clockStart, noOutput);
       }
     }
     Optional<List<String>> prepared = inside(engine, id, env, argv);
@@ -273,24 +275,20 @@ public final class Exec {
       Engine engine,
       ExecHelper helper,
       String id,
-      int[] ids,
-      String cwd,
-      Map<String, String> env,
-      List<String> argv,
+      CommandSpec spec,
       RunOptions options,
       long clockStart,
       Duration noOutput) {
-    List<String> inside = argv;
     if (helper.runsArgvAsShell()) {
-      requireShellFor(engine, id, argv);
+      requireShellFor(engine, id, spec.argv());
     } else {
-      Optional<List<String>> prepared = inside(engine, id, env, argv);
+      Optional<List<String>> prepared = inside(engine, id, spec.env(), spec.argv());
       if (prepared.isEmpty()) {
-        return notFound(argv.getFirst());
+        return notFound(spec.argv().getFirst());
       }
-      inside = prepared.get();
+      spec = spec.withArgv(prepared.get());
     }
-    return FastExec.run(engine, helper, id, ids, cwd, env, inside, options, clockStart, noOutput);
+    return FastExec.run(engine, helper, id, spec, options, clockStart, noOutput);
   }
 
   /**

@@ -1,6 +1,5 @@
 package dev.sandbox4j.runtime.internal.engine;
 
-import dev.sandbox4j.workspace.WorkspaceException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -66,9 +65,6 @@ final class ExecHelper implements AutoCloseable {
 
   /** {@link #STAGES}' index of a claim of a spare that is gone: nothing ran. */
   private static final int STAGE_SPARE = 8;
-
-  /** The largest request the helper accepts (its own bound too). */
-  static final int MAX_PAYLOAD = 8 << 20;
 
   /** The largest pid Linux gives ({@code PID_MAX_LIMIT}). */
   private static final long PID_MAX = 4_194_304;
@@ -286,10 +282,8 @@ final class ExecHelper implements AutoCloseable {
    * @param fds the command's stdin, stdout, stderr and the go pipe's read end; this JVM's copies
    *     stay open (the caller closes them)
    */
-  Pending submit(
-      int[] fds, int uid, int gid, String cwd, List<String> argv, Map<String, String> env)
-      throws IOException {
-    return send(MAGIC, null, fds, uid, gid, cwd, argv, env);
+  Pending submit(int[] fds, CommandSpec command) throws IOException {
+    return send(MAGIC, null, fds, command);
   }
 
   /**
@@ -299,27 +293,11 @@ final class ExecHelper implements AutoCloseable {
    *
    * @param fds the command's stdin, stdout and stderr; this JVM's copies stay open
    */
-  Pending claim(
-      Spare spare,
-      int[] fds,
-      int uid,
-      int gid,
-      String cwd,
-      List<String> argv,
-      Map<String, String> env)
-      throws IOException {
-    return send(MAGIC_CLAIM, spare, fds, uid, gid, cwd, argv, env);
+  Pending claim(Spare spare, int[] fds, CommandSpec command) throws IOException {
+    return send(MAGIC_CLAIM, spare, fds, command);
   }
 
-  private Pending send(
-      int magic,
-      Spare claimed,
-      int[] fds,
-      int uid,
-      int gid,
-      String cwd,
-      List<String> argv,
-      Map<String, String> env)
+  private Pending send(int magic, Spare claimed, int[] fds, CommandSpec command)
       throws IOException {
     if (lost != null) {
       throw new FastExec.HelperGone(lost);
@@ -327,9 +305,9 @@ final class ExecHelper implements AutoCloseable {
     int request = nextRequest.getAndIncrement();
     byte[] payload =
         claimed == null
-            ? commandPayload(ByteOrder.nativeOrder(), cwd, argv, env, request, uid, gid)
-            : commandPayload(
-                ByteOrder.nativeOrder(), cwd, argv, env, claimed.seq(), request, uid, gid);
+            ? command.payload(ByteOrder.nativeOrder(), request, command.uid(), command.gid())
+            : command.payload(
+                ByteOrder.nativeOrder(), claimed.seq(), request, command.uid(), command.gid());
     Pending p = new Pending(claimed != null);
     pending.put(request, p);
     ByteBuffer header = ByteBuffer.allocate(8).order(ByteOrder.nativeOrder());
@@ -406,55 +384,6 @@ final class ExecHelper implements AutoCloseable {
     Pending p = new Pending(claim);
     pending.put(request, p);
     return p;
-  }
-
-  /**
-   * A command as both helpers read it: {@code header} (32-bit ints in {@code order}), argv's and
-   * env's counts, then the working directory, each argument and each {@code NAME=value}, as
-   * NUL-terminated strings; at most {@link #MAX_PAYLOAD} bytes.
-   */
-  static byte[] commandPayload(
-      ByteOrder order, String cwd, List<String> argv, Map<String, String> env, int... header) {
-    List<byte[]> strings = new ArrayList<>();
-    strings.add(cString(cwd));
-    for (String a : argv) {
-      strings.add(cString(a));
-    }
-    for (Map.Entry<String, String> e : env.entrySet()) {
-      strings.add(cString(e.getKey() + "=" + e.getValue()));
-    }
-    long size = 4L * (header.length + 2);
-    for (byte[] s : strings) {
-      size += s.length;
-    }
-    if (size > MAX_PAYLOAD) {
-      throw new WorkspaceException(
-          "the command's arguments and environment take "
-              + size
-              + " bytes, more than "
-              + MAX_PAYLOAD);
-    }
-    ByteBuffer b = ByteBuffer.allocate((int) size).order(order);
-    for (int h : header) {
-      b.putInt(h);
-    }
-    b.putInt(argv.size()).putInt(env.size());
-    for (byte[] s : strings) {
-      b.put(s);
-    }
-    return b.array();
-  }
-
-  private static byte[] cString(String s) {
-    byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
-    for (byte x : bytes) {
-      if (x == 0) {
-        throw new WorkspaceException("a command's argument or environment contains a NUL byte");
-      }
-    }
-    byte[] z = new byte[bytes.length + 1];
-    System.arraycopy(bytes, 0, z, 0, bytes.length);
-    return z;
   }
 
   /** The reply loop: one 16-byte message at a time, each checked before it is believed. */

@@ -9,8 +9,6 @@ import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import java.io.IOException;
 import java.time.Duration;
-import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -56,10 +54,7 @@ final class FastExec {
       Engine engine,
       ExecHelper helper,
       String id,
-      int[] ids,
-      String cwd,
-      Map<String, String> env,
-      List<String> inside,
+      CommandSpec command,
       RunOptions options,
       long clockStart,
       Duration noOutput) {
@@ -91,20 +86,8 @@ final class FastExec {
                   ProcessCommands.run(
                       (stdout, stderr) -> {
                         HelperCommand c =
-                            launch(
-                                engine,
-                                helper,
-                                id,
-                                spare,
-                                group,
-                                ids,
-                                cwd,
-                                env,
-                                inside,
-                                stdout,
-                                stderr,
-                                watched,
-                                clockStart);
+                            new Start(engine, helper, id, command, watched, clockStart)
+                                .launch(spare, group, stdout, stderr);
                         started.set(c);
                         return c;
                       },
@@ -204,210 +187,210 @@ final class FastExec {
             + HelperCalls.strerror(o.errno()));
   }
 
-  private static HelperCommand launch(
+  /** One command's start through {@code helper}, bounded by {@code options}' timeout. */
+  private record Start(
       Engine engine,
       ExecHelper helper,
       String id,
-      ExecHelper.Spare spare,
-      String group,
-      int[] ids,
-      String cwd,
-      Map<String, String> env,
-      List<String> inside,
-      ProcessBuilder.Redirect stdout,
-      ProcessBuilder.Redirect stderr,
-      RunOptions options,
-      long clockStart)
-      throws IOException {
-    if (stdout.file() == null || stderr.file() == null) {
-      throw new IOException("no pipes of its own to give the command (no native access)");
-    }
-    if (spare != null) {
-      HelperCommand claimed =
-          claim(
-              engine,
-              helper,
-              id,
-              spare,
-              ids,
-              cwd,
-              env,
-              inside,
-              stdout,
-              stderr,
-              options,
-              clockStart);
-      if (claimed != null) {
-        return claimed;
-      }
-      // the spare was gone: nothing ran; its (empty) cgroup serves the command started as below
-    }
-    int[] in = null;
-    int[] go = null;
-    int out = -1;
-    int err = -1;
-    try {
-      in = HelperCalls.pipe();
-      go = HelperCalls.pipe();
-      out = HelperCalls.open(stdout.file().getPath(), HelperCalls.O_WRONLY);
-      err = HelperCalls.open(stderr.file().getPath(), HelperCalls.O_WRONLY);
-      ExecHelper.Pending pending;
-      try {
-        pending =
-            helper.submit(new int[] {in[0], out, err, go[0]}, ids[0], ids[1], cwd, inside, env);
-      } finally {
-        // the helper has its own copies now (or never will): only the command holds these ends
-        HelperCalls.close(in[0]);
-        HelperCalls.close(out);
-        HelperCalls.close(err);
-        HelperCalls.close(go[0]);
-        in[0] = -1;
-        out = -1;
-        err = -1;
-        go[0] = -1;
-      }
-      int nsPid = awaitStart(helper, id, pending, options, clockStart);
-      if (nsPid < 0) {
-        throw didNotStart(id, pending);
-      }
-      long hostPid;
-      try {
-        hostPid = helper.moveInto(nsPid, group);
-      } catch (IOException e) {
-        throw new WorkspaceException(
-            "the command could not start in sandbox local:"
-                + id
-                + ": "
-                + e.getMessage()
-                + " (was the helper's process killed inside the sandbox?)",
-            e);
-      }
-      // as crun exec's --pid-file: the supervisor sees a sandbox running a command as busy
-      java.nio.file.Files.writeString(
-          engine.commandPidFile(id, group), Long.toString(hostPid) + "\n");
-      HelperCommand command = new HelperCommand(hostPid, in[1], pending);
-      try {
-        HelperCalls.writeFully(go[1], new byte[] {1}); // from here on it runs, in its cgroup
-      } catch (IOException e) {
-        command.getOutputStream().close();
-        throw e;
-      }
-      return command;
-    } finally {
-      // closing the go pipe's write end without a byte tells a waiting keeper not to run anything
-      if (in != null) {
-        HelperCalls.close(in[0]);
-        HelperCalls.close(in[1]);
-      }
-      if (go != null) {
-        HelperCalls.close(go[0]);
-        HelperCalls.close(go[1]);
-      }
-      HelperCalls.close(out);
-      HelperCalls.close(err);
-    }
-  }
-
-  /**
-   * Starts the command in spare keeper {@code spare}, already in the command's cgroup: no fork, no
-   * move, no go byte on its path. Null if the spare was gone (nothing ran).
-   */
-  private static HelperCommand claim(
-      Engine engine,
-      ExecHelper helper,
-      String id,
-      ExecHelper.Spare spare,
-      int[] ids,
-      String cwd,
-      Map<String, String> env,
-      List<String> inside,
-      ProcessBuilder.Redirect stdout,
-      ProcessBuilder.Redirect stderr,
-      RunOptions options,
-      long clockStart)
-      throws IOException {
-    int[] in = null;
-    int out = -1;
-    int err = -1;
-    try {
-      in = HelperCalls.pipe();
-      out = HelperCalls.open(stdout.file().getPath(), HelperCalls.O_WRONLY);
-      err = HelperCalls.open(stderr.file().getPath(), HelperCalls.O_WRONLY);
-      ExecHelper.Pending pending;
-      try {
-        pending =
-            helper.claim(spare, new int[] {in[0], out, err}, ids[0], ids[1], cwd, inside, env);
-      } finally {
-        HelperCalls.close(in[0]);
-        HelperCalls.close(out);
-        HelperCalls.close(err);
-        in[0] = -1;
-        out = -1;
-        err = -1;
-      }
-      // Waiting for STARTED keeps a fallback possible: until the spare has the command, nothing
-      // of it ran and no stdin was fed to it.
-      int nsPid = awaitStart(helper, id, pending, options, clockStart);
-      if (nsPid < 0) {
-        ExecHelper.Outcome o = pending.ended.getNow(null);
-        if (o != null && o.spareGone()) {
-          return null;
-        }
-        throw didNotStart(id, pending);
-      }
-      if (nsPid != spare.nsPid()) {
-        helper.lose("protocol violation: a claim of spare " + spare.nsPid() + " started " + nsPid);
-        throw new WorkspaceException(
-            "the command could not start in sandbox local:"
-                + id
-                + ": its exec helper misbehaved and was given up");
-      }
-      // as crun exec's --pid-file: the supervisor sees a sandbox running a command as busy
-      java.nio.file.Files.writeString(
-          engine.commandPidFile(id, spare.group()), Long.toString(spare.hostPid()) + "\n");
-      return new HelperCommand(spare.hostPid(), in[1], pending); // it opens its own descriptor
-    } finally {
-      if (in != null) {
-        HelperCalls.close(in[0]);
-        HelperCalls.close(in[1]);
-      }
-      HelperCalls.close(out);
-      HelperCalls.close(err);
-    }
-  }
-
-  /**
-   * The command's pid in the sandbox once the helper reports it, or -1 if it failed to start or the
-   * helper is gone. Bounded by the command's deadline and {@link #START_WAIT}: a helper that does
-   * not answer is given up.
-   */
-  private static int awaitStart(
-      ExecHelper helper,
-      String id,
-      ExecHelper.Pending pending,
+      CommandSpec command,
       RunOptions options,
       long clockStart) {
-    long now = System.nanoTime();
-    long deadline = options.timeout().map(t -> clockStart + t.toNanos()).orElse(Long.MAX_VALUE);
-    long wait = Math.min(START_WAIT.toNanos(), Math.max(0, deadline - now));
-    try {
-      return pending.started.get(wait, TimeUnit.NANOSECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new CancellationException(
-          "command cancelled by interruption before it started; nothing of it ran");
-    } catch (ExecutionException e) {
-      return -1;
-    } catch (TimeoutException e) {
-      if (System.nanoTime() - deadline >= 0) {
-        throw new WorkspaceTimeoutException(
-            options.timeout().orElseThrow(), new byte[0], new byte[0]);
+
+    /**
+     * Starts the command in {@code group}: in {@code spare} if there is one (already in that
+     * group), else in a keeper moved there before it runs anything.
+     */
+    HelperCommand launch(
+        ExecHelper.Spare spare,
+        String group,
+        ProcessBuilder.Redirect stdout,
+        ProcessBuilder.Redirect stderr)
+        throws IOException {
+      if (stdout.file() == null || stderr.file() == null) {
+        throw new IOException("no pipes of its own to give the command (no native access)");
       }
-      helper.lose("it did not report a command's start within " + START_WAIT.toSeconds() + " s");
-      throw new WorkspaceException(
-          "the command could not start in sandbox local:"
-              + id
-              + ": its exec helper did not answer and was given up");
+      if (spare != null) {
+        HelperCommand claimed = claim(spare, stdout, stderr);
+        if (claimed != null) {
+          return claimed;
+        }
+        // the spare was gone: nothing ran; its (empty) cgroup serves the command started below
+      }
+      try (Descriptors fds = Descriptors.open(stdout, stderr, true)) {
+        ExecHelper.Pending pending;
+        try {
+          pending = helper.submit(fds.forHelper(), command);
+        } finally {
+          fds.handedOver();
+        }
+        int nsPid = awaitStart(pending);
+        if (nsPid < 0) {
+          throw didNotStart(id, pending);
+        }
+        long hostPid;
+        try {
+          hostPid = helper.moveInto(nsPid, group);
+        } catch (IOException e) {
+          throw new WorkspaceException(
+              "the command could not start in sandbox local:"
+                  + id
+                  + ": "
+                  + e.getMessage()
+                  + " (was the helper's process killed inside the sandbox?)",
+              e);
+        }
+        writePidFile(group, hostPid);
+        HelperCommand started = new HelperCommand(hostPid, fds.stdin(), pending);
+        try {
+          fds.go(); // from here on it runs, in its cgroup
+        } catch (IOException e) {
+          started.getOutputStream().close();
+          throw e;
+        }
+        return started;
+      }
+    }
+
+    /**
+     * Starts the command in spare keeper {@code spare}, already in the command's cgroup: no fork,
+     * no move, no go byte on its path. Null if the spare was gone (nothing ran).
+     */
+    private HelperCommand claim(
+        ExecHelper.Spare spare, ProcessBuilder.Redirect stdout, ProcessBuilder.Redirect stderr)
+        throws IOException {
+      try (Descriptors fds = Descriptors.open(stdout, stderr, false)) {
+        ExecHelper.Pending pending;
+        try {
+          pending = helper.claim(spare, fds.forHelper(), command);
+        } finally {
+          fds.handedOver();
+        }
+        // Waiting for STARTED keeps a fallback possible: until the spare has the command, nothing
+        // of it ran and no stdin was fed to it.
+        int nsPid = awaitStart(pending);
+        if (nsPid < 0) {
+          ExecHelper.Outcome o = pending.ended.getNow(null);
+          if (o != null && o.spareGone()) {
+            return null;
+          }
+          throw didNotStart(id, pending);
+        }
+        if (nsPid != spare.nsPid()) {
+          helper.lose(
+              "protocol violation: a claim of spare " + spare.nsPid() + " started " + nsPid);
+          throw new WorkspaceException(
+              "the command could not start in sandbox local:"
+                  + id
+                  + ": its exec helper misbehaved and was given up");
+        }
+        writePidFile(spare.group(), spare.hostPid());
+        return new HelperCommand(spare.hostPid(), fds.stdin(), pending);
+      }
+    }
+
+    /**
+     * As crun exec's {@code --pid-file}: the supervisor sees a sandbox running a command as busy.
+     */
+    private void writePidFile(String group, long hostPid) throws IOException {
+      java.nio.file.Files.writeString(
+          engine.commandPidFile(id, group), Long.toString(hostPid) + "\n");
+    }
+
+    /**
+     * The command's pid in the sandbox once the helper reports it, or -1 if it failed to start or
+     * the helper is gone. Bounded by the command's deadline and {@link #START_WAIT}: a helper that
+     * does not answer is given up.
+     */
+    private int awaitStart(ExecHelper.Pending pending) {
+      long now = System.nanoTime();
+      long deadline = options.timeout().map(t -> clockStart + t.toNanos()).orElse(Long.MAX_VALUE);
+      long wait = Math.min(START_WAIT.toNanos(), Math.max(0, deadline - now));
+      try {
+        return pending.started.get(wait, TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new CancellationException(
+            "command cancelled by interruption before it started; nothing of it ran");
+      } catch (ExecutionException e) {
+        return -1;
+      } catch (TimeoutException e) {
+        if (System.nanoTime() - deadline >= 0) {
+          throw new WorkspaceTimeoutException(
+              options.timeout().orElseThrow(), new byte[0], new byte[0]);
+        }
+        helper.lose("it did not report a command's start within " + START_WAIT.toSeconds() + " s");
+        throw new WorkspaceException(
+            "the command could not start in sandbox local:"
+                + id
+                + ": its exec helper did not answer and was given up");
+      }
+    }
+  }
+
+  /**
+   * A command's descriptors on their way to the helper: its stdin pipe, its output files and, for a
+   * keeper that waits before it runs anything, the "go" pipe. The helper's ends are closed once
+   * sent ({@link #handedOver}; it has copies, or never will); the rest on {@link #close}. Closing
+   * the go pipe's write end without a byte tells a waiting keeper not to run anything.
+   */
+  private static final class Descriptors implements AutoCloseable {
+    private final int[] in = {-1, -1};
+    private final int[] go = {-1, -1};
+    private int out = -1;
+    private int err = -1;
+
+    private Descriptors() {}
+
+    static Descriptors open(
+        ProcessBuilder.Redirect stdout, ProcessBuilder.Redirect stderr, boolean withGo)
+        throws IOException {
+      Descriptors d = new Descriptors();
+      try {
+        System.arraycopy(HelperCalls.pipe(), 0, d.in, 0, 2);
+        if (withGo) {
+          System.arraycopy(HelperCalls.pipe(), 0, d.go, 0, 2);
+        }
+        d.out = HelperCalls.open(stdout.file().getPath(), HelperCalls.O_WRONLY);
+        d.err = HelperCalls.open(stderr.file().getPath(), HelperCalls.O_WRONLY);
+        return d;
+      } catch (IOException e) {
+        d.close();
+        throw e;
+      }
+    }
+
+    /** Stdin's read end, stdout, stderr and, if there is one, the go pipe's read end. */
+    int[] forHelper() {
+      return go[0] < 0 ? new int[] {in[0], out, err} : new int[] {in[0], out, err, go[0]};
+    }
+
+    void handedOver() {
+      in[0] = closed(in[0]);
+      out = closed(out);
+      err = closed(err);
+      go[0] = closed(go[0]);
+    }
+
+    /** Stdin's write end, which {@link HelperCommand} reopens as its own. */
+    int stdin() {
+      return in[1];
+    }
+
+    /** Lets the waiting keeper run the command. */
+    void go() throws IOException {
+      HelperCalls.writeFully(go[1], new byte[] {1});
+    }
+
+    @Override
+    public void close() {
+      handedOver();
+      in[1] = closed(in[1]);
+      go[1] = closed(go[1]);
+    }
+
+    private static int closed(int fd) {
+      HelperCalls.close(fd);
+      return -1;
     }
   }
 }

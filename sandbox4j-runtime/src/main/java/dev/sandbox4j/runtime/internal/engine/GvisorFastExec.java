@@ -8,8 +8,6 @@ import dev.sandbox4j.workspace.WorkspaceException;
 import dev.sandbox4j.workspace.WorkspaceTimeoutException;
 import dev.sandbox4j.workspace.spi.ProcessCommands;
 import java.time.Duration;
-import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -51,10 +49,7 @@ final class GvisorFastExec {
       Engine engine,
       GvisorHelper helper,
       String id,
-      int[] ids,
-      String cwd,
-      Map<String, String> env,
-      List<String> argv,
+      CommandSpec spec,
       RunOptions options,
       long clockStart,
       Duration noOutput) {
@@ -81,7 +76,7 @@ final class GvisorFastExec {
         options = watchdog.watching(options);
       }
       RunOptions watched = options;
-      command = helper.submit(ids[0], ids[1], cwd, argv, env);
+      command = helper.submit(spec);
       GvisorHelper.Command c = command;
       awaitStart(helper, id, c, watched, clockStart);
       started.set(c);

@@ -436,13 +436,12 @@ final class GvisorHelper implements AutoCloseable {
    * Sends a command; the returned command's {@link Command#started} completes with the keeper's pid
    * in the sandbox (-1: it failed to start, see {@link Command#failure}, or the helper is gone).
    */
-  Command submit(int uid, int gid, String cwd, List<String> argv, Map<String, String> env)
-      throws FastExec.HelperGone {
+  Command submit(CommandSpec spec) throws FastExec.HelperGone {
     if (lost != null) {
       throw new FastExec.HelperGone(lost);
     }
     int command = nextId.getAndIncrement();
-    byte[] payload = payload(uid, gid, cwd, argv, env);
+    byte[] payload = spec.payload(ByteOrder.LITTLE_ENDIAN, spec.uid(), spec.gid());
     Command c = new Command(command);
     commands.put(command, c);
     send(R_START, command, payload, 0, payload.length);
@@ -450,11 +449,6 @@ final class GvisorHelper implements AutoCloseable {
       c.lose(lost);
     }
     return c;
-  }
-
-  private static byte[] payload(
-      int uid, int gid, String cwd, List<String> argv, Map<String, String> env) {
-    return ExecHelper.commandPayload(ByteOrder.LITTLE_ENDIAN, cwd, argv, env, uid, gid);
   }
 
   /** Registers command {@code command} as sent: for a protocol test. */
