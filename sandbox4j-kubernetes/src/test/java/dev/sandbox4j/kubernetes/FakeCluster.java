@@ -393,7 +393,83 @@ public final class FakeCluster implements AutoCloseable {
                 "preferredVersion":{"groupVersion":"%s/v1beta1","version":"v1beta1"}}"""
                     .formatted(group, group, group));
       }
-      return super.dispatch(request);
+      MockResponse response = super.dispatch(request);
+      WebSocketListener watch = response.getWebSocketListener();
+      if (watch != null && WATCH.matcher(path).find()) {
+        response.withWebSocketUpgrade(new WatchClosedOffTheEventLoop(watch));
+      }
+      return response;
+    }
+  }
+
+  /** A watch request ({@code ?watch=true}, also among other parameters). */
+  private static final Pattern WATCH = Pattern.compile("[?&]watch=true(&|$)");
+
+  /**
+   * The mock's watch, whose end is handled away from the server's event loop. The mock's {@code
+   * WatchEventsListener} waits in {@code onClosed} (and {@code onFailure}) for its sender thread,
+   * which may itself be waiting for a write that only that event loop completes: every connection
+   * of the server then stalls for 30 s. fabric8's client opens and closes a watch of the pod before
+   * each exec ({@code PodOperationUtil.waitUntilReadyOrTerminal}), so a stalled exec's stdin failed
+   * a conformance rule in CI. The watch's events and protocol stay the mock's own.
+   */
+  private static final class WatchClosedOffTheEventLoop extends WebSocketListener {
+    private final WebSocketListener watch;
+
+    WatchClosedOffTheEventLoop(WebSocketListener watch) {
+      this.watch = watch;
+    }
+
+    @Override
+    public void onBeforeAccept(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      watch.onBeforeAccept(ws, response);
+    }
+
+    @Override
+    public void onOpen(WebSocket ws, io.fabric8.mockwebserver.http.Response response) {
+      watch.onOpen(ws, response);
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, String text) {
+      watch.onMessage(ws, text);
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, io.fabric8.mockwebserver.http.ByteString bytes) {
+      watch.onMessage(ws, bytes);
+    }
+
+    @Override
+    public void onMessage(WebSocket ws, byte[] bytes) {
+      watch.onMessage(ws, bytes);
+    }
+
+    @Override
+    public void onPing(WebSocket ws, byte[] data) {
+      watch.onPing(ws, data);
+    }
+
+    @Override
+    public void onClosing(WebSocket ws, int code, String reason) {
+      watch.onClosing(ws, code, reason);
+    }
+
+    @Override
+    public void onClosed(WebSocket ws, int code, String reason) {
+      Thread.ofPlatform()
+          .daemon()
+          .name("fake-watch-closed")
+          .start(() -> watch.onClosed(ws, code, reason));
+    }
+
+    @Override
+    public void onFailure(
+        WebSocket ws, Throwable failure, io.fabric8.mockwebserver.http.Response response) {
+      Thread.ofPlatform()
+          .daemon()
+          .name("fake-watch-failed")
+          .start(() -> watch.onFailure(ws, failure, response));
     }
   }
 
