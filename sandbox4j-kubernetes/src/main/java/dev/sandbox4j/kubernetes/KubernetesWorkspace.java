@@ -65,10 +65,14 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
    * (every writer gone); a timer stops that wait after the drain grace ({@link
    * ProcessCommands#DRAIN_GRACE}, as the other backends keep output that late): it first gives each
    * FIFO to a detached drainer that reads it to its end and drops it, so that a child still writing
-   * never gets SIGPIPE, then kills the relays. A drainer opens its FIFO read-write and then
-   * read-only before closing the first descriptor: it never blocks on the open, and it still sees
-   * EOF once the last writer is gone. Needs POSIX sh, {@code mktemp}, {@code mkfifo}, {@code cat},
-   * {@code sleep} and {@code head}.
+   * never gets SIGPIPE, then kills the relays. The timer opens each FIFO read-write and then
+   * read-only before closing the first descriptor (it never blocks on the open, and the drainer
+   * still sees EOF once the last writer is gone), and only then forks the drainers and kills the
+   * relays: a FIFO always has a reader. (The drainers used to open their FIFOs themselves, in
+   * subshells the kill did not wait for; on a loaded machine a relay could die first, the wrapper
+   * then removed the FIFOs, the drainer's open failed, and the child's next write got SIGPIPE: a
+   * conformance rule failed in CI, and a 0.2 s delay before the open reproduces it.) Needs POSIX
+   * sh, {@code mktemp}, {@code mkfifo}, {@code cat}, {@code sleep} and {@code head}.
    */
   static final String WRAPPER =
       """
@@ -91,7 +95,10 @@ final class KubernetesWorkspace implements WorkspaceBackend, SupportsCommands {
         kill $f 2>/dev/null
       fi
       { sleep %d
-        for p in o e; do (exec 3<>"$d/$p" 4<"$d/$p" 3>&-; exec cat <&4) & done
+        exec 5<>"$d/o" 6<"$d/o" 7<>"$d/e" 8<"$d/e" 5>&- 7>&-
+        cat <&6 6<&- 8<&- &
+        cat <&8 6<&- 8<&- &
+        exec 6<&- 8<&-
         kill $o $e; } </dev/null >/dev/null 2>&1 &
       t=$!
       wait $o $e
