@@ -541,18 +541,19 @@ final class ClusterResources {
         throw new WorkspaceUnavailableException(
             "sandbox k8s:" + ns + "/" + name + " is gone (no Sandbox of that name)");
       }
+      // A merge patch of the one field, without a resourceVersion: the controller updates the
+      // Sandbox's status all the time, and an edit (GET, then a patch that carries the version it
+      // read) failed with 409 Conflict whenever it did so in between (a CI failure).
       client
           .genericKubernetesResources(SANDBOXES)
           .inNamespace(ns)
           .withName(name)
-          .edit(
-              s -> {
-                @SuppressWarnings("unchecked")
-                Map<String, Object> spec =
-                    (Map<String, Object>) s.getAdditionalProperties().get("spec");
-                spec.put("operatingMode", operatingMode);
-                return s;
-              });
+          .patch(
+              io.fabric8.kubernetes.client.dsl.base.PatchContext.of(
+                  io.fabric8.kubernetes.client.dsl.base.PatchType.JSON_MERGE),
+              client
+                  .getKubernetesSerialization()
+                  .asJson(Map.of("spec", Map.of("operatingMode", operatingMode))));
     } catch (KubernetesClientException e) {
       throw new WorkspaceException(
           "cannot set sandbox k8s:" + ns + "/" + name + " " + operatingMode + ": " + e.getMessage(),
